@@ -1,0 +1,13 @@
+"""asyncgrpo — stale-rollout GRPO estimators and their checks.
+
+The core package holds what every other part of the project shares: the one
+registry of importance-weight maps (:mod:`asyncgrpo.estimators`) with its three
+backends (NumPy reference, Numba kernels, PyTorch), the group functionals of
+THEORY.md (§1–§3: group mass ρ̄, bias functional 𝔅, removed mass, ESS,
+advantages) and input validation. ``theory/``, ``simulate/`` and ``figures/``
+build on it.
+"""
+from asyncgrpo.estimators import ESTIMATORS, WeightMap, get, names
+
+__all__ = ["ESTIMATORS", "WeightMap", "get", "names"]
+__version__ = "0.1.0"

@@ -1,0 +1,166 @@
+"""The one registry of trajectory-level importance-weight maps (THEORY.md §2).
+
+Every estimator is a named factory taking ``eps`` (the ratio threshold ε) and
+returning a :class:`WeightMap`, a small frozen object whose three backends share
+the name::
+
+    >>> from asyncgrpo import estimators as est
+    >>> wm = est.gmc(0.2)                  # or est.get("gmc", eps=0.2)
+    >>> wm([0.1, -0.3, 2.0])               # NumPy reference, shape (G,)
+    >>> wm.torch(ell, mask=None)           # PyTorch, [n_groups, G], stop-gradient
+    >>> wm.numba([0.1, -0.3, 2.0])         # Numba kernel via a validated wrapper
+    >>> wm.code                            # int for kernels: kernels.weights_nb(code, ell, eps, out)
+
+The weight ``w_i`` enters ``ĝ = (1/G) Σ_i w_i A_i s_θ(τ_i)`` with stop-gradient:
+
+==========  =================================  ==============================
+name        weight ``w_i``                      in the class ``𝒲_ε``?
+==========  =================================  ==============================
+onpolicy    ``1``                               no (ignores staleness)
+is          ``ρ_i``                             no (unbounded)
+tis         ``min(ρ_i, 1+ε)``                   yes
+tic         ``ρ_i · 1{ρ_i ≤ 1+ε}``              yes
+gmc         ``ρ_i · min(1, (1+ε)/ρ̄)``          yes (C2: least 𝔅 in the class)
+snis        ``ρ_i / ρ̄``                         no
+==========  =================================  ==============================
+
+``𝒲_ε(ρ) = {w : 0 ≤ w_i ≤ ρ_i, (1/G)Σ w_i ≤ 1+ε}``. None of the six needs the
+advantages; the token-level baselines (``grpo``, ``gspo``, ``cispo``, ``m2po``)
+live in :mod:`asyncgrpo.estimators.token_level`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from asyncgrpo.estimators import reference
+from asyncgrpo.estimators.reference import CODES
+from asyncgrpo.validation import check_eps, check_log_ratios
+
+#: Names of the trajectory-level estimators, in the order of THEORY.md §2.
+ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "snis")
+#: Those that belong to the class 𝒲_ε for every ρ (THEORY §3).
+IN_CLASS: frozenset[str] = frozenset({"tis", "tic", "gmc"})
+
+
+@dataclass(frozen=True)
+class WeightMap:
+    """Estimator ``name`` at threshold ``eps``: ``ℓ ↦ w`` in three backends."""
+
+    name: str
+    eps: float
+
+    @property
+    def code(self) -> int:
+        """Integer id used by the Numba kernels (``reference.CODES``)."""
+        return CODES[self.name]
+
+    @property
+    def in_class(self) -> bool:
+        """Whether the weights always lie in ``𝒲_ε(ρ)``."""
+        return self.name in IN_CLASS
+
+    def log_weights(self, log_ratios) -> np.ndarray:
+        """``log w_i`` (NumPy reference); ``-inf`` marks a zero weight."""
+        return reference.log_weights(self.name, check_log_ratios(log_ratios), self.eps)
+
+    def __call__(self, log_ratios) -> np.ndarray:
+        """``w_i`` (NumPy reference), shape ``(G,)``. Finite for ``|ℓ_i| ≤ 1e4`` except ``is``."""
+        return reference.weights(self.name, check_log_ratios(log_ratios), self.eps)
+
+    def numba(self, log_ratios) -> np.ndarray:
+        """``w_i`` from the Numba kernel :func:`kernels.weights_nb` (validated wrapper)."""
+        from asyncgrpo.estimators import kernels
+
+        ell = check_log_ratios(log_ratios)
+        with np.errstate(over="ignore"):
+            return kernels.weights_nb(self.code, ell, self.eps, np.empty_like(ell))
+
+    def torch(self, log_ratios, mask=None):
+        """Detached weights ``[n_groups, G]`` from PyTorch; ``mask`` marks real entries.
+
+        ``log_ratios`` may be ``[G]`` (one group) or ``[n_groups, G]``; the
+        result has the same shape, with 0 at padded entries.
+        """
+        import torch
+
+        from asyncgrpo.estimators import torch_backend
+
+        ell = torch.as_tensor(log_ratios)
+        if not torch.is_floating_point(ell):
+            ell = ell.to(torch.float64)
+        squeeze = ell.ndim == 1
+        if squeeze:
+            ell = ell.unsqueeze(0)
+        if ell.ndim != 2:
+            raise ValueError(f"log_ratios must have shape [G] or [n_groups, G], got {tuple(ell.shape)}")
+        if mask is None:
+            mask = torch.ones_like(ell, dtype=torch.bool)
+        else:
+            mask = torch.as_tensor(mask, device=ell.device)
+            if squeeze and mask.ndim == 1:
+                mask = mask.unsqueeze(0)
+            if mask.shape != ell.shape:
+                raise ValueError(
+                    f"mask and log_ratios must have the same shape, got {tuple(mask.shape)} and {tuple(ell.shape)}"
+                )
+            mask = mask.to(torch.bool)
+        if ell.shape[-1] == 0:
+            raise ValueError("log_ratios is an empty group: G must be >= 1")
+        empty = ~mask.any(dim=-1)
+        if bool(empty.any()):
+            raise ValueError(
+                f"mask leaves group {int(empty.nonzero()[0, 0])} empty: every group needs G >= 1 real entries"
+            )
+        bad = mask & ~torch.isfinite(ell.detach())
+        if bool(bad.any()):
+            idx = tuple(int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"log_ratios must be finite (no NaN or inf); found {float(ell[idx])} at index {idx}")
+        out = torch_backend.weights(self.name, ell, self.eps, mask)
+        return out.squeeze(0) if squeeze else out
+
+
+def names() -> tuple[str, ...]:
+    """All registered trajectory-level estimator names."""
+    return ESTIMATORS
+
+
+def get(name: str, eps: float = 0.2) -> WeightMap:
+    """The :class:`WeightMap` called ``name`` at threshold ``eps`` (validated)."""
+    if name not in CODES:
+        raise ValueError(f"unknown estimator {name!r}; known estimators: {', '.join(ESTIMATORS)}")
+    return WeightMap(name, check_eps(eps))
+
+
+def onpolicy(eps: float = 0.2) -> WeightMap:
+    """``w_i = 1``: ignores staleness, so ``E ĝ`` is the gradient at ``μ`` (no-IS ablation)."""
+    return get("onpolicy", eps)
+
+
+def is_(eps: float = 0.2) -> WeightMap:
+    """``w_i = ρ_i``: plain importance sampling (``is`` is a Python keyword)."""
+    return get("is", eps)
+
+
+def tis(eps: float) -> WeightMap:
+    """``w_i = min(ρ_i, 1+ε)``: truncated IS at trajectory level."""
+    return get("tis", eps)
+
+
+def tic(eps: float) -> WeightMap:
+    """``w_i = ρ_i·1{ρ_i ≤ 1+ε}``: TIC-GRPO, the gradient of ``min(ρ_i, 1+ε)·A_i``."""
+    return get("tic", eps)
+
+
+def gmc(eps: float) -> WeightMap:
+    """``w_i = ρ_i·min(1, (1+ε)/ρ̄)``: group-mass capping, one factor per group."""
+    return get("gmc", eps)
+
+
+def snis(eps: float = 0.2) -> WeightMap:
+    """``w_i = ρ_i/ρ̄``: self-normalised IS (always rescales to mean weight 1)."""
+    return get("snis", eps)
+
+
+__all__ = ["ESTIMATORS", "IN_CLASS", "WeightMap", "get", "names", "onpolicy", "is_", "tis", "tic", "gmc", "snis"]

@@ -1,0 +1,101 @@
+"""Numba kernels of the trajectory-level weight maps (THEORY.md §2).
+
+Same log-space formulas as :mod:`asyncgrpo.estimators.reference`; the integer
+``code`` comes from ``reference.CODES`` so that other ``@njit`` kernels (the
+Monte Carlo and training simulators) can pick an estimator at run time without
+Python objects. No validation here: the public wrappers validate once.
+
+Shapes: ``ell`` is ``ndarray(float64, ndim=1)`` of length ``G``; ``out`` has the
+same shape and is overwritten. No randomness is drawn.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def log_group_mass_nb(ell):
+    """``log ρ̄ = logsumexp(ℓ) − log G`` (max-shifted so ``|ℓ| ≤ 1e4`` stays finite)."""
+    G = ell.shape[0]
+    m = ell[0]
+    for i in range(1, G):
+        if ell[i] > m:
+            m = ell[i]
+    s = 0.0
+    for i in range(G):
+        s += math.exp(ell[i] - m)
+    return m + math.log(s) - math.log(G)
+
+
+@njit(cache=True)
+def log_weights_nb(code, ell, eps, out):
+    """Write ``log w_i`` of estimator ``code`` into ``out``; returns ``out``."""
+    G = ell.shape[0]
+    cap = math.log1p(eps)
+    if code == 0:  # onpolicy
+        for i in range(G):
+            out[i] = 0.0
+    elif code == 1:  # is
+        for i in range(G):
+            out[i] = ell[i]
+    elif code == 2:  # tis
+        for i in range(G):
+            out[i] = ell[i] if ell[i] < cap else cap
+    elif code == 3:  # tic
+        for i in range(G):
+            out[i] = ell[i] if ell[i] <= cap else -np.inf
+    elif code == 4:  # gmc: one common factor min(1, (1+ε)/ρ̄) per group
+        shift = cap - log_group_mass_nb(ell)
+        if shift > 0.0:
+            shift = 0.0
+        for i in range(G):
+            out[i] = ell[i] + shift
+    elif code == 5:  # snis
+        lm = log_group_mass_nb(ell)
+        for i in range(G):
+            out[i] = ell[i] - lm
+    else:
+        raise ValueError("unknown estimator code")
+    return out
+
+
+@njit(cache=True)
+def weights_nb(code, ell, eps, out):
+    """Write ``w_i = exp(log w_i)`` of estimator ``code`` into ``out``; returns ``out``."""
+    log_weights_nb(code, ell, eps, out)
+    for i in range(ell.shape[0]):
+        out[i] = math.exp(out[i])
+    return out
+
+
+@njit(cache=True)
+def weights_batch_nb(code, ell, eps, out):
+    """Row-wise :func:`weights_nb` for ``ell`` of shape ``(n_groups, G)``."""
+    for g in range(ell.shape[0]):
+        weights_nb(code, ell[g], eps, out[g])
+    return out
+
+
+@njit(cache=True)
+def group_functionals_nb(ell, logw):
+    """Return ``(ρ̄, 𝔅(w;ρ), removed mass, Σw/G)`` for one group from ``ℓ`` and ``log w``.
+
+    ``𝔅(w;ρ) = (1/G)Σ(ρ_i − w_i)²/ρ_i`` and removed mass ``(1/G)Σ(ρ_i − w_i)``
+    are written as ``ρ_i·f_i^k`` with ``f_i = 1 − w_i/ρ_i = −expm1(log w_i − ℓ_i)``
+    so that no ``w_i/ρ_i`` is formed from two under- or overflowed numbers.
+    """
+    G = ell.shape[0]
+    B = 0.0
+    removed = 0.0
+    mass_w = 0.0
+    for i in range(G):
+        frac = -math.expm1(logw[i] - ell[i])
+        if frac != 0.0:
+            rho = math.exp(ell[i])
+            B += rho * frac * frac
+            removed += rho * frac
+        mass_w += math.exp(logw[i])
+    return math.exp(log_group_mass_nb(ell)), B / G, removed / G, mass_w / G
