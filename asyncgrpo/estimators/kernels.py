@@ -16,9 +16,12 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, inline="always")
-def log_group_mass_nb(ell):
-    """``log ρ̄ = logsumexp(ℓ) − log G`` (max-shifted so ``|ℓ| ≤ 1e4`` stays finite)."""
+@njit(cache=True)
+def lse_parts_nb(ell):
+    """``(m, r)`` with ``log ρ̄ = m + r``, ``m = max ℓ``, ``r = log(Σ exp(ℓ − m)/G)``.
+
+    Two parts so ``ℓ_i − log ρ̄ = (ℓ_i − m) − r`` keeps full precision at ``|ℓ| = 1e4``.
+    """
     G = ell.shape[0]
     m = ell[0]
     for i in range(1, G):
@@ -27,7 +30,14 @@ def log_group_mass_nb(ell):
     s = 0.0
     for i in range(G):
         s += math.exp(ell[i] - m)
-    return m + math.log(s) - math.log(G)
+    return m, math.log(s) - math.log(G)
+
+
+@njit(cache=True)
+def log_group_mass_nb(ell):
+    """``log ρ̄ = logsumexp(ℓ) − log G``."""
+    m, r = lse_parts_nb(ell)
+    return m + r
 
 
 @njit(cache=True)
@@ -48,15 +58,17 @@ def log_weights_nb(code, ell, eps, out):
         for i in range(G):
             out[i] = ell[i] if ell[i] <= cap else -np.inf
     elif code == 4:  # gmc: one common factor min(1, (1+ε)/ρ̄) per group
-        shift = cap - log_group_mass_nb(ell)
-        if shift > 0.0:
-            shift = 0.0
-        for i in range(G):
-            out[i] = ell[i] + shift
+        m, r = lse_parts_nb(ell)
+        if cap >= m + r:
+            for i in range(G):
+                out[i] = ell[i]
+        else:
+            for i in range(G):
+                out[i] = (ell[i] - m) + (cap - r)
     elif code == 5:  # snis
-        lm = log_group_mass_nb(ell)
+        m, r = lse_parts_nb(ell)
         for i in range(G):
-            out[i] = ell[i] - lm
+            out[i] = (ell[i] - m) - r
     else:
         raise ValueError("unknown estimator code")
     return out

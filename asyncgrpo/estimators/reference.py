@@ -26,10 +26,17 @@ import numpy as np
 CODES = {"onpolicy": 0, "is": 1, "tis": 2, "tic": 3, "gmc": 4, "snis": 5}
 
 
+def _lse_parts(ell: np.ndarray) -> tuple[float, float]:
+    # log ρ̄ = m + log(Σ exp(ℓ − m)/G) with m = max ℓ. Kept as two parts so that
+    # ℓ_i − log ρ̄ is formed as (ℓ_i − m) − rest: exact for the largest ℓ_i even at |ℓ| = 1e4.
+    m = float(np.max(ell))
+    return m, float(np.log(np.sum(np.exp(ell - m))) - np.log(ell.shape[0]))
+
+
 def log_group_mass(ell: np.ndarray) -> float:
     """``log ρ̄ = logsumexp(ℓ) − log G`` for ``ℓ`` of shape ``(G,)``."""
-    m = np.max(ell)
-    return float(m + np.log(np.sum(np.exp(ell - m))) - np.log(ell.shape[0]))
+    m, rest = _lse_parts(ell)
+    return m + rest
 
 
 def log_weights(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
@@ -44,9 +51,11 @@ def log_weights(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
     if name == "tic":
         return np.where(ell <= cap, ell, -np.inf)
     if name == "gmc":
-        return ell + min(0.0, cap - log_group_mass(ell))
+        m, rest = _lse_parts(ell)
+        return ell.copy() if cap >= m + rest else (ell - m) + (cap - rest)
     if name == "snis":
-        return ell - log_group_mass(ell)
+        m, rest = _lse_parts(ell)
+        return (ell - m) - rest
     raise KeyError(name)
 
 

@@ -18,11 +18,15 @@ import math
 import torch
 
 
-def _masked_log_group_mass(ell: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    # log ρ̄ over the real entries of each row: logsumexp(ℓ[mask]) − log G_row.
+def _masked_lse_parts(ell: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # log ρ̄ = m + r over the real entries of each row (m = max ℓ), kept in two
+    # parts so ℓ_i − log ρ̄ = (ℓ_i − m) − r is exact for the largest ℓ_i at |ℓ| = 1e4.
     neg_inf = torch.full_like(ell, -math.inf)
-    lse = torch.logsumexp(torch.where(mask, ell, neg_inf), dim=-1)
-    return lse - torch.log(mask.sum(dim=-1).to(ell.dtype))
+    masked = torch.where(mask, ell, neg_inf)
+    m = masked.max(dim=-1, keepdim=True).values
+    s = torch.exp(masked - m).sum(dim=-1, keepdim=True)
+    r = torch.log(s) - torch.log(mask.sum(dim=-1, keepdim=True).to(ell.dtype))
+    return m, r
 
 
 def log_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) -> torch.Tensor:
@@ -37,10 +41,11 @@ def log_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) ->
     elif name == "tic":
         out = torch.where(ell <= cap, ell, torch.full_like(ell, -math.inf))
     elif name == "gmc":
-        shift = torch.clamp(cap - _masked_log_group_mass(ell, mask), max=0.0)
-        out = ell + shift.unsqueeze(-1)
+        m, r = _masked_lse_parts(ell, mask)
+        out = torch.where(cap >= m + r, ell, (ell - m) + (cap - r))
     elif name == "snis":
-        out = ell - _masked_log_group_mass(ell, mask).unsqueeze(-1)
+        m, r = _masked_lse_parts(ell, mask)
+        out = (ell - m) - r
     else:
         raise KeyError(name)
     return torch.where(mask, out, torch.full_like(out, -math.inf))

@@ -1,0 +1,123 @@
+"""Token-level baselines (THEORY.md §2): backend agreement, clip semantics, and policy_loss's gradient."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asyncgrpo import estimators as est
+from asyncgrpo.estimators import token_level as tl
+
+
+def batch(seed, N=8, T=6, scale=0.4):
+    rng = np.random.default_rng(seed)
+    ell = rng.normal(0, scale, (N, T))
+    mask = rng.random((N, T)) < 0.8
+    mask[:, 0] = True
+    adv = rng.normal(size=N)
+    return ell, mask, adv
+
+
+@pytest.mark.parametrize("name", tl.TOKEN_ESTIMATORS)
+@given(seed=st.integers(0, 10_000), scale=st.sampled_from([0.05, 0.5, 3.0]))
+@settings(max_examples=40)
+def test_three_backends_agree(name, seed, scale):
+    ell, mask, adv = batch(seed, scale=scale)
+    ref = tl.token_coefficients(name, ell, mask, adv)
+    nb = tl.token_coefficients_numba(name, ell, mask, adv)
+    th = tl.token_coefficients_torch(name, torch.tensor(ell), torch.tensor(mask), torch.tensor(adv)).numpy()
+    np.testing.assert_allclose(nb, ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(th, ref, rtol=1e-12, atol=0)
+    assert np.all(ref[~mask] == 0) and np.all(ref >= 0)
+
+
+def test_grpo_clip_is_two_sided_and_sign_dependent():
+    eh, el = 0.28, 0.2
+    ell = np.log(np.array([[1.5, 1.0, 0.5]] * 2))
+    mask = np.ones_like(ell, dtype=bool)
+    c = tl.token_coefficients("grpo", ell, mask, np.array([1.0, -1.0]), eps_low=el, eps_high=eh)
+    # A>0: the high ratio is clipped; A<0: the low ratio is clipped; T_i = 3.
+    np.testing.assert_allclose(c, [[0.0, 1 / 3, 0.5 / 3], [1.5 / 3, 1 / 3, 0.0]], rtol=1e-14)
+
+
+def test_cispo_truncates_and_m2po_meets_its_second_moment_budget():
+    ell, mask, adv = batch(1, N=16, T=10, scale=0.5)
+    c = tl.token_coefficients("cispo", ell, mask, adv, eps_high=0.2)
+    T_i = mask.sum(1, keepdims=True)
+    assert np.all(c * T_i <= 1.2 * (1 + 1e-15))
+    tau = 0.04
+    c = tl.token_coefficients("m2po", ell, mask, adv, tau_m2=tau)
+    kept = (c > 0) & mask
+    assert 0 < kept.sum() < mask.sum()
+    assert np.mean(ell[kept] ** 2) <= tau
+    # Minimal: putting back the smallest dropped token breaks the budget.
+    dropped = mask & ~kept
+    j = np.unravel_index(np.argmin(np.where(dropped, ell**2, np.inf)), ell.shape)
+    kept2 = kept.copy()
+    kept2[j] = True
+    assert np.mean(ell[kept2] ** 2) > tau
+
+
+@pytest.mark.parametrize("name", est.ESTIMATORS + tl.TOKEN_ESTIMATORS)
+def test_policy_loss_gradient_equals_estimator(name):
+    """∇ of the surrogate is −ĝ with ĝ = (1/(n_groups·G)) Σ_i A_i Σ_t c_{i,t} ∇log π(a_t|s_t)."""
+    G, n_groups, T = 4, 3, 5
+    N = G * n_groups
+    ell, mask, adv = batch(7, N=N, T=T, scale=0.3)
+    rng = np.random.default_rng(8)
+    logp_old = torch.tensor(rng.normal(-2, 0.5, (N, T)))
+    # Parameterise log π directly: ∇_{logp} of the loss is then the coefficient matrix itself.
+    logp_new = (logp_old + torch.tensor(ell)).clone().requires_grad_(True)
+    loss = tl.policy_loss(name, logp_new, logp_old, torch.tensor(adv), torch.tensor(mask), eps=0.2, group_size=G)
+    loss.backward()
+    if name in tl.TOKEN_CODES:
+        c = tl.token_coefficients(name, ell, mask, adv)
+    else:
+        w = np.concatenate([est.get(name, 0.2)(np.where(mask, ell, 0).sum(1)[g * G:(g + 1) * G]) for g in range(n_groups)])
+        c = np.where(mask, w[:, None], 0.0)
+    expected = -(adv[:, None] * c) / N
+    np.testing.assert_allclose(logp_new.grad.numpy(), expected, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["is", "tis", "tic", "gmc", "snis", "cispo", "m2po"])
+def test_zero_staleness_gives_the_onpolicy_gradient(name):
+    # d = 0: every ratio is 1, so IS-type corrections vanish (cispo/m2po up to their 1/T_i normalisation).
+    N, T, G = 8, 4, 4
+    rng = np.random.default_rng(2)
+    logp = torch.tensor(rng.normal(-1, 0.3, (N, T)))
+    mask = torch.ones(N, T, dtype=torch.bool)
+    adv = torch.tensor(rng.normal(size=N))
+    grads = {}
+    for n in (name, "onpolicy"):
+        lp = logp.clone().requires_grad_(True)
+        tl.policy_loss(n, lp, logp, adv, mask, group_size=G).backward()
+        grads[n] = lp.grad
+    scale = T if name in tl.TOKEN_CODES else 1.0
+    torch.testing.assert_close(grads[name] * scale, grads["onpolicy"], rtol=0, atol=0)
+
+
+def test_bad_inputs_are_named():
+    ell, mask, adv = batch(0)
+    with pytest.raises(ValueError, match="unknown token-level estimator 'ppo'"):
+        tl.token_coefficients("ppo", ell, mask, adv)
+    with pytest.raises(ValueError, match="eps_low must be in"):
+        tl.token_coefficients("grpo", ell, mask, adv, eps_low=1.5)
+    with pytest.raises(ValueError, match="tau_m2 must be a finite number > 0"):
+        tl.token_coefficients("m2po", ell, mask, adv, tau_m2=0.0)
+    with pytest.raises(ValueError, match="adv must have shape"):
+        tl.token_coefficients("grpo", ell, mask, adv[:-1])
+    bad = ell.copy()
+    bad[0, 0] = math.nan
+    with pytest.raises(ValueError, match="tok_ell must be finite"):
+        tl.token_coefficients_numba("grpo", bad, mask, adv)
+    empty = mask.copy()
+    empty[2] = False
+    with pytest.raises(ValueError, match="trajectory 2 with no tokens"):
+        tl.token_coefficients("gspo", ell, empty, adv)
+    with pytest.raises(ValueError, match="group_size must be >= 1 and divide"):
+        tl.policy_loss("gmc", torch.zeros(6, 2), torch.zeros(6, 2), torch.zeros(6), torch.ones(6, 2, dtype=torch.bool),
+                       group_size=4)
