@@ -309,3 +309,14 @@ def test_group_size_validation(G):
 
     with pytest.raises(ValueError, match=r"G must be an integer >= 1"):
         check_group_size(G)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_theory_exact_weights_agree_with_the_registry(name):
+    # theory/weights.py holds exact-arithmetic versions for enumeration; they must be the same maps.
+    from theory import weights as exact
+
+    rng = np.random.default_rng(11)
+    for G in (1, 2, 5, 9):
+        ell = rng.normal(0, 1.2, size=G)
+        np.testing.assert_allclose(exact.weights(name, list(np.exp(ell)), 0.3), est.get(name, 0.3)(ell), rtol=1e-12)
