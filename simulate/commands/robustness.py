@@ -1,0 +1,35 @@
+"""``robustness``: C9 — tuned final J and average ‖∇J‖² against delay for every estimator, with verdicts."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "robustness"
+HELP = "C9: final J and (1/K)Σ‖∇J‖² against delay d for every estimator (η tuned), and the claim's verdict"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="d ∈ {0,8,32}, 3 step sizes, 5 seeds, 60 steps (< 1 min)")
+    p.add_argument("--G", type=int, default=8)
+    p.add_argument("--eps", type=float, default=0.2)
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 8; quick 5)")
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--score", choices=("final_J", "avg_grad_norm2"), default="final_J", help="tuning criterion")
+    p.add_argument("--out", default=None, help="CSV path for the table")
+
+
+def main(args) -> int:
+    from simulate.experiments import c9_verdict, robustness_experiment
+
+    seeds = None if args.seeds is None else range(args.seeds)
+    tab = robustness_experiment(quick=args.quick, G=args.G, eps=args.eps, seeds=seeds, steps=args.steps,
+                                score=args.score)
+    cols = ["estimator", "d", "eta", "div_rate", "div_rate_any", "final_J", "final_J_lo", "final_J_hi", "score",
+            "score_lo", "score_hi", "chi2", "clip_frac", "ess", "tail_any"]
+    print(tab[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print("\nC9 verdict (from the numbers above):")
+    for part, v in c9_verdict(tab).items():
+        print(f"  {part}: {'holds' if v['holds'] else 'does not hold'} — {v['detail']}")
+    if args.out:
+        tab.to_csv(args.out, index=False)
+        print(f"wrote {args.out}")
+    return 0
