@@ -412,23 +412,10 @@ def run_mc(
 
 
 def _log_weights_batch(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
-    """Registry formulas (:mod:`asyncgrpo.estimators.reference`) vectorised over rows of ``ℓ (n, G)``."""
-    cap = np.log1p(eps)
-    m = ell.max(axis=1, keepdims=True)
-    lgm = m + np.log(np.exp(ell - m).sum(axis=1, keepdims=True)) - np.log(ell.shape[1])
-    if name == "onpolicy":
-        return np.zeros_like(ell)
-    if name == "is":
-        return ell.copy()
-    if name == "tis":
-        return np.minimum(ell, cap)
-    if name == "tic":
-        return np.where(ell <= cap, ell, -np.inf)
-    if name == "gmc":
-        return ell + np.minimum(0.0, cap - lgm)
-    if name == "snis":
-        return ell - lgm
-    raise ValueError(f"unknown estimator {name!r}")
+    """Registry log-weights (:func:`asyncgrpo.estimators.reference.log_weights`) over rows of ``ℓ (n, G)``."""
+    if name not in reference.CODES:
+        raise ValueError(f"unknown estimator {name!r}")
+    return reference.log_weights(name, ell, eps)
 
 
 def reference_mc(mdp: ins.TabularMDP, theta, theta_mu, estimators, eps_list, uniforms) -> dict:

@@ -26,21 +26,25 @@ import numpy as np
 CODES = {"onpolicy": 0, "is": 1, "tis": 2, "tic": 3, "gmc": 4, "snis": 5}
 
 
-def _lse_parts(ell: np.ndarray) -> tuple[float, float]:
-    # log ρ̄ = m + log(Σ exp(ℓ − m)/G) with m = max ℓ. Kept as two parts so that
-    # ℓ_i − log ρ̄ is formed as (ℓ_i − m) − rest: exact for the largest ℓ_i even at |ℓ| = 1e4.
-    m = float(np.max(ell))
-    return m, float(np.log(np.sum(np.exp(ell - m))) - np.log(ell.shape[0]))
+def _lse_parts(ell: np.ndarray):
+    # log ρ̄ = m + log(Σ exp(ℓ − m)/G) with m = max ℓ, over the last axis (keepdims). Kept as
+    # two parts so that ℓ_i − log ρ̄ is formed as (ℓ_i − m) − rest: exact for the largest ℓ_i at |ℓ| = 1e4.
+    m = np.max(ell, axis=-1, keepdims=True)
+    return m, np.log(np.sum(np.exp(ell - m), axis=-1, keepdims=True)) - np.log(ell.shape[-1])
 
 
-def log_group_mass(ell: np.ndarray) -> float:
-    """``log ρ̄ = logsumexp(ℓ) − log G`` for ``ℓ`` of shape ``(G,)``."""
+def log_group_mass(ell: np.ndarray):
+    """``log ρ̄ = logsumexp(ℓ) − log G`` over the last axis (a float for one group ``(G,)``)."""
     m, rest = _lse_parts(ell)
-    return m + rest
+    out = (m + rest)[..., 0]
+    return float(out) if out.ndim == 0 else out
 
 
 def log_weights(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
-    """Log-weights ``log w_i`` of estimator ``name`` (table above), shape ``(G,)``."""
+    """Log-weights ``log w_i`` of estimator ``name`` (table above).
+
+    ``ell`` has shape ``(..., G)``: one group, or a batch of groups along the leading axes.
+    """
     cap = np.log1p(eps)
     if name == "onpolicy":
         return np.zeros_like(ell)
@@ -52,7 +56,7 @@ def log_weights(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
         return np.where(ell <= cap, ell, -np.inf)
     if name == "gmc":
         m, rest = _lse_parts(ell)
-        return ell.copy() if cap >= m + rest else (ell - m) + (cap - rest)
+        return np.where(cap >= m + rest, ell, (ell - m) + (cap - rest))
     if name == "snis":
         m, rest = _lse_parts(ell)
         return (ell - m) - rest
@@ -60,6 +64,6 @@ def log_weights(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
 
 
 def weights(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
-    """Weights ``w_i = exp(log w_i)``; ``is`` overflows to ``+inf`` past ``ℓ ≈ 709.78``."""
+    """Weights ``w_i = exp(log w_i)``, shape of ``ell``; ``is`` overflows to ``+inf`` past ``ℓ ≈ 709.78``."""
     with np.errstate(over="ignore"):
         return np.exp(log_weights(name, ell, eps))
