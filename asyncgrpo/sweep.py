@@ -248,6 +248,17 @@ def code_version(packages: Iterable[str] = DEFAULT_CODE_PACKAGES) -> str:
     return _VERSION_CACHE[pk]
 
 
+def _sweep_version(fn_ref: str) -> str:
+    """:func:`code_version` plus the source of the cell function's own module (it may live elsewhere)."""
+    mod = fn_ref.partition(":")[0]
+    pkg = mod.split(".")[0]
+    if pkg in DEFAULT_CODE_PACKAGES:
+        return code_version()
+    spec = importlib.util.find_spec(mod)
+    src = Path(spec.origin).read_bytes() if spec is not None and spec.origin else mod.encode()
+    return f"{code_version()}-{hashlib.sha256(src).hexdigest()[:8]}"
+
+
 def git_commit() -> str:
     """The current git commit (with ``-dirty`` if the tree has changes), or ``"unknown"``."""
     here = Path(__file__).resolve().parent
@@ -342,7 +353,7 @@ def _annotate(table: pd.DataFrame, cell: Cell) -> pd.DataFrame:
 
 def load_cells(sweep: Sweep, root: str | Path = DEFAULT_ROOT, *, version: str | None = None) -> dict[str, pd.DataFrame]:
     """The finished cells of ``sweep`` already stored under ``root``: ``{cell id: table}``."""
-    version = code_version() if version is None else version
+    version = _sweep_version(sweep.fn) if version is None else version
     directory = Path(root) / sweep.id
     out = {}
     for c in sweep.cells:
@@ -385,7 +396,7 @@ def run_sweep(
     if dask_local is not None and (isinstance(dask_local, bool) or int(dask_local) < 1):
         raise ValueError(f"dask_local must be an integer >= 1 (number of worker processes), got {dask_local!r}")
     t0 = time.perf_counter()
-    version = code_version() if version is None else version
+    version = _sweep_version(sweep.fn) if version is None else version
     directory = Path(root) / sweep.id
     keys = {c.id: cell_key(sweep.fn, c.settings, version) for c in sweep.cells}
     tables: dict[str, pd.DataFrame] = {}
@@ -418,16 +429,16 @@ def run_sweep(
 
     try:
         if todo:
-            if backend == "serial":
+            if backend == "dask":
+                _run_dask(sweep, todo, keys, finish, failures, client=client, scheduler=scheduler, n_local=dask_local)
+            elif backend == "local" and int(n_workers or os.cpu_count() or 1) > 1 and len(todo) > 1:
+                _run_local(sweep.fn, todo, n_workers, finish, failures)
+            else:  # serial, or local with one worker or one cell: no pool to start
                 for c in todo:
                     try:
                         finish(c, *_compute(sweep.fn, c.settings))
                     except Exception as exc:  # noqa: BLE001 — recorded and re-raised as SweepError
                         failures[c.id] = f"{type(exc).__name__}: {exc}"
-            elif backend == "local":
-                _run_local(sweep.fn, todo, n_workers, finish, failures)
-            else:
-                _run_dask(sweep, todo, keys, finish, failures, client=client, scheduler=scheduler, n_local=dask_local)
     finally:
         bar.close()
     if failures:

@@ -13,7 +13,10 @@ Both instances are one object, a **tabular token MDP with deterministic transiti
   whatever the verifiable reward needs (``"count_ge"``: ``R = 1{#0-tokens ≥ k}``;
   ``"sum_mod"``: ``R = 1{Σ_t a_t ≡ 0 mod m}``).
 
-Exact quantities come from dynamic programming over ``(t, s)``: the state distribution
+Exact quantities come from dynamic programming over ``(t, s)``, defined once as Numba kernels
+(:func:`log_softmax_nb`, :func:`exact_J_grad_nb`, :func:`chi2_nb`) that the NumPy-facing
+wrappers (:func:`log_policy`, :func:`exact_J`, :func:`exact_grad_J`, :func:`chi2`) and the
+training simulator both call: the state distribution
 ``d_t(s)`` under a policy (forward) and the values ``V_t(s)``, ``Q_t(s,a) = V_{t+1}(s')``
 (backward). For tabular softmax the score of one step is ``e_{a_t} − π_θ(·|s_t)`` on row
 ``(t, s_t)``, so
@@ -25,7 +28,9 @@ step weights ``μ(a|s)·r(a|s)^k = π_θ(a|s)^k μ(a|s)^{1−k}``, because ``ρ^
 time steps: ``E_μ[ρ^k] = Σ_τ Π_t π_θ^k μ^{1−k}``.
 
 Sampling uses Walker/Vose alias tables (:func:`alias_tables`): one uniform ``u`` per token,
-``j = ⌊uV⌋``, accept ``j`` if ``uV − j < prob[j]`` else take ``alias[j]``.
+``j = ⌊uV⌋``, accept ``j`` if ``uV − j < prob[j]`` else take ``alias[j]``. The uniforms come from
+Numba's ``np.random`` (:func:`sample_groups_nb`) or, in the Monte Carlo kernel, from the faster
+xoshiro256+ stream :func:`rng_uniform_nb` seeded per chunk by :func:`rng_seed_nb`.
 """
 from __future__ import annotations
 
@@ -43,8 +48,12 @@ __all__ = [
     "bandit",
     "token_mdp",
     "log_policy",
+    "log_softmax_nb",
+    "exact_J_grad_nb",
+    "chi2_nb",
     "random_theta",
     "exact_J",
+    "exact_J_grad",
     "exact_grad_J",
     "chi2",
     "ratio_moment",
@@ -52,6 +61,8 @@ __all__ = [
     "stale_pair",
     "enumerate_paths",
     "alias_tables",
+    "rng_seed_nb",
+    "rng_uniform_nb",
     "sample_token_nb",
     "sample_paths_nb",
     "sample_groups_nb",
@@ -237,11 +248,88 @@ def random_theta(mdp: TabularMDP, scale: float = 0.5, seed: int = 0) -> np.ndarr
 # --------------------------------------------------------------------------- exact quantities
 
 
+@njit(cache=True)
+def log_softmax_nb(theta, out):
+    """``out[t,s,a] = log π_θ(a|s,t) = θ[t,s,a] − logsumexp_b θ[t,s,b]``; ``θ``, ``out``: ``ndarray(float64, (T,S,V))``.
+
+    Returns ``out``. No randomness.
+    """
+    T, S, V = theta.shape
+    for t in range(T):
+        for s in range(S):
+            m = theta[t, s, 0]
+            for a in range(1, V):
+                if theta[t, s, a] > m:
+                    m = theta[t, s, a]
+            z = 0.0
+            for a in range(V):
+                z += math.exp(theta[t, s, a] - m)
+            lz = m + math.log(z)
+            for a in range(V):
+                out[t, s, a] = theta[t, s, a] - lz
+    return out
+
+
+@njit(cache=True)
+def exact_J_grad_nb(logp, next_state, reward, s0, grad_out):
+    """Exact ``J(θ)`` (returned) and ``∇J(θ)`` (written into ``grad_out``) by forward–backward DP.
+
+    ``logp = log π_θ`` ``(T,S,V)``, ``next_state (T,S,V)`` int, ``reward (S,)``, ``grad_out (T,S,V)``.
+    Forward occupancy ``d_0 = δ_{s0}``, ``d_{t+1}(s') = Σ_{s,a: next(s,a)=s'} d_t(s) π(a|s)``;
+    backward ``V_T = R``, ``Q_t(s,a) = V_{t+1}(next(s,a))``, ``V_t(s) = Σ_a π(a|s) Q_t(s,a)``;
+    ``∂J/∂θ[t,s,a] = d_t(s) π(a|s) (Q_t(s,a) − V_t(s))`` and ``J = V_0(s_0)``.
+    """
+    T, S, V = logp.shape
+    p = np.zeros((T + 1, S))
+    p[0, s0] = 1.0
+    for t in range(T):
+        for s in range(S):
+            if p[t, s] > 0.0:
+                for a in range(V):
+                    p[t + 1, next_state[t, s, a]] += p[t, s] * math.exp(logp[t, s, a])
+    val = np.empty((T + 1, S))
+    for s in range(S):
+        val[T, s] = reward[s]
+    for t in range(T - 1, -1, -1):
+        for s in range(S):
+            v = 0.0
+            for a in range(V):
+                v += math.exp(logp[t, s, a]) * val[t + 1, next_state[t, s, a]]
+            val[t, s] = v
+    for t in range(T):
+        for s in range(S):
+            for a in range(V):
+                grad_out[t, s, a] = p[t, s] * math.exp(logp[t, s, a]) * (val[t + 1, next_state[t, s, a]] - val[t, s])
+    return val[0, s0]
+
+
+@njit(cache=True)
+def chi2_nb(logp, logq, next_state, s0):
+    """``χ²(π‖μ) = E_μ[ρ²] − 1 = Σ_τ π(τ)²/μ(τ) − 1`` by a forward DP (``ρ²`` factorises over steps).
+
+    ``f_0 = δ_{s0}``, ``f_{t+1}(s') = Σ_{s,a: next(s,a)=s'} f_t(s) π(a|s)²/μ(a|s)``, result ``Σ_s f_T(s) − 1``;
+    ``logp = log π``, ``logq = log μ``, both ``(T,S,V)``. Not clipped at 0 (round-off may give −1e−16).
+    """
+    T, S, V = logp.shape
+    f = np.zeros(S)
+    f[s0] = 1.0
+    for t in range(T):
+        g = np.zeros(S)
+        for s in range(S):
+            if f[s] != 0.0:
+                for a in range(V):
+                    g[next_state[t, s, a]] += f[s] * math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
+        f = g
+    return f.sum() - 1.0
+
+
 def log_policy(theta) -> np.ndarray:
-    """``log π_θ(a|s, t) = θ[t,s,a] − logsumexp_b θ[t,s,b]``, shape ``(T, S, V)``."""
+    """``log π_θ(a|s, t) = θ[t,s,a] − logsumexp_b θ[t,s,b]`` over the last axis (:func:`log_softmax_nb`)."""
     th = np.asarray(theta, dtype=np.float64)
-    m = th.max(axis=-1, keepdims=True)
-    return th - (m + np.log(np.exp(th - m).sum(axis=-1, keepdims=True)))
+    if th.ndim == 0:
+        raise ValueError("theta must have at least one axis (the actions)")
+    flat = np.ascontiguousarray(th.reshape(1, -1, th.shape[-1]))
+    return log_softmax_nb(flat, np.empty_like(flat)).reshape(th.shape)
 
 
 def _forward(mdp: TabularMDP, q: np.ndarray) -> np.ndarray:
@@ -266,11 +354,17 @@ def _backward(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray):
     return Vv, Q
 
 
+def exact_J_grad(mdp: TabularMDP, theta) -> tuple[float, np.ndarray]:
+    """``(J(θ), ∇J(θ))`` by forward–backward DP (:func:`exact_J_grad_nb`); ``∇J`` has shape ``theta_shape``."""
+    th = np.ascontiguousarray(mdp.check_theta(theta))
+    grad = np.empty_like(th)
+    J = exact_J_grad_nb(log_softmax_nb(th, np.empty_like(th)), mdp.next_state, mdp.reward, mdp.s0, grad)
+    return float(J), grad
+
+
 def exact_J(mdp: TabularMDP, theta) -> float:
-    """``J(θ) = E_{τ∼π_θ} R(τ) = V_0(s_0)`` by backward DP."""
-    p = np.exp(log_policy(mdp.check_theta(theta)))
-    Vv, _ = _backward(mdp, p, mdp.reward)
-    return float(Vv[0, mdp.s0])
+    """``J(θ) = E_{τ∼π_θ} R(τ) = V_0(s_0)`` by DP (:func:`exact_J_grad_nb`)."""
+    return exact_J_grad(mdp, theta)[0]
 
 
 def expected_score(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray, pi: np.ndarray) -> np.ndarray:
@@ -286,9 +380,8 @@ def expected_score(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray, pi: np.
 
 
 def exact_grad_J(mdp: TabularMDP, theta) -> np.ndarray:
-    """``∇J(θ)[t,s,a] = d_t(s) π_θ(a|s) (Q_t(s,a) − V_t(s))``, shape ``theta_shape``."""
-    p = np.exp(log_policy(mdp.check_theta(theta)))
-    return expected_score(mdp, p, mdp.reward, p)
+    """``∇J(θ)[t,s,a] = d_t(s) π_θ(a|s) (Q_t(s,a) − V_t(s))``, shape ``theta_shape`` (:func:`exact_J_grad_nb`)."""
+    return exact_J_grad(mdp, theta)[1]
 
 
 def ratio_moment(mdp: TabularMDP, theta, theta_mu, k: float) -> float:
@@ -300,8 +393,10 @@ def ratio_moment(mdp: TabularMDP, theta, theta_mu, k: float) -> float:
 
 
 def chi2(mdp: TabularMDP, theta, theta_mu) -> float:
-    """``χ²(π_θ‖μ) = E_μ[ρ²] − 1 = Var_μ ρ`` (DP; clipped at 0 against round-off)."""
-    return max(ratio_moment(mdp, theta, theta_mu, 2.0) - 1.0, 0.0)
+    """``χ²(π_θ‖μ) = E_μ[ρ²] − 1 = Var_μ ρ`` by DP (:func:`chi2_nb`), clipped at 0 against round-off."""
+    lp = log_policy(mdp.check_theta(theta))
+    lm = log_policy(mdp.check_theta(theta_mu, "theta_mu"))
+    return max(float(chi2_nb(lp, lm, mdp.next_state, mdp.s0)), 0.0)
 
 
 def enumerate_paths(mdp: TabularMDP, max_paths: int = MAX_ENUM_PATHS):
@@ -435,6 +530,44 @@ def alias_tables(logp):
                     nl += 1
             # leftovers are 1 up to round-off: keep themselves (prob = 1, alias = self)
     return prob, alias
+
+
+@njit(cache=True)
+def rng_seed_nb(seed):
+    """State ``ndarray(uint64, (4,))`` of a xoshiro256+ stream for ``seed``, spread by SplitMix64.
+
+    The Monte Carlo kernel's per-chunk generator: ~1 ns per uniform against ~10 ns for Numba's
+    Mersenne Twister (``np.random.random``), whose cost dominated the per-token work. Independent
+    streams come from distinct seeds (one per chunk, from ``np.random.SeedSequence``).
+    """
+    st = np.empty(4, dtype=np.uint64)
+    z = np.uint64(seed)
+    for k in range(4):
+        z += np.uint64(0x9E3779B97F4A7C15)
+        x = z
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        st[k] = x ^ (x >> np.uint64(31))
+    return st
+
+
+@njit(cache=True, inline="always")
+def rng_uniform_nb(st):
+    """Next ``u ∈ [0, 1)`` (53 bits, multiples of ``2^-53``) of the xoshiro256+ stream ``st`` (advanced in place)."""
+    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+    res = s0 + s3
+    t = s1 << np.uint64(17)
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = (s3 << np.uint64(45)) | (s3 >> np.uint64(19))
+    st[0] = s0
+    st[1] = s1
+    st[2] = s2
+    st[3] = s3
+    return (res >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
 @njit(cache=True, inline="always")

@@ -12,12 +12,17 @@ mass ``(1/G)Σ(ρ_i−w_i)``, the mean weight ``(1/G)Σw_i`` and the ESS ``(Σw)
 ``ρ̄``, the unbiased ``χ²`` estimate ``(1/G)Σρ_i² − 1``, ``R̄`` and the C1 right-hand side
 ``Ŝ = (1/G)Σ ρ_i A_i² ‖s_θ(τ_i)‖²``. Means come with standard errors ``σ̂/√n_groups``.
 
-``ĝ`` itself is accumulated sparsely: for row ``(t,s)``, ``Σ c (e_a − π) = C[t,s,·] − C_row[t,s]·π``,
-where ``C`` sums the coefficients ``c_i = w_i A_i/G`` per visited cell and ``C_row`` per visited
-row, so each token costs O(1) per estimator, not O(V). ``‖ĝ‖²`` per group follows from the same
-sums: ``Σ_rows (Σ_a C_a² − 2 C_row ⟨C, π⟩ + C_row² ‖π‖²)``.
+Per token the kernel draws one uniform and reads one 64-byte line of a packed table
+(:func:`pack_table`: alias column, both outcomes' ``ℓ``, ``π_θ`` and next state); everything
+per estimator is per trajectory. ``ĝ`` is accumulated sparsely: row ``(t,s)`` of
+``Σ_i c_i s_θ(τ_i)`` is ``C[t,s,·] − C_row[t,s]·π_θ(·|s)``, where ``C`` sums the coefficients
+``c_i = w_i A_i/G`` per visited cell (one scatter of ``E`` numbers per token) and
+``C_row = Σ_a C`` is formed once per chunk over the visited rows. ``‖ĝ‖² = cᵀKc`` per group
+and estimator uses the estimator-free Gram matrix ``K_ij = ⟨s_θ(τ_i), s_θ(τ_j)⟩`` (``G²T``
+vectorised selects per group, independent of the number of estimators).
 
-Randomness: ``n_chunks`` chunks, chunk ``c`` seeds Numba's RNG with ``seeds[c]`` (from
+Randomness: ``n_chunks`` chunks; chunk ``c`` draws its uniforms from a xoshiro256+ stream
+(:func:`simulate.instances.rng_uniform_nb`) seeded with ``seeds[c]`` (from
 ``np.random.SeedSequence(seed)``) and writes only its own slice of the outputs; chunks run in
 parallel (``prange``) and are reduced in chunk order afterwards, so a seed gives bit-identical
 numbers for any thread count. The bias vector's standard error uses the chunk means (batch means).
@@ -32,7 +37,7 @@ from numba import njit, prange
 
 from asyncgrpo import estimators as est
 from asyncgrpo.estimators import reference
-from asyncgrpo.estimators.kernels import group_functionals_nb, log_weights_nb
+from asyncgrpo.estimators.kernels import log_weights_nb
 from asyncgrpo.validation import check_eps, check_group_size
 from simulate import instances as ins
 
@@ -41,6 +46,8 @@ __all__ = [
     "GROUP_QUANTITIES",
     "MCResult",
     "prepare",
+    "pack_table",
+    "chunk_seeds",
     "run_mc",
     "reference_mc",
     "exact_expectations",
@@ -60,79 +67,98 @@ _NG = len(GROUP_QUANTITIES)
 
 # --------------------------------------------------------------------------- Numba kernel
 
+#: Slots of the packed per-``(t, s, j)`` sampling table (one 64-byte cache line per alias column).
+_TAB_PROB, _TAB_KEEP, _TAB_ALIAS, _TAB_PIN2 = 0, 1, 4, 7
+#: Shift of the action in the encoded outcome ``enc = a·2^16 + s'`` (see :func:`pack_table`).
+_ENC_SHIFT = 16
 
-@njit(cache=True, inline="always")
-def _ess_nb(logw):
-    m = logw[0]
-    for i in range(1, logw.shape[0]):
-        m = max(m, logw[i])
-    if m == -np.inf:
-        return 0.0
-    s1 = 0.0
-    s2 = 0.0
-    for i in range(logw.shape[0]):
-        x = math.exp(logw[i] - m)
-        s1 += x
-        s2 += x * x
-    return s1 * s1 / s2
+
+def pack_table(prob, alias, lr, pi, pin2, next_state) -> np.ndarray:
+    """Everything one token needs, on one cache line: ``ndarray(float64, (T,S,V,8))``.
+
+    For alias column ``j`` of row ``(t,s)``: ``[prob_j, enc(j), ℓ(j), π(j), enc(α_j), ℓ(α_j), π(α_j), ‖π‖²]``
+    with ``α_j = alias[t,s,j]``, ``ℓ(a) = log π_θ(a|s) − log μ(a|s)``, ``π(a) = π_θ(a|s)``,
+    ``‖π‖² = ‖π_θ(·|s)‖²`` and ``enc(a) = a·2^16 + next_state[t,s,a]`` (exact in float64), so the
+    sampled outcome (keep ``j`` or take ``α_j``) selects slots ``1..3`` or ``4..6`` of the same line.
+    """
+    T, S, V = prob.shape
+    if S >= 1 << _ENC_SHIFT or V >= 1 << _ENC_SHIFT:
+        raise ValueError(f"S and V must be < 2^{_ENC_SHIFT} for the packed table, got S={S}, V={V}")
+    tab = np.empty((T, S, V, 8))
+    j = np.broadcast_to(np.arange(V), (T, S, V))
+    for off, act in ((_TAB_KEEP, j), (_TAB_ALIAS, alias)):
+        tab[..., off] = act * float(1 << _ENC_SHIFT) + np.take_along_axis(next_state, act, axis=-1)
+        tab[..., off + 1] = np.take_along_axis(lr, act, axis=-1)
+        tab[..., off + 2] = np.take_along_axis(pi, act, axis=-1)
+    tab[..., _TAB_PROB] = prob
+    tab[..., _TAB_PIN2] = pin2[..., None]
+    return tab
 
 
 @njit(cache=True)
-def _chunk_nb(
-    prob, alias, next_state, reward, s0, lr, sn, pi, pin2, codes, eps, G, n_groups, seed, U, use_U, track,
-    stats, gstats, cell, row,
-):
-    """Process ``n_groups`` groups of one chunk; accumulate into this chunk's output slices.
+def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, stats, gstats, cell, row):
+    """Process ``n_groups`` groups of one chunk; write this chunk's sums into ``stats``, ``gstats``, ``cell``.
 
-    ``prob, alias``: alias tables of ``μ`` ``(T,S,V)``; ``lr = log π_θ − log μ`` ``(T,S,V)``;
-    ``sn = ‖e_a − π_θ(·|s)‖² = 1 − 2π_θ(a|s) + ‖π_θ(·|s)‖²`` ``(T,S,V)``; ``pi = π_θ`` ``(T,S,V)``;
-    ``pin2 = ‖π_θ(·|s)‖²`` ``(T,S)``. Randomness: uniforms ``U[g, i, t]`` if ``use_U`` else
-    Numba's RNG seeded with ``seed`` (one uniform per token). ``stats (NQ,E,2)`` and
-    ``gstats (NG,2)`` get sums and sums of squares; ``cell (T,S,V,E)``/``row (T,S,E)`` get the
-    coefficient sums of ``ĝ`` when ``track``.
+    ``tab``: :func:`pack_table` ``(T,S,V,8)``. Randomness: the uniforms ``U[g, i, t]`` if ``use_U``,
+    else the xoshiro256+ stream :func:`~simulate.instances.rng_uniform_nb` seeded with ``seed`` here
+    (one uniform per token, drawn in ``(g, i, t)`` order).
+    Outputs (overwritten): ``stats (NQ,E,2)`` and ``gstats (NG,2)`` hold sums and sums of squares
+    over groups; ``cell (T·S·V·E,)`` holds ``Σ_groups Σ_{i,t: (t,s_{i,t},a_{i,t}) = cell} c_{i,e}``,
+    ``c_{i,e} = w_{i,e} A_i / G``, and ``row (T·S·E,)`` the row sums ``C_row[t,s,e] = Σ_a cell[t,s,a,e]``
+    (when ``track``).
+
+    ``‖ĝ_e‖² = c_eᵀ K c_e`` with the estimator-free Gram matrix of the scores,
+    ``K_ij = ⟨s_θ(τ_i), s_θ(τ_j)⟩ = Σ_t 1{s_{i,t}=s_{j,t}} (1{a_{i,t}=a_{j,t}} − π(a_{i,t}) − π(a_{j,t}) + ‖π‖²)``
+    (rows ``(t,s)`` of the tabular score are ``e_a − π_θ(·|s)``), so the per-token work of ``‖ĝ‖²`` does
+    not grow with the number of estimators.
     """
-    T, S, V = prob.shape
+    T, S, V, _ = tab.shape
     E = codes.shape[0]
-    if not use_U:
-        np.random.seed(seed)
-    u = np.empty((G, T))
-    states = np.empty((G, T), dtype=np.int64)
-    actions = np.empty((G, T), dtype=np.int64)
+    rng = ins.rng_seed_nb(seed)
+    rowid = np.empty((T, G), dtype=np.int64)
+    cellid = np.empty((T, G), dtype=np.int64)
+    pa = np.empty((T, G))
+    pn = np.empty((T, G))
     ell = np.empty(G)
     ssq = np.empty(G)
     R = np.empty(G)
+    A = np.empty(G)
+    rho = np.empty(G)
     logw = np.empty(G)
-    coef = np.empty((G, E))
-    sq = np.empty(E)
-    if track:
-        sc_cell = np.zeros((T, S, V, E))
-        sc_row = np.zeros((T, S, E))
+    coef = np.empty((E, G))
+    K = np.empty((G, G))
+    ce = np.empty(E)
+    visited = np.zeros(T * S if track else 0, dtype=np.bool_)
+    st = np.zeros((_NQ, E, 2))
+    gs = np.zeros((_NG, 2))
+    mask = (1 << _ENC_SHIFT) - 1
+    tf = tab.ravel()  # flat view: the line of (t, s, j) starts at 8·((t·S + s)·V + j)
     for g in range(n_groups):
-        if use_U:
-            for i in range(G):
-                for t in range(T):
-                    u[i, t] = U[g, i, t]
-        else:
-            for i in range(G):
-                for t in range(T):
-                    u[i, t] = np.random.random()
-        # --- sample G trajectories from μ, with ℓ_i and ‖s_θ(τ_i)‖² along the way
+        # --- sample G trajectories from μ: one uniform and one table line per token
         Rbar = 0.0
         for i in range(G):
             s = s0
             l_acc = 0.0
             q_acc = 0.0
             for t in range(T):
-                x = u[i, t] * V
+                u = U[g, i, t] if use_U else ins.rng_uniform_nb(rng)
+                x = u * V
                 j = int(x)
-                if j >= V:
+                if j >= V:  # u·V rounds up to V only for u within 2^-53 of 1
                     j = V - 1
-                a = j if x - j < prob[t, s, j] else alias[t, s, j]
-                states[i, t] = s
-                actions[i, t] = a
-                l_acc += lr[t, s, a]
-                q_acc += sn[t, s, a]
-                s = next_state[t, s, a]
+                b = ((t * S + s) * V + j) * 8
+                off = _TAB_KEEP if x - j < tf[b + _TAB_PROB] else _TAB_ALIAS
+                enc = int(tf[b + off])
+                p = tf[b + off + 2]
+                n2 = tf[b + _TAB_PIN2]
+                l_acc += tf[b + off + 1]
+                q_acc += (1.0 - 2.0 * p) + n2
+                rw = t * S + s
+                rowid[t, i] = rw
+                cellid[t, i] = rw * V + (enc >> _ENC_SHIFT)
+                pa[t, i] = p
+                pn[t, i] = n2
+                s = enc & mask
             ell[i] = l_acc
             ssq[i] = q_acc
             R[i] = reward[s]
@@ -143,94 +169,136 @@ def _chunk_nb(
         r2 = 0.0
         c1 = 0.0
         for i in range(G):
-            rho = math.exp(ell[i])
-            A = R[i] - Rbar
-            rb += rho
-            r2 += rho * rho
-            c1 += rho * A * A * ssq[i]
+            rho[i] = math.exp(ell[i])
+            A[i] = R[i] - Rbar
+            rb += rho[i]
+            r2 += rho[i] * rho[i]
+            c1 += rho[i] * A[i] * A[i] * ssq[i]
         gv0 = rb / G
         gv1 = r2 / G - 1.0
         gv2 = c1 / G
-        gstats[0, 0] += gv0
-        gstats[0, 1] += gv0 * gv0
-        gstats[1, 0] += gv1
-        gstats[1, 1] += gv1 * gv1
-        gstats[2, 0] += gv2
-        gstats[2, 1] += gv2 * gv2
-        gstats[3, 0] += Rbar
-        gstats[3, 1] += Rbar * Rbar
-        # --- every estimator on the same group
+        gs[0, 0] += gv0
+        gs[0, 1] += gv0 * gv0
+        gs[1, 0] += gv1
+        gs[1, 1] += gv1 * gv1
+        gs[2, 0] += gv2
+        gs[2, 1] += gv2 * gv2
+        gs[3, 0] += Rbar
+        gs[3, 1] += Rbar * Rbar
+        # --- every estimator on the same group: registry weights, then 𝔅, removed mass, mean w, ESS
         for e in range(E):
             log_weights_nb(codes[e], ell, eps[e], logw)
-            _, B, removed, mw = group_functionals_nb(ell, logw)
-            es = _ess_nb(logw)
+            B = 0.0
+            removed = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            mx = -np.inf
             for i in range(G):
-                coef[i, e] = math.exp(logw[i]) * (R[i] - Rbar) / G
-            stats[1, e, 0] += B
-            stats[1, e, 1] += B * B
-            stats[2, e, 0] += removed
-            stats[2, e, 1] += removed * removed
-            stats[3, e, 0] += mw
-            stats[3, e, 1] += mw * mw
-            stats[4, e, 0] += es
-            stats[4, e, 1] += es * es
+                lw = logw[i]
+                mx = max(mx, lw)
+                d = lw - ell[i]
+                # most maps leave most weights unclipped (w_i = ρ_i, d = 0) or at w_i = 1: reuse ρ_i and
+                # skip the transcendental calls; the values are bit-identical to exp/expm1
+                if d != 0.0:
+                    f = -math.expm1(d)  # f = 1 − w/ρ without a ratio of two under/overflowed numbers
+                    if f != 0.0:
+                        B += rho[i] * f * f
+                        removed += rho[i] * f
+                    w = 1.0 if lw == 0.0 else math.exp(lw)
+                else:
+                    w = rho[i]
+                s1 += w
+                s2 += w * w
+                coef[e, i] = w * A[i] / G
+            B /= G
+            removed /= G
+            mw = s1 / G
+            if mx == -np.inf:
+                es = 0.0
+            elif -300.0 < mx < 300.0:  # Σw² neither under- nor overflows
+                es = s1 * s1 / s2
+            else:  # (Σw)²/Σw² with the max shifted out
+                a1 = 0.0
+                a2 = 0.0
+                for i in range(G):
+                    y = math.exp(logw[i] - mx)
+                    a1 += y
+                    a2 += y * y
+                es = a1 * a1 / a2
+            st[1, e, 0] += B
+            st[1, e, 1] += B * B
+            st[2, e, 0] += removed
+            st[2, e, 1] += removed * removed
+            st[3, e, 0] += mw
+            st[3, e, 1] += mw * mw
+            st[4, e, 0] += es
+            st[4, e, 1] += es * es
         if track:
-            # pass 1: coefficient sums per visited cell and row
+            # Gram matrix of the scores, all G² entries (the diagonal is ‖s_θ(τ_i)‖²): rows of equal
+            # length vectorise, and selects instead of branches (row equality is a coin flip)
             for i in range(G):
-                for t in range(T):
-                    s = states[i, t]
-                    a = actions[i, t]
-                    for e in range(E):
-                        sc_cell[t, s, a, e] += coef[i, e]
-                        sc_row[t, s, e] += coef[i, e]
+                for jj in range(G):
+                    K[i, jj] = 0.0
+            for t in range(T):
+                for i in range(G):
+                    ri = rowid[t, i]
+                    ci = cellid[t, i]
+                    qi = pn[t, i] - pa[t, i]
+                    for jj in range(G):
+                        K[i, jj] += (qi - pa[t, jj] if rowid[t, jj] == ri else 0.0) + (1.0 if cellid[t, jj] == ci else 0.0)
             for e in range(E):
-                sq[e] = 0.0
-            # pass 2: Σ_a C_a² − 2 C_row C_a π_a over visited cells; zeroing makes revisits add 0
+                sq = 0.0
+                for i in range(G):
+                    acc = 0.0
+                    for jj in range(G):
+                        acc += K[i, jj] * coef[e, jj]
+                    sq += coef[e, i] * acc
+                st[0, e, 0] += sq
+                st[0, e, 1] += sq * sq
+            # ĝ's coefficient sums: one scatter of E numbers per token
             for i in range(G):
+                for e in range(E):
+                    ce[e] = coef[e, i]
                 for t in range(T):
-                    s = states[i, t]
-                    a = actions[i, t]
-                    p = pi[t, s, a]
+                    visited[rowid[t, i]] = True
+                    base = cellid[t, i] * E
                     for e in range(E):
-                        C = sc_cell[t, s, a, e]
-                        sq[e] += C * (C - 2.0 * sc_row[t, s, e] * p)
-                        cell[t, s, a, e] += C
-                        sc_cell[t, s, a, e] = 0.0
-            # pass 3: C_row² ‖π‖² over visited rows
-            for i in range(G):
-                for t in range(T):
-                    s = states[i, t]
-                    p2 = pin2[t, s]
+                        cell[base + e] += ce[e]
+    if track:
+        # C_row[t,s,e] = Σ_a C[t,s,a,e] (every visit of row (t,s) adds to exactly one of its cells),
+        # formed once per chunk over the visited rows only
+        for rw in range(T * S):
+            if visited[rw]:
+                for a in range(V):
+                    base = (rw * V + a) * E
                     for e in range(E):
-                        Cr = sc_row[t, s, e]
-                        sq[e] += Cr * Cr * p2
-                        row[t, s, e] += Cr
-                        sc_row[t, s, e] = 0.0
-            for e in range(E):
-                stats[0, e, 0] += sq[e]
-                stats[0, e, 1] += sq[e] * sq[e]
+                        row[rw * E + e] += cell[base + e]
+    for q in range(_NQ):
+        for e in range(E):
+            stats[q, e, 0] = st[q, e, 0]
+            stats[q, e, 1] = st[q, e, 1]
+    for q in range(_NG):
+        gstats[q, 0] = gs[q, 0]
+        gstats[q, 1] = gs[q, 1]
 
 
 @njit(cache=True, parallel=True)
-def _mc_kernel(prob, alias, next_state, reward, s0, lr, sn, pi, pin2, codes, eps, G, n_per_chunk, seeds, U, use_U, track):
-    """All chunks in parallel (``prange``); chunk ``c`` owns ``[c]`` of every output."""
+def _mc_kernel(tab, reward, s0, codes, eps, G, n_per_chunk, seeds, U, use_U, track):
+    """All chunks in parallel (``prange``); chunk ``c`` owns ``[c]`` of every output.
+
+    Returns ``stats (C,NQ,E,2)``, ``gstats (C,NG,2)``, ``cell (C, T·S·V·E)`` and ``row (C, T·S·E)``
+    (the last two ``(C, 0)`` without ``track``).
+    """
     n_chunks = seeds.shape[0]
-    T, S, V = prob.shape
+    T, S, V, _ = tab.shape
     E = codes.shape[0]
     stats = np.zeros((n_chunks, _NQ, E, 2))
     gstats = np.zeros((n_chunks, _NG, 2))
-    if track:
-        cell = np.zeros((n_chunks, T, S, V, E))
-        row = np.zeros((n_chunks, T, S, E))
-    else:
-        cell = np.zeros((n_chunks, 1, 1, 1, E))
-        row = np.zeros((n_chunks, 1, 1, E))
+    cell = np.zeros((n_chunks, T * S * V * E if track else 0))
+    row = np.zeros((n_chunks, T * S * E if track else 0))
     for c in prange(n_chunks):
         Uc = U[c] if use_U else U[0]
-        _chunk_nb(
-            prob, alias, next_state, reward, s0, lr, sn, pi, pin2, codes, eps, G, n_per_chunk, seeds[c], Uc,
-            use_U, track, stats[c], gstats[c], cell[c], row[c],
-        )
+        _chunk_nb(tab, reward, s0, codes, eps, G, n_per_chunk, seeds[c], Uc, use_U, track, stats[c], gstats[c], cell[c], row[c])
     return stats, gstats, cell, row
 
 
@@ -247,16 +315,20 @@ class Prepared:
     sn: np.ndarray
     pi: np.ndarray
     pin2: np.ndarray
+    tab: np.ndarray
+    """:func:`pack_table` of the above: what the kernel reads per token."""
 
 
 def prepare(mdp: ins.TabularMDP, theta, theta_mu) -> Prepared:
-    """Alias tables of ``μ`` and the per-cell tables ``ℓ``, ``‖e_a − π_θ‖²``, ``π_θ``, ``‖π_θ‖²``."""
+    """Alias tables of ``μ`` and the per-cell tables ``ℓ``, ``‖e_a − π_θ‖²``, ``π_θ``, ``‖π_θ‖²``, packed."""
     lp = ins.log_policy(mdp.check_theta(theta))
     lm = ins.log_policy(mdp.check_theta(theta_mu, "theta_mu"))
     prob, alias = ins.alias_tables(lm)
     pi = np.exp(lp)
     pin2 = (pi * pi).sum(-1)
-    return Prepared(prob, alias, lp - lm, 1.0 - 2.0 * pi + pin2[..., None], pi, pin2)
+    lr = lp - lm
+    tab = pack_table(prob, alias, lr, pi, pin2, mdp.next_state)
+    return Prepared(prob, alias, lr, 1.0 - 2.0 * pi + pin2[..., None], pi, pin2, tab)
 
 
 def _slots(estimators, eps_list):
@@ -365,7 +437,7 @@ def run_mc(
 
     ``n_groups`` is rounded down to a multiple of ``n_chunks``. ``uniforms`` (``(n_groups, G, T)``
     in ``[0,1)``) replaces the seeded RNG (for the NumPy-reference test). ``track_grad=False``
-    skips ``ĝ`` (no ``sq_norm``, no bias vector) and is ~3× faster.
+    skips ``ĝ`` (no ``sq_norm``, no bias vector; ~2× faster, see ``python -m bench montecarlo``).
     """
     G, n_groups, n_chunks, seed = _check_run_args(G, n_groups, n_chunks, seed)
     _, _, slots = _slots(estimators, eps_list)
@@ -387,10 +459,7 @@ def run_mc(
         use_U = False
     seeds = chunk_seeds(seed, n_chunks)
     with np.errstate(over="ignore", invalid="ignore"):
-        stats, gstats, cell, row = _mc_kernel(
-            prep.prob, prep.alias, mdp.next_state, mdp.reward, mdp.s0, prep.lr, prep.sn, prep.pi, prep.pin2,
-            codes, epsv, G, per, seeds, U, use_U, bool(track_grad),
-        )
+        stats, gstats, cell, row = _mc_kernel(prep.tab, mdp.reward, mdp.s0, codes, epsv, G, per, seeds, U, use_U, bool(track_grad))
     tot = stats.sum(axis=0)
     mean, se = {}, {}
     for q, name in enumerate(EST_QUANTITIES):
@@ -405,6 +474,8 @@ def run_mc(
         mean["sq_norm"] = np.full(len(slots), np.nan)
         se["sq_norm"] = np.full(len(slots), np.nan)
         return MCResult(tuple(slots), G, n, n_chunks, mean, se)
+    cell = cell.reshape(n_chunks, *mdp.theta_shape, len(slots))
+    row = row.reshape(n_chunks, mdp.T, mdp.S, len(slots))
     return MCResult(tuple(slots), G, n, n_chunks, mean, se, cell, row, prep.pi)
 
 

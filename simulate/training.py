@@ -67,7 +67,8 @@ class InstanceSpec:
     state: str = "count"
     """token MDP: state ``count`` (running count of token 0) or ``prev`` (previous token)."""
     reward: str = "count_ge"
-    """token MDP: reward ``count_ge`` (count of token 0 ≥ k) or ``sum_mod`` (sum ≡ 0 mod m)."""
+    """token MDP: reward ``count_ge`` (count of token 0 ≥ k), ``sum_mod`` (sum ≡ 0 mod m) or ``count_frac``
+    (partial credit ``R(τ) = #{t: a_t = 0}/T``, see :func:`count_frac_mdp`)."""
     k: int = 2
     """token MDP: threshold of ``count_ge``."""
     m: int = 3
@@ -82,6 +83,8 @@ class InstanceSpec:
         if self.kind == "bandit":
             rewards = None if self.rewards is None else np.asarray(self.rewards, dtype=np.float64)
             return instances.bandit(self.n_arms, rewards=rewards, seed=self.seed)
+        if self.kind == "token" and self.reward == "count_frac":
+            return count_frac_mdp(self.V, self.T, state=self.state)
         if self.kind == "token":
             return instances.token_mdp(self.V, self.T, state=self.state, reward=self.reward, k=self.k, m=self.m,
                                        seed=self.seed)
@@ -92,8 +95,49 @@ class InstanceSpec:
         """Short string id for result tables."""
         if self.kind == "bandit":
             return f"bandit(K={self.n_arms})"
+        if self.reward == "count_frac":
+            return f"token(V={self.V},T={self.T},{self.state},count_frac)"
         extra = f"k={self.k}" if self.reward == "count_ge" else f"m={self.m}"
         return f"token(V={self.V},T={self.T},{self.state},{self.reward},{extra})"
+
+
+def count_frac_mdp(V: int, T: int, state: str = "count"):
+    """Token MDP with the partial-credit reward ``R(τ) = #{t : a_t = 0} / T ∈ [0, 1]`` (``J* = 1``).
+
+    Why it exists: with a 0/1 reward on a deterministic single-prompt MDP one huge step that clones
+    any rewarded sample is optimal (the tuned η runs to the top of every grid and no delay costs
+    anything, measured). With partial credit a cloned sample locks in its own, mediocre, reward, so
+    step size, noise and staleness matter. Built from ``instances.token_mdp(V, T, state,
+    "count_ge", k=T)``, whose state carries the exact count; the count of each reachable state is
+    recovered by a forward pass over ``next_state`` (no assumption on the state layout).
+    """
+    from simulate import instances
+
+    base = instances.token_mdp(V, T, state=state, reward="count_ge", k=T)
+    count = np.full(base.S, -1, dtype=np.int64)
+    count[base.s0] = 0
+    frontier = [base.s0]
+    for t in range(base.T):
+        nxt = set()
+        for s in frontier:
+            for a in range(base.V):
+                s2 = int(base.next_state[t, s, a])
+                c = count[s] + (a == 0)
+                if count[s2] not in (-1, c):
+                    raise ValueError(f"state {s2} reached with counts {count[s2]} and {c}: the state must carry the count")
+                count[s2] = c
+                nxt.add(s2)
+        frontier = sorted(nxt)
+    reward = np.where(count >= 0, np.maximum(count, 0) / T, 0.0)  # unreachable states never pay
+    return instances.TabularMDP(f"token-mdp-V{V}-T{T}-{state}-count_frac", base.next_state, reward, base.s0)
+
+
+def optimal_J(mdp) -> float:
+    """``J* = max_θ J(θ) = max_τ R(τ)``: the best terminal reward reachable from ``s0`` (deterministic MDP)."""
+    reach = {int(mdp.s0)}
+    for t in range(mdp.T):
+        reach = {int(x) for x in np.unique(mdp.next_state[t, sorted(reach), :])}
+    return float(np.max(np.asarray(mdp.reward)[sorted(reach)]))
 
 
 @dataclass(frozen=True)
@@ -207,6 +251,8 @@ class TrainResult:
     """first step flagged as diverged (module docstring), or ``None``."""
     theta: np.ndarray
     """final logits (last finite iterate if diverged)."""
+    J_star: float = math.nan
+    """``J* = max_θ J(θ)`` of the instance (:func:`optimal_J`)."""
 
     @property
     def diverged(self) -> bool:
@@ -219,6 +265,15 @@ class TrainResult:
         return math.inf if self.diverged else float(np.mean(self.grad_norm2[:-1]))
 
     @property
+    def avg_regret(self) -> float:
+        """``(1/K) Σ_{k<K} (J* − J(θ_k))``: suboptimality along the run; ``inf`` for a diverged run.
+
+        Unlike ``(1/K)Σ‖∇J‖²`` it does not reward collapse: a saturated wrong policy has ``∇J ≈ 0``
+        but a large regret.
+        """
+        return math.inf if self.diverged else float(self.J_star - np.mean(self.J[:-1]))
+
+    @property
     def final_J(self) -> float:
         """``J(θ_K)``; for a diverged run the last finite value of J."""
         finite = self.J[np.isfinite(self.J)]
@@ -229,6 +284,7 @@ class TrainResult:
         with np.errstate(all="ignore"):
             return dict(
                 avg_grad_norm2=self.avg_grad_norm2,
+                avg_regret=self.avg_regret,
                 final_J=self.final_J,
                 diverged=self.diverged,
                 diverged_at=-1 if self.diverged_at is None else self.diverged_at,
@@ -581,6 +637,7 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
         return np.array([getattr(c, name) for c in configs], dtype=dtype)
 
     delays = np.stack([c.delays() for c in configs])
+    J_star = optimal_J(mdp)
     theta0 = np.stack([c.theta0(shape) for c in configs])
     J = np.empty((R, K + 1))
     gn2 = np.empty((R, K + 1))
@@ -600,10 +657,10 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     return [
         TrainResult(config=c, J=J[r], grad_norm2=gn2[r], chi2=chi2[r], clip_frac=clip[r], ess=ess[r],
                     ghat_norm2=ghat[r], delays=delays[r], diverged_at=None if div[r] < 0 else int(div[r]),
-                    theta=theta[r])
+                    theta=theta[r], J_star=J_star)
         for r, c in enumerate(configs)
     ]
 
 
-__all__ = ["ALL_ESTIMATORS", "InstanceSpec", "TrainConfig", "TrainResult", "run_training", "run_many",
+__all__ = ["ALL_ESTIMATORS", "InstanceSpec", "count_frac_mdp", "optimal_J", "TrainConfig", "TrainResult", "run_training", "run_many",
            "exact_J_grad", "exact_J_grad_nb", "chi2_nb", "log_softmax_nb"]

@@ -1,6 +1,9 @@
 """Exact quantities and sampling of simulate.instances (THEORY §1), each against an independent computation."""
+import itertools
+
 import numpy as np
 import pytest
+from scipy.special import logsumexp
 
 from simulate import instances as ins
 
@@ -12,11 +15,27 @@ MDPS = [
 ]
 
 
+def _np_log_softmax(theta):
+    """Independent of simulate.instances (whose log_policy is the Numba kernel)."""
+    return theta - logsumexp(theta, axis=-1, keepdims=True)
+
+
+def _enum_paths(mdp):
+    """All V^T paths by itertools (independent of ins.enumerate_paths): actions, states (N,T), s_T (N,)."""
+    acts = np.array(list(itertools.product(range(mdp.V), repeat=mdp.T)), dtype=np.int64)
+    states = np.empty_like(acts)
+    s = np.full(len(acts), mdp.s0)
+    for t in range(mdp.T):
+        states[:, t] = s
+        s = mdp.next_state[t, s, acts[:, t]]
+    return acts, states, s
+
+
 def _enum_truth(mdp, theta):
     """J and ∇J by summing over all V^T paths (no DP): ∇J = Σ_τ π(τ) R(τ) s_θ(τ)."""
-    lp = ins.log_policy(theta)
+    lp = _np_log_softmax(theta)
     p = np.exp(lp)
-    actions, states, final = ins.enumerate_paths(mdp)
+    actions, states, final = _enum_paths(mdp)
     t = np.arange(mdp.T)
     prob = np.exp(lp[t[None, :], states, actions].sum(1))
     R = mdp.reward[final]
@@ -36,6 +55,33 @@ def test_dp_equals_enumeration(mdp):
     assert prob.sum() == pytest.approx(1.0, abs=1e-12)
     assert ins.exact_J(mdp, theta) == pytest.approx(J, abs=1e-13)
     np.testing.assert_allclose(ins.exact_grad_J(mdp, theta), grad, atol=1e-13)
+
+
+@pytest.mark.parametrize("mdp", MDPS, ids=lambda m: m.name)
+def test_dp_kernels_equal_enumeration(mdp):
+    """The one DP definition (log_softmax_nb, exact_J_grad_nb, chi2_nb) against path sums, also far from θ = 0."""
+    theta = ins.random_theta(mdp, 3.0, seed=9)
+    theta_mu = ins.random_theta(mdp, 3.0, seed=10)
+    lp = ins.log_softmax_nb(theta, np.empty_like(theta))
+    np.testing.assert_allclose(lp, _np_log_softmax(theta), rtol=0, atol=1e-13)
+    big = theta * 300.0  # logits ~1e3: the max-shift keeps log π finite
+    np.testing.assert_allclose(ins.log_policy(big), _np_log_softmax(big), rtol=1e-13, atol=1e-11)
+    J, grad, _ = _enum_truth(mdp, theta)
+    g = np.full(mdp.theta_shape, np.nan)
+    J_nb = ins.exact_J_grad_nb(lp, mdp.next_state, mdp.reward, mdp.s0, g)
+    assert J_nb == pytest.approx(J, abs=1e-13)
+    np.testing.assert_allclose(g, grad, atol=1e-13)
+    Jw, gw = ins.exact_J_grad(mdp, theta)
+    assert Jw == J_nb and np.array_equal(gw, g)  # the wrapper is the kernel
+    # χ² = Σ_τ π(τ)²/μ(τ) − 1 over all paths
+    lm = _np_log_softmax(theta_mu)
+    actions, states, _ = _enum_paths(mdp)
+    t = np.arange(mdp.T)
+    lpi, lmu = lp[t, states, actions].sum(1), lm[t, states, actions].sum(1)
+    want = np.exp(2 * lpi - lmu).sum() - 1.0
+    got = ins.chi2_nb(lp, ins.log_softmax_nb(theta_mu, np.empty_like(theta_mu)), mdp.next_state, mdp.s0)
+    assert got == pytest.approx(want, rel=1e-11)
+    assert ins.chi2(mdp, theta, theta_mu) == pytest.approx(want, rel=1e-11)
 
 
 @pytest.mark.parametrize("mdp", MDPS[:2], ids=lambda m: m.name)

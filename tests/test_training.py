@@ -12,8 +12,10 @@ from simulate.training import (
     InstanceSpec,
     TrainConfig,
     chi2_nb,
+    count_frac_mdp,
     exact_J_grad,
     log_softmax_nb,
+    optimal_J,
     run_many,
     run_training,
 )
@@ -179,3 +181,29 @@ def test_every_estimator_trains_under_delay_on_token_mdp():
         assert r.final_J > r.J[0], r.config.estimator
         assert np.all(r.chi2 >= -1e-14) and np.any(r.chi2 > 1e-3)  # 0 only when θ did not move
         assert np.all((r.ess > 0) & (r.ess <= r.config.G + 1e-9))
+
+
+# --------------------------------------------------------------------------- partial-credit instance and regret
+@pytest.mark.parametrize("state", ["count", "prev"])
+def test_count_frac_reward_is_fraction_of_zero_tokens(state):
+    """Enumeration of all V^T paths: R(τ) = #{t: a_t = 0}/T; J(uniform) = 1/V; J* = 1."""
+    mdp = count_frac_mdp(3, 4, state=state)
+    actions, _, final = instances.enumerate_paths(mdp)
+    np.testing.assert_allclose(mdp.reward[final], (actions == 0).sum(axis=1) / 4, rtol=0, atol=1e-15)
+    assert optimal_J(mdp) == 1.0
+    assert exact_J_grad(mdp, np.zeros(mdp.theta_shape))[0] == pytest.approx(1 / 3, abs=1e-14)
+    spec = InstanceSpec(kind="token", V=3, T=4, state=state, reward="count_frac")
+    np.testing.assert_array_equal(spec.build().reward, mdp.reward)
+    assert "count_frac" in spec.label
+
+
+def test_optimal_J_and_regret_of_a_run():
+    assert optimal_J(BANDIT.build()) == 0.9
+    assert optimal_J(TOKEN.build()) == 1.0
+    cfg = TrainConfig(instance=BANDIT, estimator="gmc", G=4, eta=1.0, steps=30, delay=dl.fixed(3))
+    r = run_training(cfg)
+    assert r.J_star == 0.9
+    assert r.avg_regret == pytest.approx(0.9 - r.J[:-1].mean(), rel=1e-12)
+    assert r.summary()["avg_regret"] == r.avg_regret
+    bad = run_training(cfg.replace(estimator="is", eta=1e8))
+    assert bad.diverged and bad.avg_regret == np.inf

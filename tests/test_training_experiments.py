@@ -52,12 +52,22 @@ def test_tune_table_and_tuned_eta():
     assert (df["score_lo"] <= df["score"]).all() or np.isinf(df["score"]).any()
     with pytest.raises(ValueError, match="grid keys"):
         tune({"nope": [1]}, progress=False)
+    # tuning on the regret picks the least mean regret, and the regret is the J* − mean J of the runs
+    reg = tune(grid, seeds=range(3), etas=(1.0, 4.0), base=base, progress=False, score="avg_regret")
+    for _, grp in reg.groupby("setting"):
+        assert grp.loc[grp["is_best"], "regret"].iloc[0] == grp["regret"].min()
+    assert ((reg["regret"] > 0) & (reg["regret"] < 1)).all()
+    with pytest.raises(ValueError, match="score"):
+        tune(grid, seeds=range(1), etas=(1.0,), base=base, progress=False, score="nope")
 
 
 def test_g_scaling_quick_runs_and_reports_fit():
     df, fit = g_scaling_experiment(quick=True, progress=False, n_boot=200)
-    assert len(df) == 2 * 3 and {"delta", "delta_lo", "delta_hi", "eta_d", "eta_0"} <= set(df.columns)
+    assert len(df) == 2 * 3 and {"delta", "delta_lo", "delta_hi", "eta_d", "eta_0", "edge_d", "edge_0"} <= set(df.columns)
     np.testing.assert_allclose(df["delta"], df["tuned_score_d"] - df["tuned_score_0"])
+    assert fit["score"] == "avg_regret" and fit["n_cells"] == 2 * 3 * 2
+    assert fit["n_edge"] == int(df["edge_d"].sum() + df["edge_0"].sum())
+    assert ((df["tuned_score_0"] > 0) & (df["tuned_score_0"] < 1)).all()  # regret of a [0,1] reward
     for e in ("gmc", "tic"):
         assert set(fit[e]) == {"slope", "lo", "hi", "n_points", "n_boot_ok", "theory"}
     th = theory_g_exponents()
@@ -67,7 +77,10 @@ def test_g_scaling_quick_runs_and_reports_fit():
 def test_robustness_quick_and_verdict():
     tab = robustness_experiment(quick=True, progress=False, estimators=("onpolicy", "is", "tis", "tic", "gmc"))
     assert len(tab) == 5 * 3
-    assert {"final_J", "final_J_lo", "final_J_hi", "score", "div_rate_any", "tail_any"} <= set(tab.columns)
+    assert {"final_J", "final_J_lo", "final_J_hi", "score", "regret", "div_rate_any", "tail_any", "tail_rel_any",
+            "edge"} <= set(tab.columns)
+    # at d = 0 the tail is compared with itself at every η
+    np.testing.assert_allclose(tab.loc[tab["d"] == 0, "tail_rel_any"], 1.0)
     v = c9_verdict(tab)
     assert set(v) == {"is_unstable", "onpolicy_worse", "tic_tis_degrade", "gmc_best_stable"}
     assert all(isinstance(p["holds"], bool) and p["detail"] for p in v.values())

@@ -12,8 +12,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--G", type=int, default=8)
     p.add_argument("--eps", type=float, default=0.2)
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 8; quick 5)")
+    p.add_argument("--ds", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                   help="comma list of delays (default 0,2,4,8,16,32; quick 0,8,32)")
     p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--score", choices=("final_J", "avg_grad_norm2"), default="final_J", help="tuning criterion")
+    p.add_argument("--score", choices=("final_J", "avg_regret", "avg_grad_norm2"), default="final_J",
+                   help="tuning criterion")
+    p.add_argument("--optimizer", choices=("sga", "adam"), default="sga")
     p.add_argument("--out", default=None, help="CSV path for the table")
 
 
@@ -22,9 +26,9 @@ def main(args) -> int:
 
     seeds = None if args.seeds is None else range(args.seeds)
     tab = robustness_experiment(quick=args.quick, G=args.G, eps=args.eps, seeds=seeds, steps=args.steps,
-                                score=args.score)
-    cols = ["estimator", "d", "eta", "div_rate", "div_rate_any", "final_J", "final_J_lo", "final_J_hi", "score",
-            "score_lo", "score_hi", "chi2", "clip_frac", "ess", "tail_any"]
+                                score=args.score, optimizer=args.optimizer, ds=args.ds)
+    cols = ["estimator", "d", "eta", "edge", "div_rate", "div_rate_any", "final_J", "final_J_lo", "final_J_hi",
+            "regret", "score", "chi2", "clip_frac", "ess", "tail_any", "tail_rel_any"]
     print(tab[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     print("\nC9 verdict (from the numbers above):")
     for part, v in c9_verdict(tab).items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from simulate import delays as dl
+from simulate.experiments import EXP_INSTANCE
 from simulate.training import ALL_ESTIMATORS, InstanceSpec, TrainConfig, run_training
 
 NAME = "train"
@@ -14,10 +15,12 @@ def add_instance_arguments(p: argparse.ArgumentParser) -> None:
     """Instance and delay options shared with ``tune``."""
     p.add_argument("--instance", choices=("bandit", "token"), default="token", help="instance kind (default token)")
     p.add_argument("--arms", type=int, default=5, help="bandit: number of arms")
-    p.add_argument("--V", type=int, default=3, help="token MDP: vocabulary size")
-    p.add_argument("--T", type=int, default=4, help="token MDP: horizon")
-    p.add_argument("--state", choices=("count", "prev"), default="prev", help="token MDP: state feature")
-    p.add_argument("--reward", choices=("count_ge", "sum_mod"), default="sum_mod", help="token MDP: reward")
+    d = EXP_INSTANCE  # defaults: the experiments' instance (simulate.experiments, "The regime")
+    p.add_argument("--V", type=int, default=d.V, help=f"token MDP: vocabulary size (default {d.V})")
+    p.add_argument("--T", type=int, default=d.T, help=f"token MDP: horizon (default {d.T})")
+    p.add_argument("--state", choices=("count", "prev"), default=d.state, help=f"token MDP: state feature (default {d.state})")
+    p.add_argument("--reward", choices=("count_ge", "sum_mod", "count_frac"), default=d.reward,
+                   help=f"token MDP: reward (default {d.reward}: partial credit #0-tokens/T)")
     p.add_argument("--k", type=int, default=2, help="count_ge threshold")
     p.add_argument("--m", type=int, default=3, help="sum_mod modulus")
     p.add_argument("--delay", choices=dl.KINDS, default="fixed", help="delay model (default fixed)")
@@ -45,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eps", type=float, default=0.2, help="trajectory threshold ε")
     p.add_argument("--G", type=int, default=8, help="group size")
     p.add_argument("--prompts", type=int, default=1, help="groups per step")
-    p.add_argument("--eta", type=float, default=4.0, help="step size η")
+    p.add_argument("--eta", type=float, default=16.0, help="step size η (default 16)")
     p.add_argument("--steps", type=int, default=200, help="learner steps K")
     p.add_argument("--optimizer", choices=("sga", "adam"), default="sga")
     p.add_argument("--seed", type=int, default=0)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from simulate.commands.train import add_instance_arguments, delay_from, instance_from
-from simulate.experiments import ETA_GRID, best_eta, tune
+from simulate.experiments import ETA_GRID, QUICK_ETAS, SCORES, best_eta, tune
 from simulate.training import TrainConfig
 
 NAME = "tune"
@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--etas", type=_list(float), default=list(ETA_GRID), help="comma list of step sizes")
     p.add_argument("--seeds", type=int, default=5, help="number of seeds (0..n-1)")
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--score", choices=("avg_grad_norm2", "final_J"), default="avg_grad_norm2")
+    p.add_argument("--score", choices=SCORES, default="avg_regret",
+                   help="tuning criterion (default avg_regret: (1/K)Σ(J*−J); avg_grad_norm2 prefers collapse)")
     p.add_argument("--quick", action="store_true", help="3 step sizes, 60 steps")
     p.add_argument("--out", default=None, help="CSV path for the full (setting, η) table")
 
@@ -36,11 +37,11 @@ def main(args) -> int:
     base = TrainConfig(instance=instance_from(args), steps=60 if args.quick else args.steps)
     grid = [base.replace(estimator=e, delay=delay_from(args, d), eps=eps, G=G)
             for e in args.estimators for d in args.ds for eps in args.eps for G in args.Gs]
-    etas = args.etas[::4] if args.quick else args.etas
+    etas = list(QUICK_ETAS) if args.quick and args.etas == list(ETA_GRID) else args.etas
     df = tune(grid, seeds=range(args.seeds), etas=etas, score=args.score)
     best = best_eta(df)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(best[["estimator", "delay", "eps", "G", "eta", "div_rate", "score", "score_lo", "score_hi",
+        print(best[["estimator", "delay", "eps", "G", "eta", "div_rate", "regret", "regret_lo", "regret_hi", "score",
                     "final_J", "final_J_lo", "final_J_hi"]].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.out:
         df.to_csv(args.out, index=False)

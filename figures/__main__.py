@@ -1,0 +1,114 @@
+"""``python -m figures``: regenerate every figure and the claims report (REPORT.md + REPORT.html).
+
+Figures are the modules ``figures/fig_*.py`` (discovered, so new ones join automatically); each
+has ``main(out_dir, quick=False)``. Sweeps run on local processes by default, or on a Dask
+cluster with ``--scheduler tcp://HOST:PORT`` / ``--dask-local N``. Finished sweep cells are cached
+under ``--cells`` (default ``results/cells``), so a re-run or an interrupted run recomputes nothing
+that is already done.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import pkgutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import figures
+
+HERE = Path(figures.__file__).resolve().parent
+DEFAULT_OUT = HERE / "out"
+DEFAULT_REPORT = HERE / "REPORT.md"
+
+
+def discover() -> list[str]:
+    """Names of the ``figures/fig_*.py`` modules, sorted."""
+    return sorted(m.name for m in pkgutil.iter_modules(figures.__path__) if m.name.startswith("fig_"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m figures", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes (< 3 min on 2 cores); wide CIs")
+    p.add_argument("--out", type=Path, default=None, help=f"image directory (default {DEFAULT_OUT})")
+    p.add_argument("--report", type=Path, default=None,
+                   help="REPORT.md path (default figures/REPORT.md, or OUT/REPORT.md when --out is given)")
+    p.add_argument("--cells", type=Path, default=None, help="sweep cell cache root (default results/cells)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run sweeps on this Dask scheduler")
+    g.add_argument("--dask-local", type=int, default=None, metavar="N",
+                   help="run sweeps on a local Dask cluster of N worker processes")
+    g.add_argument("--workers", type=int, default=None, metavar="N", help="local worker processes (default: CPUs)")
+    p.add_argument("--only", default=None, help="comma list of figure modules to run (e.g. fig_heatmap)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed (CI, clusters)
+    out = (args.out or DEFAULT_OUT).resolve()
+    report = args.report or (DEFAULT_REPORT if args.out is None else out / "REPORT.md")
+    names = discover()
+    if args.only:
+        wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            print(f"error: unknown figure modules {unknown}; known: {', '.join(names)}", file=sys.stderr)
+            return 2
+        names = [n for n in names if n in wanted]
+    sweep_opts = {"progress": not args.no_progress}
+    if args.cells is not None:
+        sweep_opts["root"] = args.cells
+    client = None
+    if args.scheduler or args.dask_local:
+        from distributed import Client, LocalCluster
+
+        if args.scheduler:
+            client = Client(args.scheduler)
+        else:
+            client = Client(LocalCluster(n_workers=args.dask_local, threads_per_worker=1, processes=True,
+                                         dashboard_address=None))
+        sweep_opts["client"] = client
+        print(f"sweeps on Dask: {client.scheduler.address}")
+    elif args.workers:
+        sweep_opts["n_workers"] = args.workers
+    out.mkdir(parents=True, exist_ok=True)
+    timings, failures = {}, {}
+    t_all = time.perf_counter()
+    try:
+        for name in names:
+            mod = importlib.import_module(f"figures.{name}")
+            if args.quick and getattr(mod, "SKIP_IN_QUICK", False):
+                print(f"[skip] {name}: marked SKIP_IN_QUICK (too slow for --quick)")
+                continue
+            print(f"[figure] {name} …", flush=True)
+            t0 = time.perf_counter()
+            kwargs = {"sweep_opts": sweep_opts} if "sweep_opts" in inspect.signature(mod.main).parameters else {}
+            try:
+                mod.main(out, quick=args.quick, **kwargs)
+            except Exception as exc:  # noqa: BLE001 — one broken figure must not hide the others
+                failures[name] = f"{type(exc).__name__}: {exc}"
+                traceback.print_exc()
+            timings[name] = time.perf_counter() - t0
+            print(f"[figure] {name}: {'FAILED' if name in failures else 'done'} in {timings[name]:.1f} s", flush=True)
+    finally:
+        if client is not None:
+            client.close()
+    from figures import report as rp
+
+    t0 = time.perf_counter()
+    md, page, rep = rp.write(out, report, quick=args.quick, timings=timings, failures=failures)
+    print(f"[report] {md} and {page} ({time.perf_counter() - t0:.1f} s; total {time.perf_counter() - t_all:.1f} s)")
+    for cid in rp.CLAIM_IDS:
+        print(f"  {cid}: {rp.summary(rep, cid)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Shared plumbing of the figure scripts: saving (PNG + PDF + JSON sidecar), claim evidence, sweeps.
+
+Plot functions elsewhere return ``(fig, ax)`` and never save (STYLE §6); only :func:`save` writes.
+Each figure's sidecar ``<name>.json`` holds its settings, seeds, sweep ids, code version, git commit
+and the claim *evidence* rows that :mod:`figures.report` turns into the claims table.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import json
+import math
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from asyncgrpo import sweep as _sweep
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One measured check of a claim, at one named point of the grid.
+
+    ``measured ± z·se`` is compared with ``bound`` (or, for ``kind="equal"``, with an exact
+    prediction) and ``verdict`` is computed by :mod:`figures.stats` from these numbers.
+    """
+
+    claim: str  #: "C1" … "C9"
+    quantity: str  #: what was measured, e.g. "E[𝔅_gmc]"
+    point: str  #: where, e.g. "bandit, ε=0.2, G=8, d=4"
+    measured: float | None
+    se: float | None
+    bound: float | None
+    verdict: str
+    figure: str = ""
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {k: _jsonable(v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class FigureResult:
+    """What a figure's ``main`` returns: files written, evidence rows, and why parts are missing."""
+
+    name: str
+    files: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _jsonable(v):
+    if isinstance(v, (np.floating, np.integer)):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, Path):
+        return str(v)
+    return v
+
+
+def sidecar(name: str, *, quick: bool, settings: dict, seeds, sweeps=(), evidence=(), missing=()) -> dict:
+    """The provenance record saved next to a figure (STYLE §6)."""
+    return {
+        "figure": name,
+        "quick": bool(quick),
+        "settings": settings,
+        "seeds": seeds,
+        "sweeps": list(sweeps),
+        "git_commit": _sweep.git_commit(),
+        "code_version": _sweep.code_version(),
+        "python": platform.python_version(),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "evidence": [e.to_dict() for e in evidence],
+        "missing": list(missing),
+    }
+
+
+def save(fig, out_dir, name: str, meta: dict) -> list[str]:
+    """Write ``<out_dir>/<name>.png``, ``.pdf`` and ``.json``; returns the paths. Closes ``fig``."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.pdf", out / f"{name}.json"]
+    fig.savefig(paths[0])
+    fig.savefig(paths[1])
+    paths[2].write_text(json.dumps(meta, indent=1, default=_jsonable, allow_nan=False))
+    plt.close(fig)
+    return [str(p) for p in paths]
+
+
+def optional(module: str):
+    """``(module, None)`` if ``module`` imports, else ``(None, "not available: <module> missing (…)")``.
+
+    Figures use this for upstream packages still being written, so that a missing piece shows up
+    as an explicit note in the figure and the report instead of a crash or a made-up number.
+    """
+    try:
+        return importlib.import_module(module), None
+    except Exception as exc:  # noqa: BLE001 — any import failure means "not available"
+        return None, f"not available: {module} missing ({type(exc).__name__}: {exc})"
+
+
+def run(sweep, sweep_opts: dict | None):
+    """Run ``sweep`` with the options chosen on the command line (backend, cells root, progress)."""
+    opts = {"backend": "local", "progress": True, **(sweep_opts or {})}
+    return _sweep.run_sweep(sweep, **opts)
+
+
+def placeholder(ax, text: str) -> None:
+    """Say on the axes that a panel has no data (never draw invented numbers)."""
+    import textwrap
+
+    ax.text(0.5, 0.5, textwrap.fill(text, 45), ha="center", va="center", fontsize=8, transform=ax.transAxes, color="#AA0000")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def unavailable(name: str, out_dir, quick: bool, settings: dict, why: str, t0: float) -> FigureResult:
+    """Save a figure that only says why it has no data, and return that as its result."""
+    import time
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3.4, 2.0))
+    placeholder(ax, why)
+    meta = sidecar(name, quick=quick, settings=settings, seeds=None, missing=[why])
+    return FigureResult(name, save(fig, out_dir, name, meta), [], [why], time.perf_counter() - t0)

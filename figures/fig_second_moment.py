@@ -1,0 +1,59 @@
+"""Figure 3 (C1): the second moment ``E‖ĝ‖²`` against ε with the common bound ``M₂(ε) = (1+ε)·E_π[A²‖s‖²]``.
+
+Same sweep as figure 2 (cells cached, computed once). Every estimator is drawn; the bound applies
+to those in ``𝒲_ε`` (tis, tic, gmc), while ``is`` and ``snis`` are outside the class (C1).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from figures import common, fig_bias_eps, plots, stats, style
+
+NAME = "fig3_second_moment"
+TITLE = "Second moment against ε with M₂(ε) (C1)"
+CLAIMS = ("C1",)
+
+
+def plot(df, ax=None):
+    """E‖ĝ‖² against ε for all estimators, M₂(ε) dashed; returns (fig, ax)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(style.WIDTH_1COL * 1.4, 2.9)) if ax is None else (ax.figure, ax)
+    plots.quantity_vs(df, "eps", "sq_norm", ax=ax, bounds=False)
+    s = df[(df.quantity == "sq_norm") & (df.estimator == "gmc")].sort_values("eps")
+    ax.plot(s["eps"], s["bound"], ls="--", color=style.REFERENCE, label=r"$M_2(\varepsilon)=(1+\varepsilon)\,\mathbb{E}_\pi[A^2\|s\|^2]$")
+    ax.set_xlabel(r"threshold $\varepsilon$")
+    ax.set_ylabel(r"$\mathbb{E}_\mu\|\hat g\|^2$")
+    ax.set_title(f"token MDP, G = {fig_bias_eps.G}, d = {fig_bias_eps.DELAY}")
+    ax.legend(loc="best", fontsize=6.5, ncol=2)
+    return fig, ax
+
+
+def evidence(df) -> list[common.Evidence]:
+    """Per in-class estimator, the ε where E‖ĝ‖² comes closest to M₂(ε)."""
+    ev = []
+    sub = df[(df.quantity == "sq_norm") & np.isfinite(df.bound)]
+    for name in ("tis", "tic", "gmc"):
+        s = sub[sub.estimator == name]
+        r = s.loc[(s.value / s.bound).idxmax()]
+        ev.append(common.Evidence("C1", f"E‖ĝ_{name}‖² (tightest ε)", f"token MDP, G={int(r.G)}, d={int(r.d)}, ε={r.eps:.3g}",
+                                  r.value, r.se, r.bound, stats.verdict(r.value, r.se, r.bound), NAME))
+    return ev
+
+
+def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
+    """Reuse figure 2's sweep (cached cells), draw figure 3, return C1's evidence."""
+    t0 = time.perf_counter()
+    style.apply()
+    mc, why = common.optional("simulate.montecarlo")
+    if mc is None:
+        return common.unavailable(NAME, out_dir, quick, fig_bias_eps.settings(quick), why, t0)
+    sw = fig_bias_eps.sweep(quick)
+    df = common.run(sw, sweep_opts).table
+    fig, _ = plot(df)
+    ev = evidence(df)
+    meta = common.sidecar(NAME, quick=quick, settings=fig_bias_eps.settings(quick), seeds=[fig_bias_eps.SEED],
+                          sweeps=[sw.id], evidence=ev)
+    return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

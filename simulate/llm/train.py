@@ -1,0 +1,298 @@
+"""Asynchronous GRPO-family RL on a causal LM with controlled staleness — one file, top to bottom.
+
+At learner step ``k`` the policy is at version ``v_k`` (number of updates applied). A group of ``G``
+completions per prompt is sampled from the behaviour snapshot ``μ = π_{θ_{v_k − d_k}}`` (THEORY §1),
+its log-probs ``log μ(a_t|s_t)`` recorded at generation time as an inference engine would. The
+learner recomputes ``log π_θ(a_t|s_t)`` and takes one AdamW step on the surrogate of
+:func:`asyncgrpo.estimators.token_level.policy_loss`, whose autograd gradient is ``−ĝ`` with
+
+    ĝ = (1/G) Σ_i A_i Σ_t c_{i,t} ∇log π_θ(a_{i,t}|s_{i,t}),   A_i = R_i − R̄   (per group),
+
+``c_{i,t} = w_i`` from the registry for the trajectory-level maps (``w = W_ε(ℓ)`` with
+``ℓ_i = Σ_t ℓ_{i,t}``), or the token-level coefficients (grpo, gspo, cispo, m2po). No estimator
+math lives here.
+
+Delay models for ``d_k`` (capped at ``min(D, v_k)`` — a snapshot older than version 0 does not exist):
+
+- ``fixed``: ``d_k = d``;
+- ``random``: ``d_k ~ Uniform{0..D}`` i.i.d.;
+- ``actors``: ``n_actors`` workers; each pulls the newest weights when it starts a batch and takes a
+  random generation time (``1 + Poisson(n_actors − 1)`` learner steps, mean ``n_actors`` so the
+  queue is balanced); the learner consumes batches in order of completion, so staleness emerges
+  from the queue (``d_k = k − version pulled``).
+
+Numerics: log-probs are float32 even for a bf16 model; a NaN/inf loss or gradient skips the update
+(weights and optimiser untouched) and logs the reason. Metrics go to ``out_dir/metrics.jsonl``
+(one line per step) and ``metrics.csv``; ``checkpoint.pt`` makes a run resumable.
+"""
+from __future__ import annotations
+
+import copy
+import heapq
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from asyncgrpo import estimators as est
+from asyncgrpo.estimators.token_level import policy_loss, token_coefficients_torch
+from asyncgrpo.functionals import advantages
+from simulate.llm import tasks
+from simulate.llm.config import TrainConfig
+from simulate.llm.model import Rollout, completion_logprobs, generate
+from simulate.llm.warmstart import heldout_accuracy, lenient, prompt_ids, warm_start
+
+
+# ----------------------------------------------------------------------------- delays
+
+
+def delay_schedule(cfg: TrainConfig) -> np.ndarray:
+    """Requested delays ``d_k`` for ``k = 0..K−1`` (int64), before the cap ``min(d_k, v_k)``.
+
+    Drawn from ``np.random.default_rng([seed, 2])`` only, so the schedule is a function of the config.
+    """
+    K, D = cfg.steps, cfg.max_delay
+    rng = np.random.default_rng([cfg.seed, 2])
+    if cfg.delay_mode == "fixed":
+        d = np.full(K, cfg.delay, dtype=np.int64)
+    elif cfg.delay_mode == "random":
+        d = rng.integers(0, D + 1, size=K).astype(np.int64)
+    else:  # actors: event queue of (finish time, actor, version pulled at start)
+        def duration() -> float:
+            return 1.0 + rng.poisson(cfg.n_actors - 1) + rng.random() * 1e-3  # jitter breaks ties
+
+        queue = [(duration(), a, 0) for a in range(cfg.n_actors)]
+        heapq.heapify(queue)
+        d = np.empty(K, dtype=np.int64)
+        for k in range(K):
+            finish, actor, version = heapq.heappop(queue)
+            d[k] = k - version
+            heapq.heappush(queue, (max(finish, float(k)) + duration(), actor, k + 1))
+    return np.minimum(d, D)
+
+
+# ----------------------------------------------------------------------------- one update
+
+
+def update_step(model, opt, loss: torch.Tensor, max_grad_norm: float) -> tuple[float, str | None]:
+    """Backward and AdamW step unless the loss or the gradient is not finite.
+
+    Returns ``(pre-clip grad norm, reason)``; ``reason`` is ``None`` when the step was applied, else
+    why it was skipped (weights and optimiser state are then untouched).
+    """
+    opt.zero_grad(set_to_none=True)
+    if not torch.isfinite(loss.detach()).all():
+        return math.nan, f"loss not finite ({loss.item()})"
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm, error_if_nonfinite=False)
+    norm = float(norm)
+    if not math.isfinite(norm):
+        opt.zero_grad(set_to_none=True)
+        return norm, f"gradient not finite (norm {norm})"
+    opt.step()
+    return norm, None
+
+
+# ----------------------------------------------------------------------------- diagnostics
+
+
+@torch.no_grad()
+def ratio_stats(cfg: TrainConfig, tok_ell: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor) -> dict:
+    """Log-ratio diagnostics of one batch (float64).
+
+    ``ℓ_i`` mean/max/min; ``χ̂² = mean_i (ρ_i − 1)²`` (estimates ``χ²(π_θ‖μ) = Var_μ ρ``); ``ESS/G`` of
+    ``ρ`` per group and, for trajectory-level maps, of ``w``; ``clip_frac``: share of trajectories with
+    ``w_i < ρ_i`` (trajectory-level) or of real tokens whose coefficient is below the uncapped one
+    (token-level: ``r_{i,t}/T_i``, or ``exp(ℓ_i/T_i)/T_i`` for gspo).
+    """
+    tok_ell, adv = tok_ell.double(), adv.double()
+    G = cfg.group_size
+    ell = tok_ell.sum(1)
+    rho = torch.exp(ell)
+
+    def ess_over_g(w: torch.Tensor) -> float:
+        w = w.reshape(-1, G)
+        s, s2 = w.sum(1), (w * w).sum(1)
+        ok = s2 > 0
+        return float(((s[ok] ** 2 / s2[ok]) / G).mean()) if bool(ok.any()) else 0.0
+
+    out = {
+        "ell_mean": float(ell.mean()),
+        "ell_max": float(ell.max()),
+        "ell_min": float(ell.min()),
+        "tok_ell_absmax": float(tok_ell.abs().max()),
+        "chi2": float(torch.expm1(ell).pow(2).mean()),
+        "ess_rho": ess_over_g(torch.exp(ell - ell.max())),  # ESS is scale-free: shift avoids overflow
+    }
+    if cfg.token_level:
+        c = token_coefficients_torch(cfg.estimator, tok_ell, mask, adv, eps_low=cfg.eps_low,
+                                     eps_high=cfg.eps_high, tau_m2=cfg.tau_m2)
+        T_i = mask.sum(1, keepdim=True).double()
+        ref = torch.exp(ell[:, None] / T_i).expand_as(c) if cfg.estimator == "gspo" else torch.exp(tok_ell)
+        below = (c * T_i < ref * (1 - 1e-9)) & mask
+        out["clip_frac"] = float(below.sum() / mask.sum())
+        out["ess_w"] = math.nan
+    else:
+        w = est.get(cfg.estimator, cfg.eps).torch(ell.reshape(-1, G)).reshape(-1)
+        out["clip_frac"] = float((w < rho * (1 - 1e-9)).double().mean())
+        out["ess_w"] = ess_over_g(w)
+    return out
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class StepView:
+    """What a test or a caller's ``on_step`` hook may inspect right before the update of step ``k``."""
+
+    step: int
+    version: int
+    behaviour_version: int
+    model: torch.nn.Module
+    behaviour: torch.nn.Module
+    rollout: Rollout
+    rewards: np.ndarray
+    adv: np.ndarray
+
+
+def _sampler_seed(seed: int, step: int) -> int:
+    return int(np.random.default_rng([seed, 3, step]).integers(0, 2**62))
+
+
+def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_at: int | None = None,
+          on_step=None, progress: bool = True) -> dict:
+    """Run ``cfg.steps`` asynchronous RL updates; returns a summary dict (also written to ``summary.json``).
+
+    ``model``/``tok`` default to the cached warm start of ``cfg``. ``resume`` continues from
+    ``out_dir/checkpoint.pt``; ``stop_at`` ends the call after that step (an interruption, for
+    testing resume); ``on_step(StepView)`` is called before each update.
+    """
+    if cfg.device == "cpu":
+        torch.set_num_threads(cfg.threads)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    with open(os.path.join(cfg.out_dir, "config.json"), "w") as f:
+        json.dump(cfg.to_dict(), f, indent=2)
+    warm_info = {}
+    if model is None:
+        model, tok, warm_info = warm_start(cfg, progress=progress)
+    model.train()
+    behaviour = copy.deepcopy(model).eval()
+    for p in behaviour.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    evalset = tasks.eval_set(cfg.task)
+    delays = delay_schedule(cfg)
+    G, n_groups = cfg.group_size, cfg.prompts_per_step
+
+    # snapshot store: version -> detached copy of the weights; only the last D+1 versions are kept
+    def snapshot() -> dict:
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    start, version, snapshots = 0, 0, {0: snapshot()}
+    ckpt_path = os.path.join(cfg.out_dir, "checkpoint.pt")
+    metrics_path = os.path.join(cfg.out_dir, "metrics.jsonl")
+    rows: list[dict] = []
+    if resume and os.path.exists(ckpt_path):
+        ck = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        snapshots, version, start = ck["snapshots"], ck["version"], ck["step"] + 1
+        if os.path.exists(metrics_path):
+            with open(metrics_path) as f:
+                rows = [r for r in map(json.loads, f) if r["step"] < start]
+    with open(metrics_path, "w") as f:  # rewritten: steps after the checkpoint are redone, not duplicated
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+    def save_checkpoint(step: int) -> None:
+        tmp = ckpt_path + ".tmp"
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "snapshots": snapshots,
+                    "version": version, "step": step, "config": cfg.to_dict()}, tmp)
+        os.replace(tmp, ckpt_path)
+
+    acc0 = heldout_accuracy(model, tok, evalset, cfg.max_new_tokens) if start == 0 else None
+    last_acc = acc0 if acc0 is not None else next((r["heldout_acc"] for r in reversed(rows)
+                                                    if r.get("heldout_acc") is not None), None)
+    end = cfg.steps if stop_at is None else min(cfg.steps, stop_at + 1)
+    bar = tqdm(range(start, end), desc=f"{cfg.estimator} d={cfg.delay_mode}:{cfg.delay}", disable=not progress)
+    for k in bar:
+        t0 = time.perf_counter()
+        # 1. behaviour snapshot, d_k versions old
+        d = int(min(delays[k], version))
+        behaviour_version = version - d
+        behaviour.load_state_dict(snapshots[behaviour_version])
+
+        # 2. rollouts: G completions per prompt from μ, log μ recorded while sampling
+        problems = tasks.draw_problems([cfg.seed, 1, k], n_groups, cfg.task)
+        batch = [p for p in problems for _ in range(G)]  # group by group
+        gen = torch.Generator(device=cfg.device).manual_seed(_sampler_seed(cfg.seed, k))
+        ro = generate(behaviour, [prompt_ids(tok, p) for p in batch], max_new_tokens=cfg.max_new_tokens,
+                      eos_id=tok.eos_id, pad_id=tok.pad_id, temperature=cfg.temperature, generator=gen)
+        t_gen = time.perf_counter() - t0
+        texts = [tok.decode(c) for c in ro.completion]
+        R = np.array([tasks.reward(p, s, lenient(tok)) for p, s in zip(batch, texts)])
+        A = np.concatenate([advantages(r, cfg.normalize_adv) for r in R.reshape(n_groups, G)])
+        adv = torch.as_tensor(A, dtype=torch.float32, device=cfg.device)
+
+        # 3. learner: current log-probs, the estimator's surrogate, one guarded update
+        logp_new = completion_logprobs(model, ro.seq, ro.attn, ro.mask, ro.prompt_len, cfg.temperature)
+        if on_step is not None:
+            on_step(StepView(k, version, behaviour_version, model, behaviour, ro, R, A))
+        loss = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
+                           eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G)
+        grad_norm, skipped = update_step(model, opt, loss, cfg.max_grad_norm)
+        if skipped is None:
+            version += 1
+            snapshots[version] = snapshot()
+            for old in [v for v in snapshots if v < version - cfg.max_delay]:
+                del snapshots[old]
+
+        # 4. metrics
+        tok_ell = torch.where(ro.mask, logp_new.detach() - ro.logp_old, torch.zeros_like(logp_new))
+        n_tok = int(ro.mask.sum())
+        row = {
+            "step": k, "version": version, "behaviour_version": behaviour_version, "delay": d,
+            "reward": float(R.mean()), "loss": float(loss.detach()), "grad_norm": grad_norm,
+            "skipped": skipped, "completion_tokens": n_tok, "mean_len": n_tok / len(batch),
+            "gen_tokens_per_s": n_tok / max(t_gen, 1e-9),
+            "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9),
+            **ratio_stats(cfg, tok_ell, ro.mask, adv),
+            "heldout_acc": None,
+        }
+        if (k + 1) % cfg.eval_every == 0 or k == cfg.steps - 1:
+            last_acc = row["heldout_acc"] = heldout_accuracy(model, tok, evalset, cfg.max_new_tokens)
+        if k == 0 and acc0 is not None:
+            row["heldout_acc_start"] = acc0
+        with open(metrics_path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        rows.append(row)
+        bar.set_postfix(R=f"{row['reward']:.2f}", acc=f"{last_acc:.2f}" if last_acc is not None else "-",
+                        d=d, skip="y" if skipped else "")
+        if cfg.checkpoint_every and (k + 1) % cfg.checkpoint_every == 0:
+            save_checkpoint(k)
+    bar.close()
+    if end > start:
+        save_checkpoint(end - 1)
+
+    import pandas as pd  # tidy copy of the metrics for analysis code
+
+    df = pd.DataFrame(rows)
+    df.to_csv(os.path.join(cfg.out_dir, "metrics.csv"), index=False)
+    first = rows[0] if rows else {}
+    summary = {
+        "estimator": cfg.estimator, "delay_mode": cfg.delay_mode, "delay": cfg.delay, "seed": cfg.seed,
+        "steps_done": len(rows), "initial_acc": first.get("heldout_acc_start"),
+        "final_acc": last_acc, "warmstart": warm_info,
+        "mean_realised_delay": float(df["delay"].mean()) if rows else None,
+        "skipped_steps": int(df["skipped"].notna().sum()) if rows else 0,
+        "mean_reward_last10": float(df["reward"].tail(10).mean()) if rows else None,
+    }
+    with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    return summary

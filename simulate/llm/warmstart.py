@@ -1,0 +1,102 @@
+"""Supervised warm start (cached) and the held-out accuracy used everywhere.
+
+RL from a random-init policy gets ``R = 0`` on every trajectory, so ``A_i = 0`` and no estimator
+learns anything. A short supervised phase on training problems,
+``min_θ −Σ_t log π_θ(a*_t | s_t)`` over one correct completion ``a*`` per prompt, gives a policy with
+non-trivial success from which staleness can be studied. The result is cached under
+``cache_dir/warmstart/<key>.pt``, where ``key`` hashes everything that determines the weights
+(:func:`simulate.llm.config.warmstart_key`), so the runs of an experiment share it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+from tqdm.auto import tqdm
+
+from simulate.llm import tasks
+from simulate.llm.config import TrainConfig, warmstart_key
+from simulate.llm.model import completion_logprobs, generate, left_pad, make_policy
+from simulate.llm.tokenizer import CharTokenizer
+
+
+def prompt_ids(tok, problem: tasks.Problem) -> list[int]:
+    """Prompt tokens: compact text for the character tokenizer, the chat template for a checkpoint."""
+    return tok.encode_prompt(problem.prompt if isinstance(tok, CharTokenizer) else problem.question)
+
+
+def lenient(tok) -> bool:
+    """Chat checkpoints may wrap the answer in words; character models must emit exactly the answer."""
+    return not isinstance(tok, CharTokenizer)
+
+
+@torch.no_grad()
+def heldout_accuracy(model, tok, problems: list[tasks.Problem], max_new_tokens: int, batch_size: int = 256) -> float:
+    """Greedy exact-match accuracy ``(1/n) Σ_j R(greedy(x_j))`` on held-out problems."""
+    was_training = model.training
+    model.eval()
+    hits = 0.0
+    for start in range(0, len(problems), batch_size):
+        chunk = problems[start:start + batch_size]
+        r = generate(model, [prompt_ids(tok, p) for p in chunk], max_new_tokens=max_new_tokens,
+                     eos_id=tok.eos_id, pad_id=tok.pad_id, greedy=True)
+        hits += sum(tasks.reward(p, tok.decode(c), lenient(tok)) for p, c in zip(chunk, r.completion))
+    model.train(was_training)
+    return hits / len(problems)
+
+
+def supervised_batch(tok, problems: list[tasks.Problem], device):
+    """``(seq, attn, mask, P)`` for teacher forcing the solutions, in the layout of :mod:`model`."""
+    ids, attn = left_pad([prompt_ids(tok, p) for p in problems], tok.pad_id, device)
+    comps = [tok.encode_completion(p.solution) for p in problems]
+    T = max(len(c) for c in comps)
+    ctok = torch.full((len(comps), T), tok.pad_id, dtype=torch.long)
+    cmask = torch.zeros((len(comps), T), dtype=torch.bool)
+    for i, c in enumerate(comps):
+        ctok[i, :len(c)] = torch.tensor(c)
+        cmask[i, :len(c)] = True
+    ctok, cmask = ctok.to(device), cmask.to(device)
+    return torch.cat([ids, ctok], 1), torch.cat([attn, cmask.long()], 1), cmask, ids.shape[1]
+
+
+def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = True):
+    """``(model, tok, info)``: the policy after the supervised phase, loaded from cache when present.
+
+    ``info`` holds the cache path, the held-out accuracy after warm start and the wall time.
+    """
+    if cfg.device == "cpu":
+        torch.set_num_threads(cfg.threads)
+    model, tok = make_policy(cfg)
+    key = warmstart_key(cfg)
+    path = os.path.join(cfg.cache_dir, "warmstart", f"{key}.pt")
+    if use_cache and os.path.exists(path):
+        blob = torch.load(path, map_location=cfg.device, weights_only=True)
+        model.load_state_dict(blob["state_dict"])
+        return model, tok, json.loads(blob["info"])
+
+    t0 = time.time()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart.lr, weight_decay=0.0)
+    model.train()
+    bar = tqdm(range(cfg.warmstart.steps), desc="warm start", disable=not progress, leave=False)
+    for step in bar:
+        batch = tasks.draw_problems([cfg.seed, 7_000_001, step], cfg.warmstart.batch_size, cfg.task)
+        seq, attn, mask, P = supervised_batch(tok, batch, cfg.device)
+        lp = completion_logprobs(model, seq, attn, mask, P)
+        loss = -(lp.sum() / mask.sum())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 25 == 0:
+            bar.set_postfix(nll=f"{loss.item():.3f}")
+    acc = heldout_accuracy(model, tok, tasks.eval_set(cfg.task), cfg.max_new_tokens)
+    info = {"key": key, "path": path, "heldout_accuracy": acc, "seconds": time.time() - t0,
+            "steps": cfg.warmstart.steps}
+    if use_cache:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        torch.save({"state_dict": model.state_dict(), "info": json.dumps(info)}, tmp)
+        os.replace(tmp, path)  # atomic: a parallel run never reads a half-written cache
+    return model, tok, info
