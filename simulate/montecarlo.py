@@ -12,7 +12,7 @@ mass ``(1/G)Σ(ρ_i−w_i)``, the mean weight ``(1/G)Σw_i`` and the ESS ``(Σw)
 ``ρ̄``, the unbiased ``χ²`` estimate ``(1/G)Σρ_i² − 1``, ``R̄`` and the C1 right-hand side
 ``Ŝ = (1/G)Σ ρ_i A_i² ‖s_θ(τ_i)‖²``. Means come with standard errors ``σ̂/√n_groups``.
 
-Per token the kernel draws one uniform and reads one 64-byte line of a packed table
+Per token the kernel draws one uniform and reads 64 contiguous bytes of a packed table
 (:func:`pack_table`: alias column, both outcomes' ``ℓ``, ``π_θ`` and next state); everything
 per estimator is per trajectory. ``ĝ`` is accumulated sparsely: row ``(t,s)`` of
 ``Σ_i c_i s_θ(τ_i)`` is ``C[t,s,·] − C_row[t,s]·π_θ(·|s)``, where ``C`` sums the coefficients
@@ -67,14 +67,14 @@ _NG = len(GROUP_QUANTITIES)
 
 # --------------------------------------------------------------------------- Numba kernel
 
-#: Slots of the packed per-``(t, s, j)`` sampling table (one 64-byte cache line per alias column).
+#: Slots of the packed per-``(t, s, j)`` sampling table (64 contiguous bytes per alias column).
 _TAB_PROB, _TAB_KEEP, _TAB_ALIAS, _TAB_PIN2 = 0, 1, 4, 7
 #: Shift of the action in the encoded outcome ``enc = a·2^16 + s'`` (see :func:`pack_table`).
 _ENC_SHIFT = 16
 
 
 def pack_table(prob, alias, lr, pi, pin2, next_state) -> np.ndarray:
-    """Everything one token needs, on one cache line: ``ndarray(float64, (T,S,V,8))``.
+    """Everything one token needs, in 64 contiguous bytes: ``ndarray(float64, (T,S,V,8))``.
 
     For alias column ``j`` of row ``(t,s)``: ``[prob_j, enc(j), ℓ(j), π(j), enc(α_j), ℓ(α_j), π(α_j), ‖π‖²]``
     with ``α_j = alias[t,s,j]``, ``ℓ(a) = log π_θ(a|s) − log μ(a|s)``, ``π(a) = π_θ(a|s)``,
@@ -102,9 +102,9 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
     ``tab``: :func:`pack_table` ``(T,S,V,8)``. Randomness: the uniforms ``U[g, i, t]`` if ``use_U``,
     else the xoshiro256+ stream :func:`~simulate.instances.rng_uniform_nb` seeded with ``seed`` here
     (one uniform per token, drawn in ``(g, i, t)`` order).
-    Outputs (overwritten): ``stats (NQ,E,2)`` and ``gstats (NG,2)`` hold sums and sums of squares
-    over groups; ``cell (T·S·V·E,)`` holds ``Σ_groups Σ_{i,t: (t,s_{i,t},a_{i,t}) = cell} c_{i,e}``,
-    ``c_{i,e} = w_{i,e} A_i / G``, and ``row (T·S·E,)`` the row sums ``C_row[t,s,e] = Σ_a cell[t,s,a,e]``
+    Outputs: ``stats (NQ,E,2)`` and ``gstats (NG,2)`` (overwritten) get sums and sums of squares
+    over groups; ``cell (T·S·V·E,)`` (added to; zeroed by the caller) gets ``Σ_groups Σ_{i,t: (t,s_{i,t},a_{i,t}) = cell} c_{i,e}``,
+    ``c_{i,e} = w_{i,e} A_i / G``, and ``row (T·S·E,)`` (added to) the row sums ``C_row[t,s,e] = Σ_a cell[t,s,a,e]``
     (when ``track``).
 
     ``‖ĝ_e‖² = c_eᵀ K c_e`` with the estimator-free Gram matrix of the scores,
@@ -127,7 +127,7 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
     logw = np.empty(G)
     coef = np.empty((E, G))
     K = np.empty((G, G))
-    ce = np.empty(E)
+    coefT = np.empty((G, E))
     visited = np.zeros(T * S if track else 0, dtype=np.bool_)
     st = np.zeros((_NQ, E, 2))
     gs = np.zeros((_NG, 2))
@@ -153,11 +153,12 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
                 n2 = tf[b + _TAB_PIN2]
                 l_acc += tf[b + off + 1]
                 q_acc += (1.0 - 2.0 * p) + n2
-                rw = t * S + s
-                rowid[t, i] = rw
-                cellid[t, i] = rw * V + (enc >> _ENC_SHIFT)
-                pa[t, i] = p
-                pn[t, i] = n2
+                if track:
+                    rw = t * S + s
+                    rowid[t, i] = rw
+                    cellid[t, i] = rw * V + (enc >> _ENC_SHIFT)
+                    pa[t, i] = p
+                    pn[t, i] = n2
                 s = enc & mask
             ell[i] = l_acc
             ssq[i] = q_acc
@@ -255,15 +256,17 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
                     sq += coef[e, i] * acc
                 st[0, e, 0] += sq
                 st[0, e, 1] += sq * sq
-            # ĝ's coefficient sums: one scatter of E numbers per token
+            # ĝ's coefficient sums: one scatter of E numbers per token, time-major so that the few
+            # rows (t, ·) the group visits at step t stay in L1
             for i in range(G):
                 for e in range(E):
-                    ce[e] = coef[e, i]
-                for t in range(T):
+                    coefT[i, e] = coef[e, i]
+            for t in range(T):
+                for i in range(G):
                     visited[rowid[t, i]] = True
                     base = cellid[t, i] * E
                     for e in range(E):
-                        cell[base + e] += ce[e]
+                        cell[base + e] += coefT[i, e]
     if track:
         # C_row[t,s,e] = Σ_a C[t,s,a,e] (every visit of row (t,s) adds to exactly one of its cells),
         # formed once per chunk over the visited rows only
@@ -294,9 +297,13 @@ def _mc_kernel(tab, reward, s0, codes, eps, G, n_per_chunk, seeds, U, use_U, tra
     E = codes.shape[0]
     stats = np.zeros((n_chunks, _NQ, E, 2))
     gstats = np.zeros((n_chunks, _NG, 2))
-    cell = np.zeros((n_chunks, T * S * V * E if track else 0))
-    row = np.zeros((n_chunks, T * S * E if track else 0))
+    # zero-filled by each chunk inside the parallel loop: the first touch of these (large) arrays is
+    # their main cost, and it then runs on all threads
+    cell = np.empty((n_chunks, T * S * V * E if track else 0))
+    row = np.empty((n_chunks, T * S * E if track else 0))
     for c in prange(n_chunks):
+        cell[c, :] = 0.0
+        row[c, :] = 0.0
         Uc = U[c] if use_U else U[0]
         _chunk_nb(tab, reward, s0, codes, eps, G, n_per_chunk, seeds[c], Uc, use_U, track, stats[c], gstats[c], cell[c], row[c])
     return stats, gstats, cell, row

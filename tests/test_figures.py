@@ -126,7 +126,7 @@ def test_report_from_sidecars(tmp_path):
 # ----------------------------------------------------------------------------- end to end
 def test_quick_run_writes_every_figure_and_the_report(tmp_path):
     """``python -m figures --quick`` from a clean cell cache: every figure, REPORT.md/.html, no violated C1/C2/C4."""
-    from figures.__main__ import discover
+    from figures.__main__ import SLOW_IN_QUICK, discover
 
     out, cells = tmp_path / "out", tmp_path / "cells"
     env = {**os.environ, "MPLBACKEND": "Agg"}
@@ -138,7 +138,10 @@ def test_quick_run_writes_every_figure_and_the_report(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert wall < 180, f"--quick took {wall:.0f} s (budget: 3 minutes)"
     names = [json.loads(p.read_text())["figure"] for p in out.glob("*.json")]
-    assert len(names) >= len([n for n in discover() if n != "fig_llm_delay"])
+    expected = [n for n in discover() if n not in SLOW_IN_QUICK]
+    assert len(names) == len(expected)
+    for n in set(discover()) & set(SLOW_IN_QUICK):
+        assert f"[skip] {n}" in proc.stdout  # left out of --quick loudly, never silently
     for n in names:
         for ext in ("png", "pdf"):
             assert (out / f"{n}.{ext}").stat().st_size > 1000

@@ -11,8 +11,11 @@ from simulate.__main__ import main as cli
 from simulate.experiments import (
     best_eta,
     c9_verdict,
+    REGIMES,
     g_scaling_experiment,
+    get_regime,
     mean_ci,
+    regime_criteria,
     robustness_experiment,
     theory_g_exponents,
     tune,
@@ -61,8 +64,14 @@ def test_tune_table_and_tuned_eta():
         tune(grid, seeds=range(1), etas=(1.0,), base=base, progress=False, score="nope")
 
 
-def test_g_scaling_quick_runs_and_reports_fit():
-    df, fit = g_scaling_experiment(quick=True, progress=False, n_boot=200)
+@pytest.fixture(scope="module")
+def far_quick():
+    """The quick G experiment in the default (far) regime, shared by two tests."""
+    return g_scaling_experiment(quick=True, progress=False, n_boot=200)
+
+
+def test_g_scaling_quick_runs_and_reports_fit(far_quick):
+    df, fit = far_quick
     assert len(df) == 2 * 3 and {"delta", "delta_lo", "delta_hi", "eta_d", "eta_0", "edge_d", "edge_0"} <= set(df.columns)
     np.testing.assert_allclose(df["delta"], df["tuned_score_d"] - df["tuned_score_0"])
     assert fit["score"] == "avg_regret" and fit["n_cells"] == 2 * 3 * 2
@@ -72,6 +81,55 @@ def test_g_scaling_quick_runs_and_reports_fit():
         assert set(fit[e]) == {"slope", "lo", "hi", "n_points", "n_boot_ok", "theory"}
     th = theory_g_exponents()
     assert th["gmc"] == pytest.approx(-0.4) and th["tic"] == pytest.approx(0.0)
+    assert fit["regime"] == "far" and fit["d"] == 16 and fit["steps"] == 60  # the default is unchanged
+    assert (df["delta_se"] > 0).all() and (df["chi2_d"] >= 0).all()
+
+
+def test_local_regime_reaches_config_and_lowers_chi2(far_quick):
+    """``regime="local"`` sets instance, K and d; its realised χ² is far below the far regime's.
+
+    Not a statistical tolerance: the two medians differ by orders of magnitude (far ~10², local
+    ≲ 1 at quick size), so a factor 10 separates them with a wide margin; fixed seeds.
+    """
+    df, fit = g_scaling_experiment(quick=True, progress=False, n_boot=100, regime="local")
+    reg = REGIMES["local"]
+    assert fit["regime"] == "local" and fit["d"] == reg.c5_d == 8 and fit["steps"] == reg.quick_steps
+    assert fit["instance"] == reg.instance.label and "T=4" in fit["instance"]
+    assert set(df["eta_d"]) | set(df["eta_0"]) <= set(reg.quick_etas)
+    far_chi2 = far_quick[1]["chi2_median_d"]
+    assert fit["chi2_median_d"] < far_chi2 / 10, (fit["chi2_median_d"], far_chi2)
+    assert fit["chi2_median_d"] == pytest.approx(float(np.median(df["chi2_d"])))
+    # C9 in the local regime: the regime's delays and instance reach every row
+    tab = robustness_experiment(quick=True, progress=False, regime="local", estimators=("onpolicy", "gmc"),
+                                seeds=range(3))
+    assert set(tab["d"]) == set(reg.quick_c9_ds) and (tab["regime"] == "local").all()
+    assert tab["setting"].str.contains(reg.instance.label, regex=False).all()
+    assert tab.loc[tab["d"] > 0, "chi2"].max() < far_chi2
+    with pytest.raises(ValueError, match="regime must be one of far, local"):
+        get_regime("near")
+    assert get_regime(reg) is reg
+
+
+def test_regime_criteria_read_the_numbers():
+    """Criteria (a)–(c) on hand-made C9 and C5 tables: all met, then each one broken."""
+    rows = []
+    for e, (J0, J1) in {"onpolicy": (.9, .85), "gmc": (.9, .899)}.items():
+        for d, J, chi2 in ((0, J0, 0.0), (4, J1, 0.5)):
+            rows.append(dict(estimator=e, d=d, final_J=J, final_J_se=0.01, chi2=chi2, edge=False))
+    tab = pd.DataFrame(rows)
+    c = regime_criteria(tab)
+    assert all(p["holds"] for p in c.values())
+    assert c["delay_cost"]["value"] == pytest.approx(0.05 / math.hypot(0.01, 0.01))
+    assert c["chi2"]["value"] == pytest.approx(0.5) and c["interior"]["value"] == 1.0
+    bad = tab.assign(chi2=tab["chi2"] * 10, edge=[True, False, False, False],
+                     final_J=[.9, .89, .9, .9])  # χ² 5, 3/4 interior, cost 0.7 s.e.
+    c = regime_criteria(bad)
+    assert not any(p["holds"] for p in c.values())
+    g = pd.DataFrame(dict(estimator=["gmc", "gmc"], G=[2, 4], d=8, chi2_d=[0.04, 0.06], edge_d=False, edge_0=False,
+                          delta=[0.01, 0.03], delta_se=[0.01, 0.01]))
+    c = regime_criteria(g)
+    assert c["chi2"]["value"] == pytest.approx(0.05) and c["chi2"]["holds"]
+    assert c["delay_cost"]["value"] == pytest.approx(3.0) and c["delay_cost"]["holds"] and "G=4" in c["delay_cost"]["detail"]
 
 
 def test_robustness_quick_and_verdict():
@@ -108,5 +166,8 @@ def test_commands_run(capsys, tmp_path):
     assert pd.read_csv(out).shape[0] == 21
     assert cli(["tune", "--quick", "--seeds", "2", "--ds", "0,4", "--steps", "20"]) == 0
     assert "gmc" in capsys.readouterr().out
+    assert cli(["gscaling", "--quick", "--regime", "local", "--seeds", "2", "--steps", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "regime local" in out and "T=4" in out and "interior:" in out and "median realised χ²" in out
     assert cli(["train", "--G", "0"]) == 2  # bad input: one clear error line, exit code 2
     assert "G must" in capsys.readouterr().err

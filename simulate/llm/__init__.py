@@ -1,0 +1,25 @@
+"""The LLM validation harness: GRPO-family losses on a real causal LM with controlled staleness.
+
+Re-checks C9 (THEORY §3) on a Qwen3-architecture language model with the same estimator
+definitions as the theory and the simulators: trajectory-level weights from the registry's PyTorch
+backend, token-level baselines from :mod:`asyncgrpo.estimators.token_level`, both through
+``policy_loss``.
+
+Commands (``python -m simulate.llm …``)::
+
+    train --estimator gmc --delay 4 --steps 40      # tiny model on CPU, stale rollouts, minutes
+    warmstart                                       # the cached supervised warm start only
+    experiment --estimators onpolicy,is,tic,gmc --delays 0,8 --seeds 3 --warmstart-seed 0
+    gpu-check [--dry-run]                           # < 5 min on one H200 (bf16 'gpu' preset)
+
+Modules::
+
+    config.py      frozen dataclasses: TrainConfig, TaskConfig, WarmStartConfig, PRESETS (size dial)
+    tokenizer.py   character tokenizer (random-init models); adapter for a checkpoint's own + chat template
+    tasks.py       procedural arithmetic / countdown, held-out split by stable hash, never-raising parser
+    model.py       Qwen3 build/load, KV-cached sampling recording log μ, float32 log π recompute
+    warmstart.py   supervised warm start (cached under results/llm/cache), greedy held-out accuracy
+    train.py       the asynchronous RL loop, top to bottom (delays, snapshots, guarded update, metrics)
+    experiment.py  accuracy against delay over estimators × delays × seeds → tidy DataFrame, C9 verdict
+    gpu_check.py   the prepared GPU check and its CPU dry run
+"""

@@ -27,7 +27,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
         elif isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         else:
-            kw = {"type": type(default), "default": default}
+            kw = {"type": int if default is None else type(default), "default": default}
             if f.name == "estimator":
                 kw["choices"] = ALL_ESTIMATORS
             if f.name == "delay_mode":

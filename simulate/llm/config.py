@@ -137,7 +137,9 @@ class TrainConfig:
     checkpoint_every: int = 0
     """Save a resumable checkpoint every this many steps (0: only at the end)."""
     seed: int = 0
-    """Seeds the model init, the warm start, the prompts, the delays and the sampling."""
+    """Seeds the prompts, the delays and the sampling (and the init and warm start unless ``warmstart_seed``)."""
+    warmstart_seed: int | None = None
+    """Seed of the model init and the warm start; ``None``: ``seed``. Fix it to share one warm start across seeds."""
     preset: str = "tiny"
     """Size dial for random-init models (``PRESETS``); ignored with ``model_path``."""
     model_path: str | None = None
@@ -187,6 +189,11 @@ class TrainConfig:
         return self.prompts_per_step * self.group_size
 
     @property
+    def init_seed(self) -> int:
+        """Seed of the random init and the supervised warm start."""
+        return self.seed if self.warmstart_seed is None else self.warmstart_seed
+
+    @property
     def token_level(self) -> bool:
         """Whether the estimator is a token-level baseline (not in the registry of §2)."""
         return self.estimator in TOKEN_NAMES
@@ -208,7 +215,7 @@ def warmstart_key(cfg: TrainConfig) -> str:
         "preset": dataclasses.asdict(PRESETS[cfg.preset]) if cfg.model_path is None else None,
         "model_path": cfg.model_path,
         "dtype": cfg.dtype,
-        "seed": cfg.seed,
+        "seed": cfg.init_seed,
         "max_new_tokens": cfg.max_new_tokens,
         "version": 1,
     }

@@ -85,7 +85,7 @@ def make_policy(cfg):
     if cfg.model_path is not None:
         return load_model(cfg.model_path, cfg.dtype, cfg.device)
     tok = CharTokenizer()
-    return build_model(cfg.preset, tok.vocab_size, cfg.seed, cfg.dtype, cfg.device), tok
+    return build_model(cfg.preset, tok.vocab_size, cfg.init_seed, cfg.dtype, cfg.device), tok
 
 
 # ----------------------------------------------------------------------------- batches

@@ -81,7 +81,7 @@ def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = Tru
     model.train()
     bar = tqdm(range(cfg.warmstart.steps), desc="warm start", disable=not progress, leave=False)
     for step in bar:
-        batch = tasks.draw_problems([cfg.seed, 7_000_001, step], cfg.warmstart.batch_size, cfg.task)
+        batch = tasks.draw_problems([cfg.init_seed, 7_000_001, step], cfg.warmstart.batch_size, cfg.task)
         seq, attn, mask, P = supervised_batch(tok, batch, cfg.device)
         lp = completion_logprobs(model, seq, attn, mask, P)
         loss = -(lp.sum() / mask.sum())
