@@ -101,7 +101,7 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
 
     ``tab``: :func:`pack_table` ``(T,S,V,8)``. Randomness: the uniforms ``U[g, i, t]`` if ``use_U``,
     else the xoshiro256+ stream :func:`~simulate.instances.rng_uniform_nb` seeded with ``seed`` here
-    (one uniform per token, drawn in ``(g, i, t)`` order).
+    (one uniform per token, drawn in ``(g, t, i)`` order).
     Outputs: ``stats (NQ,E,2)`` and ``gstats (NG,2)`` (overwritten) get sums and sums of squares
     over groups; ``cell (T·S·V·E,)`` (added to; zeroed by the caller) gets ``Σ_groups Σ_{i,t: (t,s_{i,t},a_{i,t}) = cell} c_{i,e}``,
     ``c_{i,e} = w_{i,e} A_i / G``, and ``row (T·S·E,)`` (added to) the row sums ``C_row[t,s,e] = Σ_a cell[t,s,a,e]``
@@ -119,6 +119,7 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
     cellid = np.empty((T, G), dtype=np.int64)
     pa = np.empty((T, G))
     pn = np.empty((T, G))
+    sv = np.empty(G, dtype=np.int64)
     ell = np.empty(G)
     ssq = np.empty(G)
     R = np.empty(G)
@@ -134,35 +135,38 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
     mask = (1 << _ENC_SHIFT) - 1
     tf = tab.ravel()  # flat view: the line of (t, s, j) starts at 8·((t·S + s)·V + j)
     for g in range(n_groups):
-        # --- sample G trajectories from μ: one uniform and one table line per token
-        Rbar = 0.0
+        # --- sample G trajectories from μ: one uniform and one table line per token. Time-major: the
+        # G trajectories are independent chains s_t → line → s_{t+1}, so interleaving them hides the
+        # latency of each dependent load (trajectory-major runs one chain at a time)
         for i in range(G):
-            s = s0
-            l_acc = 0.0
-            q_acc = 0.0
-            for t in range(T):
+            sv[i] = s0
+            ell[i] = 0.0
+            ssq[i] = 0.0
+        for t in range(T):
+            for i in range(G):
                 u = U[g, i, t] if use_U else ins.rng_uniform_nb(rng)
                 x = u * V
                 j = int(x)
                 if j >= V:  # u·V rounds up to V only for u within 2^-53 of 1
                     j = V - 1
+                s = sv[i]
                 b = ((t * S + s) * V + j) * 8
                 off = _TAB_KEEP if x - j < tf[b + _TAB_PROB] else _TAB_ALIAS
                 enc = int(tf[b + off])
                 p = tf[b + off + 2]
                 n2 = tf[b + _TAB_PIN2]
-                l_acc += tf[b + off + 1]
-                q_acc += (1.0 - 2.0 * p) + n2
+                ell[i] += tf[b + off + 1]
+                ssq[i] += (1.0 - 2.0 * p) + n2
                 if track:
                     rw = t * S + s
                     rowid[t, i] = rw
                     cellid[t, i] = rw * V + (enc >> _ENC_SHIFT)
                     pa[t, i] = p
                     pn[t, i] = n2
-                s = enc & mask
-            ell[i] = l_acc
-            ssq[i] = q_acc
-            R[i] = reward[s]
+                sv[i] = enc & mask
+        Rbar = 0.0
+        for i in range(G):
+            R[i] = reward[sv[i]]
             Rbar += R[i]
         Rbar /= G
         # --- group quantities (estimator-free)
