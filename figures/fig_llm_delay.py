@@ -30,7 +30,7 @@ def settings(quick: bool = False) -> dict:
             "digits": 2, "group_size": 8, "prompts_per_step": 16}
 
 
-def sweep(quick: bool = False):
+def sweep(quick: bool = False, results_root: str = "results"):
     from simulate.llm import experiment as ex
     from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
 
@@ -38,9 +38,10 @@ def sweep(quick: bool = False):
     base = TrainConfig(steps=s["steps"], lr=s["lr"], eval_every=10_000, max_delay=max(s["delays"]), preset=s["preset"],
                        group_size=s["group_size"], prompts_per_step=s["prompts_per_step"],
                        task=TaskConfig(task=s["task"], digits=s["digits"], n_eval=s["n_eval"]),
-                       warmstart=WarmStartConfig(steps=s["warmstart_steps"]))
+                       warmstart=WarmStartConfig(steps=s["warmstart_steps"]),
+                       cache_dir=os.path.join(results_root, "llm", "cache"))
     return ex.Sweep(estimators=tuple(s["estimators"]), delays=tuple(s["delays"]), seeds=tuple(s["seeds"]), base=base,
-                    out_dir=os.path.join("results", "llm", NAME + ("_quick" if quick else "")))
+                    out_dir=os.path.join(results_root, "llm", NAME + ("_quick" if quick else "")))
 
 
 def plot(summary, warm_start_acc: float | None = None, ax=None):
@@ -84,15 +85,18 @@ def evidence(df) -> list[common.Evidence]:
                             note=verdict_line)]
 
 
-def main(out_dir, quick: bool = False) -> common.FigureResult:
-    """Run (or reuse) the LM sweep, draw the figure, save PNG+PDF+JSON, return the C9 evidence."""
+def main(out_dir, quick: bool = False, *, results_root: str = "results") -> common.FigureResult:
+    """Run (or reuse) the LM sweep, draw the figure, save PNG+PDF+JSON, return the C9 evidence.
+
+    Runs and the warm-start cache live under ``results_root/llm/`` (git-ignored).
+    """
     t0 = time.perf_counter()
     style.apply()
     try:
         from simulate.llm import experiment as ex
     except Exception as exc:  # noqa: BLE001 — torch/transformers missing: say so, draw nothing invented
         return common.unavailable(NAME, out_dir, quick, settings(quick), f"not available: {exc}", t0)
-    sw = sweep(quick)
+    sw = sweep(quick, results_root)
     df = ex.run(sw)
     fig, _ = plot(ex.summarise(df), warm_start_acc=float(df.groupby("seed")["initial_acc"].first().mean()))
     fig.tight_layout()

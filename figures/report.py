@@ -68,9 +68,10 @@ def load_sidecars(out_dir) -> list[dict]:
     return out
 
 
-def _row_cells(ev: dict) -> tuple[str, str, str, str, str]:
+def _row_cells(ev: dict) -> tuple[str, str, str, str, str, str]:
     m, se, b = ev.get("measured"), ev.get("se"), ev.get("bound")
-    return (ev.get("quantity", ""), ev.get("point", ""), stats.fmt(m, se), stats.fmt(b), ev.get("verdict", ""))
+    return (ev.get("quantity", ""), ev.get("point", ""), stats.fmt(m, se), stats.fmt(b), ev.get("verdict", ""),
+            ev.get("note", ""))
 
 
 def _md_escape(s) -> str:
@@ -118,17 +119,17 @@ def summary(rep: dict, cid: str) -> str:
 
 def claims_table_md(rep: dict) -> str:
     """The claims table (one row per measured check, grouped by claim)."""
-    lines = ["| claim | statement | theory (sympy) | measured quantity | at | measured (95% CI) | bound | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| claim | statement | theory (sympy) | measured quantity | at | measured (95% CI) | bound | verdict | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for cid in CLAIM_IDS:
         th = rep["theory"][cid]
         evs = rep["evidence"].get(cid) or [{}]
         for i, ev in enumerate(evs):
-            q, at, m, b, v = _row_cells(ev) if ev else ("—", "—", "—", "—", summary(rep, cid))
+            q, at, m, b, v, note = _row_cells(ev) if ev else ("—", "—", "—", "—", summary(rep, cid), "")
             first = i == 0
             lines.append("| " + " | ".join(_md_escape(x) for x in (
                 f"**{cid}**" if first else "", th["statement"] if first else "",
-                f"{th['check']}: {th['result']}" if first else "", q, at, m, b, v)) + " |")
+                f"{th['check']}: {th['result']}" if first else "", q, at, m, b, v, note)) + " |")
     return "\n".join(lines)
 
 
@@ -204,9 +205,9 @@ def html_page(rep: dict) -> str:
     for cid in CLAIM_IDS:
         th = rep["theory"][cid]
         for i, ev in enumerate(rep["evidence"].get(cid) or [{}]):
-            q, at, m, b, v = _row_cells(ev) if ev else ("—", "—", "—", "—", summary(rep, cid))
+            q, at, m, b, v, note = _row_cells(ev) if ev else ("—", "—", "—", "—", summary(rep, cid), "")
             rows.append((cid if i == 0 else "", th["statement"] if i == 0 else "",
-                         f"{th['check']}: {th['result']}" if i == 0 else "", q, at, m, b, v))
+                         f"{th['check']}: {th['result']}" if i == 0 else "", q, at, m, b, v, note))
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>asyncgrpo claims report</title>",
         "<style>body{font-family:sans-serif;max-width:1200px;margin:auto;font-size:14px}"
@@ -219,7 +220,7 @@ def html_page(rep: dict) -> str:
         "<h2>Claims</h2>",
         table([(cid, summary(rep, cid)) for cid in CLAIM_IDS], ("claim", "verdict")),
         table(rows, ("claim", "statement", "theory (sympy)", "measured quantity", "at", "measured (95% CI)", "bound",
-                     "verdict")),
+                     "verdict", "note")),
         "<h2>Figures</h2>",
     ]
     for meta in rep["sidecars"]:

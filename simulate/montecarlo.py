@@ -260,8 +260,7 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
                     sq += coef[e, i] * acc
                 st[0, e, 0] += sq
                 st[0, e, 1] += sq * sq
-            # ĝ's coefficient sums: one scatter of E numbers per token, time-major so that the few
-            # rows (t, ·) the group visits at step t stay in L1
+            # ĝ's coefficient sums: one scatter of E numbers per token
             for i in range(G):
                 for e in range(E):
                     coefT[i, e] = coef[e, i]

@@ -42,7 +42,7 @@ from asyncgrpo.estimators.reference import CODES
 from asyncgrpo.estimators.token_level import TOKEN_CODES, TOKEN_ESTIMATORS, token_coefficients_nb
 from asyncgrpo.validation import check_eps, check_group_size
 from simulate.delays import DelaySpec
-from simulate.instances import alias_tables, sample_token_nb
+from simulate.instances import alias_tables, chi2_nb, exact_J_grad, exact_J_grad_nb, log_softmax_nb, sample_token_nb
 
 ALL_ESTIMATORS: tuple[str, ...] = ESTIMATORS + TOKEN_ESTIMATORS
 OPTIMIZERS = ("sga", "adam")
@@ -316,78 +316,7 @@ def _tail_ratio(x: np.ndarray) -> float:
     return float(np.max(x) / np.mean(x))
 
 
-# --------------------------------------------------------------------------- exact DP kernels
-@njit(cache=True)
-def log_softmax_nb(theta, out):
-    """``out[t, s, :] = log softmax(θ[t, s, :])`` for ``θ`` of shape ``(T, S, V)``."""
-    T, S, V = theta.shape
-    for t in range(T):
-        for s in range(S):
-            m = theta[t, s, 0]
-            for a in range(1, V):
-                if theta[t, s, a] > m:
-                    m = theta[t, s, a]
-            z = 0.0
-            for a in range(V):
-                z += math.exp(theta[t, s, a] - m)
-            lz = m + math.log(z)
-            for a in range(V):
-                out[t, s, a] = theta[t, s, a] - lz
-    return out
-
-
-@njit(cache=True)
-def exact_J_grad_nb(logp, next_state, reward, s0, grad_out):
-    """Exact ``J(θ)`` (returned) and ``∇J(θ)`` (into ``grad_out``, shape ``(T, S, V)``) by DP.
-
-    Forward occupancy ``p_t(s) = P_θ(s_t = s)``, backward values ``V_T(s) = R[s]``,
-    ``V_t(s) = Σ_a π(a|s,t) V_{t+1}(next[t,s,a])``; softmax policy gradient
-    ``∂J/∂θ[t,s,a] = p_t(s) π(a|s,t) (V_{t+1}(next[t,s,a]) − V_t(s))``.
-    """
-    T, S, V = logp.shape
-    p = np.zeros((T + 1, S))
-    p[0, s0] = 1.0
-    for t in range(T):
-        for s in range(S):
-            if p[t, s] > 0.0:
-                for a in range(V):
-                    p[t + 1, next_state[t, s, a]] += p[t, s] * math.exp(logp[t, s, a])
-    val = np.empty((T + 1, S))
-    for s in range(S):
-        val[T, s] = reward[s]
-    for t in range(T - 1, -1, -1):
-        for s in range(S):
-            v = 0.0
-            for a in range(V):
-                v += math.exp(logp[t, s, a]) * val[t + 1, next_state[t, s, a]]
-            val[t, s] = v
-    for t in range(T):
-        for s in range(S):
-            for a in range(V):
-                grad_out[t, s, a] = p[t, s] * math.exp(logp[t, s, a]) * (val[t + 1, next_state[t, s, a]] - val[t, s])
-    return val[0, s0]
-
-
-@njit(cache=True)
-def chi2_nb(logp, logq, next_state, s0):
-    """``χ²(π‖μ) = E_μ[ρ²] − 1 = Σ_τ π(τ)²/μ(τ) − 1`` by a forward DP over states.
-
-    ``f_{t+1}(s') = Σ_{s,a: next[t,s,a]=s'} f_t(s) π(a|s,t)²/μ(a|s,t)``, ``f_0 = 1{s = s0}``;
-    ``logp`` is log π, ``logq`` log μ, both ``(T, S, V)``.
-    """
-    T, S, V = logp.shape
-    f = np.zeros(S)
-    f[s0] = 1.0
-    for t in range(T):
-        g = np.zeros(S)
-        for s in range(S):
-            if f[s] != 0.0:
-                for a in range(V):
-                    g[next_state[t, s, a]] += f[s] * math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
-        f = g
-    return f.sum() - 1.0
-
-
+# exact DP kernels (log_softmax_nb, exact_J_grad_nb, chi2_nb) live in simulate.instances: one definition.
 # --------------------------------------------------------------------------- the learner kernel
 @njit(cache=True)
 def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, tau_m2, G, n_prompts, eta,
@@ -577,17 +506,6 @@ def _train_batch_nb(next_state, reward, s0, theta0, codes, eps, eps_low, eps_hig
 
 
 # --------------------------------------------------------------------------- public API
-def exact_J_grad(mdp, theta) -> tuple[float, np.ndarray]:
-    """``(J(θ), ∇J(θ))`` by DP (:func:`exact_J_grad_nb`) for a ``TabularMDP`` and logits ``θ``."""
-    theta = np.ascontiguousarray(theta, dtype=np.float64)
-    if theta.shape != tuple(mdp.next_state.shape):
-        raise ValueError(f"theta must have shape theta_shape = {tuple(mdp.next_state.shape)}, got {theta.shape}")
-    logp = log_softmax_nb(theta, np.empty_like(theta))
-    grad = np.empty_like(theta)
-    J = exact_J_grad_nb(logp, mdp.next_state, np.asarray(mdp.reward, dtype=np.float64), int(mdp.s0), grad)
-    return float(J), grad
-
-
 def run_training(config: TrainConfig, mdp=None) -> TrainResult:
     """Run one configuration; ``mdp`` (built from ``config.instance`` if ``None``) may be passed to skip rebuilding."""
     return run_many([config], mdp=mdp)[0]

@@ -26,7 +26,7 @@ from simulate.llm.tokenizer import CharTokenizer
 from simulate.llm.train import delay_schedule, train, update_step
 from simulate.llm.warmstart import prompt_ids, warm_start
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)
 TOK = CharTokenizer()
 
 

@@ -49,3 +49,66 @@ def test_c9_verdict_reads_the_table():
     df.loc[df.estimator == "tic", "final_acc"] = 0.5
     assert "NOT SUPPORTED" in ex.c9_verdict(df)
     assert "d=8" in ex.table(df)
+
+
+def test_figure_quick_saves_png_pdf_and_sidecar(tmp_path):
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from figures import fig_llm_delay
+
+    res = fig_llm_delay.main(tmp_path / "fig", quick=True, results_root=str(tmp_path / "results"))
+    names = sorted(os.path.basename(f) for f in res.files)
+    assert names == ["fig_llm_delay.json", "fig_llm_delay.pdf", "fig_llm_delay.png"]
+    meta = json.loads((tmp_path / "fig" / "fig_llm_delay.json").read_text())
+    assert meta["seeds"] == [0] and "git_commit" in meta and "d=4" in meta["table"] and meta["c9"].startswith("C9")
+    df = pd.read_csv(tmp_path / "results" / "llm" / "fig_llm_delay_quick" / "results.csv")
+    assert len(df) == 4 and df["final_acc"].between(0, 1).all()
+
+
+def test_plot_returns_fig_and_ax_without_saving():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from figures import fig_llm_delay
+
+    s = pd.DataFrame({"estimator": ["gmc", "gmc", "tic", "tic"], "delay": [0, 8, 0, 8], "mean": [0.3, 0.25, 0.3, 0.1],
+                      "half_ci": [0.01, 0.02, 0.01, 0.05]})
+    fig, ax = fig_llm_delay.plot(s, warm_start_acc=0.2)
+    assert len(ax.get_lines()) >= 3 and ax.get_xlabel().startswith("delay")
+
+
+def test_local_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path):
+    """``--model PATH``: a saved Qwen3 checkpoint with a (char-level) HF tokenizer trains offline end to end."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from simulate.llm.config import TaskConfig, WarmStartConfig
+    from simulate.llm.model import build_model, load_model
+    from simulate.llm.train import train
+
+    ckpt = tmp_path / "ckpt"
+    vocab = {"<pad>": 0, "<unk>": 1, "<eos>": 2, **{chr(i): i - 29 for i in range(32, 127)}}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tk.decoder = decoders.Fuse()  # join characters without spaces, as a BPE tokenizer's decode would
+    hf = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+    hf.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}:{% endif %}"
+    hf.save_pretrained(ckpt)
+    model = build_model("tiny", len(vocab), 0)
+    model.config.max_position_embeddings = 256
+    model.save_pretrained(ckpt)
+    loaded, tok = load_model(str(ckpt))
+    ids = tok.encode_prompt("Compute 12+34.")
+    assert ids[-1] == vocab[":"] and tok.decode(tok.encode_completion("46")) == "46"  # chat template, EOS stops
+    cfg = TrainConfig(model_path=str(ckpt), steps=2, prompts_per_step=2, group_size=2, eval_every=100,
+                      task=TaskConfig(n_eval=4), warmstart=WarmStartConfig(steps=2, batch_size=4),
+                      cache_dir=str(tmp_path / "cache"), out_dir=str(tmp_path / "run"))
+    s = train(cfg, progress=False)
+    assert s["steps_done"] == 2 and s["skipped_steps"] == 0
+    os.remove(ckpt / "tokenizer.json")
+    os.remove(ckpt / "tokenizer_config.json")
+    with pytest.raises(ValueError, match="no tokenizer"):
+        load_model(str(ckpt))
