@@ -75,15 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     sweep_opts = {"progress": not args.no_progress}
     if args.cells is not None:
         sweep_opts["root"] = args.cells
-    client = None
+    client = cluster = None
     if args.scheduler or args.dask_local:
         from distributed import Client, LocalCluster
 
         if args.scheduler:
             client = Client(args.scheduler)
         else:
-            client = Client(LocalCluster(n_workers=args.dask_local, threads_per_worker=1, processes=True,
-                                         dashboard_address=None))
+            cluster = LocalCluster(n_workers=args.dask_local, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
         sweep_opts["client"] = client
         print(f"sweeps on Dask: {client.scheduler.address}")
     elif args.workers:
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if client is not None:
             client.close()
+        if cluster is not None:
+            cluster.close()
     from figures import report as rp
 
     t0 = time.perf_counter()

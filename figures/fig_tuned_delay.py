@@ -57,7 +57,7 @@ def plot_theory(G, curves: dict, ax=None):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("group size $G$ (trajectories)")
-    ax.set_ylabel(r"tuned delay term $\min_\eta$ bound (a.u.)")
+    ax.set_ylabel("tuned delay term, min over η (a.u.)")
     ax.set_title("theory (C5)")
     ax.legend(loc="best")
     return fig, ax
