@@ -16,10 +16,10 @@ $(STAMP): pyproject.toml constraints/cpu.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m simulate weights --estimator gmc --eps 0.2 --log-ratios 0.1 -0.3 2.0
+	$(PY) -m figures
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

@@ -1,9 +1,9 @@
 """Figure (C9 at LM scale): held-out accuracy of a Qwen3-architecture LM against the rollout delay.
 
-Each point is the mean over seeds of the final greedy held-out accuracy after asynchronous RL from
-the same cached warm start (tiny random-init model, 2-digit sums, CPU), with a normal CI
-``mean ± 1.96·σ̂/√n``; the dashed line is the warm start. C9 predicts that as ``d`` grows ``gmc``
-keeps the best accuracy among the stable estimators. Runs come from
+Each point is the mean over seeds of the final greedy held-out accuracy after asynchronous RL (40
+steps, 16 prompts × G = 8, η = 3e-4) from one shared cached warm start (tiny random-init model,
+2-digit sums, CPU), with a normal CI ``mean ± 1.96·σ̂/√n``; the dashed line is the warm start.
+C9 predicts that as ``d`` grows ``gmc`` keeps the best accuracy among the stable estimators. Runs come from
 :mod:`simulate.llm.experiment` and are cached under ``results/llm/`` (an interrupted or repeated
 figure run reuses finished runs).
 """
@@ -23,11 +23,14 @@ CLAIMS = ("C9",)
 def settings(quick: bool = False) -> dict:
     if quick:
         return {"estimators": ["onpolicy", "gmc"], "delays": [0, 4], "seeds": [0], "steps": 8, "lr": 3e-4,
-                "warmstart_steps": 100, "n_eval": 100, "preset": "tiny", "task": "arithmetic", "digits": 2,
-                "group_size": 8, "prompts_per_step": 8}
-    return {"estimators": ["onpolicy", "is", "tic", "gmc", "grpo"], "delays": [0, 4, 8], "seeds": [0, 1, 2, 3, 4],
-            "steps": 30, "lr": 3e-4, "warmstart_steps": 300, "n_eval": 200, "preset": "tiny", "task": "arithmetic",
-            "digits": 2, "group_size": 8, "prompts_per_step": 16}
+                "warmstart_steps": 100, "warmstart_seed": 0, "n_eval": 100, "preset": "tiny", "task": "arithmetic",
+                "digits": 2, "group_size": 8, "prompts_per_step": 8}
+    # one shared warm start (seed 0, 400 steps): seeds vary the RL only, so differences are paired;
+    # per-seed 300-step warm starts were measured to vary 0.045–0.215 and drown the delay effect
+    return {"estimators": ["onpolicy", "is", "tic", "gmc", "grpo", "cispo"], "delays": [0, 4, 8],
+            "seeds": [0, 1, 2, 3, 4], "steps": 40, "lr": 3e-4, "warmstart_steps": 400, "warmstart_seed": 0,
+            "n_eval": 200, "preset": "tiny", "task": "arithmetic", "digits": 2, "group_size": 8,
+            "prompts_per_step": 16}
 
 
 def sweep(quick: bool = False, results_root: str = "results"):
@@ -35,7 +38,8 @@ def sweep(quick: bool = False, results_root: str = "results"):
     from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
 
     s = settings(quick)
-    base = TrainConfig(steps=s["steps"], lr=s["lr"], eval_every=10_000, max_delay=max(s["delays"]), preset=s["preset"],
+    base = TrainConfig(steps=s["steps"], lr=s["lr"], warmstart_seed=s["warmstart_seed"], threads=1, eval_every=10_000,
+                       max_delay=max(s["delays"]), preset=s["preset"],
                        group_size=s["group_size"], prompts_per_step=s["prompts_per_step"],
                        task=TaskConfig(task=s["task"], digits=s["digits"], n_eval=s["n_eval"]),
                        warmstart=WarmStartConfig(steps=s["warmstart_steps"]),
@@ -80,8 +84,11 @@ def evidence(df) -> list[common.Evidence]:
     r = at[at.estimator == best]["final_acc"]
     gap = float(g.mean() - r.mean())
     se = math.sqrt(g.var(ddof=1) / len(g) + r.var(ddof=1) / len(r)) if len(g) > 1 and len(r) > 1 else None
-    return [common.Evidence("C9", f"final accuracy gmc − {best} (best stable rival)",
-                            f"tiny Qwen3, d={d_max}, {len(g)} seeds", gap, se, None, "reported", NAME,
+    # the report counts "holds"/"violated"; a positive gap within noise stays "inconclusive"
+    verdict = ("holds" if ": HOLDS" in verdict_line else "violated" if "NOT SUPPORTED" in verdict_line
+               else "inconclusive")
+    return [common.Evidence("C9", f"LM scale: final held-out accuracy gmc − {best} (best stable rival)",
+                            f"tiny Qwen3, d={d_max}, {len(g)} seeds", gap, se, None, verdict, NAME,
                             note=verdict_line)]
 
 

@@ -8,6 +8,12 @@ ones written by other parts of the project — contributes by listing rows there
 
     {"claim": "C9", "quantity": "...", "point": "...", "measured": 0.1, "se": 0.01,
      "bound": null, "verdict": "holds", "figure": "...", "note": "..."}
+
+A row may also carry ``"regime"`` (a simulator preset of ``simulate.experiments.REGIMES``) and
+``"label"`` (a short name of what it checks, e.g. ``"gmc"``); a claim with such rows gets one
+verdict per regime (:func:`summary`). A sidecar's ``"regimes"`` field,
+``{regime: {"claim", "chi2_median", "d", "what", "criteria"}}``, supplies the one-line description
+of each regime printed next to the verdicts (what it is, its median realised χ²).
 """
 from __future__ import annotations
 
@@ -24,6 +30,33 @@ CLAIM_IDS = tuple(f"C{i}" for i in range(1, 10))
 #: C9 is empirical: theory/ has no derivation for it (THEORY §3).
 STATEMENT_C9 = ("empirical robustness: as the delay grows, is becomes unstable, onpolicy converges worse or slower, "
                 "tic/tis degrade, gmc keeps the best final J among stable estimators; its delay penalty shrinks with G")
+
+
+#: What a claim's measured rows compare, printed under the claims table (the verdict labels alone
+#: would hide that C5 compares a measurement with the G-scaling of an upper bound).
+CLAIM_NOTES = {
+    "C5": ("C5 compares the measured tuned delay term Δ(G) = min_η score(d) − min_η score(0) of the training "
+           "simulator (score: average regret) with the G-exponent of the tuned *upper bound* (theory: gmc −2/5, "
+           "tic 0). An upper bound's rate is contradicted only by a slower decay: `violated` = the slope's 95 % "
+           "bootstrap CI lies above theory's exponent; `loose by ×k` = the CI lies below it (Δ falls faster than "
+           "the bound says; k = (G_max/G_min)^(exponent − slope) is how far the bound's G-scaling overstates "
+           "Δ(G_max)/Δ(G_min)); `holds` = the CI contains the exponent."),
+    "C9": ("C9 is empirical: each part is decided by `simulate.experiments.c9_verdict` from the tuned final J "
+           "(η tuned per estimator and delay), in each simulator regime separately."),
+}
+
+
+def tag(evidence, regime: str, labels=None) -> list[dict]:
+    """Evidence rows (``Evidence`` or dicts) as sidecar dicts carrying ``regime`` and, if given, ``label``."""
+    labels = [None] * len(evidence) if labels is None else list(labels)
+    out = []
+    for ev, lab in zip(evidence, labels, strict=True):
+        d = ev.to_dict() if hasattr(ev, "to_dict") else dict(ev)
+        d["regime"] = regime
+        if lab is not None:
+            d["label"] = lab
+        out.append(d)
+    return out
 
 
 def theory_rows(run_checks: bool = True) -> dict[str, dict]:
@@ -70,7 +103,8 @@ def load_sidecars(out_dir) -> list[dict]:
 
 def _row_cells(ev: dict) -> tuple[str, str, str, str, str, str]:
     m, se, b = ev.get("measured"), ev.get("se"), ev.get("bound")
-    return (ev.get("quantity", ""), ev.get("point", ""), stats.fmt(m, se), stats.fmt(b), ev.get("verdict", ""),
+    at = f"{ev['regime']}: {ev.get('point', '')}" if ev.get("regime") else ev.get("point", "")
+    return (ev.get("quantity", ""), at, stats.fmt(m, se), stats.fmt(b), ev.get("verdict", ""),
             ev.get("note", ""))
 
 
@@ -89,6 +123,8 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
         for ev in meta.get("evidence", []):
             evidence.setdefault(ev.get("claim", "?"), []).append(ev)
     missing = [(m["figure"], why) for m in sidecars for why in m.get("missing", [])]
+    regimes = [dict(info, figure=m["figure"], regime=r) for m in sidecars
+               for r, info in (m.get("regimes") or {}).items()]
     return {
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "quick": quick,
@@ -98,6 +134,7 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
         "evidence": evidence,
         "sidecars": sidecars,
         "missing": missing,
+        "regimes": regimes,
         "timings": dict(timings or {}),
         "failures": dict(failures or {}),
         "out_dir": Path(out_dir),
@@ -105,16 +142,71 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
     }
 
 
-def summary(rep: dict, cid: str) -> str:
-    """One verdict per claim: violated if any row is; else holds if any measured row holds; else as listed."""
-    vs = [ev.get("verdict", "") for ev in rep["evidence"].get(cid, [])]
+def _rule(vs) -> str | None:
+    """Verdict of a set of rows: violated if any is; else holds if all measured hold; None if none measured."""
     if any(v == "violated" for v in vs):
         return "violated"
     measured = [v for v in vs if v.startswith(("holds", "loose"))]
     if measured:
         return "holds" if all(v.startswith("holds") for v in measured) else measured[0] if len(set(measured)) == 1 \
             else "holds (some bounds loose)"
-    return "not measured" if cid != "C3" else "symbolic only"
+    return None
+
+
+def _regime_rule(rows) -> str:
+    """One regime's verdict: the common verdict, or each verdict with the labels of its rows."""
+    measured = [ev for ev in rows if ev.get("verdict", "").startswith(("holds", "loose", "violated"))]
+    if not measured:
+        return "not measured"
+    groups: dict[str, list[str]] = {}
+    for ev in measured:
+        groups.setdefault(ev["verdict"], []).append(ev.get("label") or ev.get("quantity", "?"))
+    if len(groups) == 1:
+        return next(iter(groups))
+    order = sorted(groups, key=lambda v: (not v.startswith("violated"), v.startswith("loose"), v))
+    return "; ".join(f"{v} ({', '.join(groups[v])})" for v in order)
+
+
+def regime_info(rep: dict, cid: str, regime: str) -> dict | None:
+    """The sidecar description of ``regime`` for claim ``cid`` (median χ², d, what), if a figure gave one."""
+    for r in rep.get("regimes", []):
+        if r.get("regime") == regime and r.get("claim") == cid:
+            return r
+    return None
+
+
+def summary(rep: dict, cid: str) -> str:
+    """One verdict per claim: violated if any row is; else holds if any measured row holds; else as listed.
+
+    Claims with regime-tagged rows get ``"<regime> (median χ² …): <verdict>"`` per regime, plus
+    ``"bound: <verdict>"`` for their untagged (theory-side) rows.
+    """
+    evs = rep["evidence"].get(cid, [])
+    regimes = list(dict.fromkeys(ev["regime"] for ev in evs if ev.get("regime")))
+    if not regimes:
+        v = _rule([ev.get("verdict", "") for ev in evs])
+        return v if v is not None else ("not measured" if cid != "C3" else "symbolic only")
+    parts = []
+    untagged = [ev.get("verdict", "") for ev in evs if not ev.get("regime")]
+    if untagged and _rule(untagged) is not None:
+        parts.append(f"bound: {_rule(untagged)}")
+    for r in regimes:
+        info = regime_info(rep, cid, r)
+        chi = f" (median χ² {info['chi2_median']:.3g})" if info and info.get("chi2_median") is not None else ""
+        parts.append(f"{r}{chi}: {_regime_rule([ev for ev in evs if ev.get('regime') == r])}")
+    return "; ".join(parts)
+
+
+def regime_lines(rep: dict) -> list[str]:
+    """One line per (claim, regime): what the regime is, its median realised χ², its criteria."""
+    out = []
+    for r in rep.get("regimes", []):
+        chi = r.get("chi2_median")
+        crit = "; ".join(str(c) for c in (r.get("criteria") or {}).values())
+        out.append(f"{r.get('claim', '?')}, **{r['regime']}** ({r['figure']}): {r.get('what', '')}; median realised "
+                   f"χ²(π_θ‖μ) at d = {r.get('d', '?')}: {'—' if chi is None else f'{chi:.3g}'}"
+                   + (f" — criteria: {crit}" if crit else ""))
+    return out
 
 
 def claims_table_md(rep: dict) -> str:
@@ -164,6 +256,11 @@ def markdown(rep: dict) -> str:
         claims_table_md(rep),
         "",
     ]
+    notes = [f"- {CLAIM_NOTES[c]}" for c in CLAIM_IDS if c in CLAIM_NOTES and rep["evidence"].get(c)]
+    if rep.get("regimes"):
+        head += ["### Simulator regimes", "", *[f"- {line}" for line in regime_lines(rep)], ""]
+    if notes:
+        head += ["### What the verdicts compare", "", *notes, ""]
     body = ["## Figures", ""]
     for meta in rep["sidecars"]:
         name = meta["figure"]
@@ -221,8 +318,13 @@ def html_page(rep: dict) -> str:
         table([(cid, summary(rep, cid)) for cid in CLAIM_IDS], ("claim", "verdict")),
         table(rows, ("claim", "statement", "theory (sympy)", "measured quantity", "at", "measured (95% CI)", "bound",
                      "verdict", "note")),
-        "<h2>Figures</h2>",
     ]
+    if rep.get("regimes"):
+        parts += ["<h3>Simulator regimes</h3><ul>", *[f"<li>{e(x)}</li>" for x in regime_lines(rep)], "</ul>"]
+    notes = [CLAIM_NOTES[c] for c in CLAIM_IDS if c in CLAIM_NOTES and rep["evidence"].get(c)]
+    if notes:
+        parts += ["<h3>What the verdicts compare</h3><ul>", *[f"<li>{e(x)}</li>" for x in notes], "</ul>"]
+    parts.append("<h2>Figures</h2>")
     for meta in rep["sidecars"]:
         parts.append(f"<h3>{e(meta['figure'])}</h3>")
         if meta.get("_png"):
