@@ -167,9 +167,8 @@ def regime_meta(df, regime: str) -> dict:
             "what": f"{r.instance}, K={int(r.steps)}, {int(r.n_seeds)} seeds, ε={r.eps:g}, G∈[{int(df.G.min())}, "
                     f"{int(df.G.max())}]",
             "n_edge": n_edge, "n_cells": n_cells,
-            "edge_cells": [f"{e.estimator} G={int(e.G)} (at {'d' if e.edge_d else ''}{', ' if e.edge_d and e.edge_0 else ''}"
-                           f"{'0' if e.edge_0 else ''})"
-                           for e in df.itertuples() if e.edge_d or e.edge_0],
+            "edge_cells": [f"{e.estimator} G={int(e.G)} d={dd}" for e in df.itertuples()
+                           for dd, hit in ((int(e.d), e.edge_d), (0, e.edge_0)) if hit],
             "criteria": {k: v["detail"] for k, v in crit.items()}}
 
 
