@@ -28,7 +28,6 @@ Numerics: log-probs are float32 even for a bf16 model; a NaN/inf loss or gradien
 from __future__ import annotations
 
 import copy
-import heapq
 import json
 import math
 import os
@@ -42,6 +41,7 @@ from tqdm.auto import tqdm
 from asyncgrpo import estimators as est
 from asyncgrpo.estimators.token_level import policy_loss, token_coefficients_torch
 from asyncgrpo.functionals import advantages
+from simulate import delays
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig
 from simulate.llm.model import Rollout, completion_logprobs, generate
@@ -52,28 +52,20 @@ from simulate.llm.warmstart import heldout_accuracy, lenient, prompt_ids, warm_s
 
 
 def delay_schedule(cfg: TrainConfig) -> np.ndarray:
-    """Requested delays ``d_k`` for ``k = 0..K−1`` (int64), before the cap ``min(d_k, v_k)``.
+    """Requested delays ``d_k`` for ``k = 0..K−1`` (int64), capped at ``max_delay`` (snapshots kept).
 
-    Drawn from ``np.random.default_rng([seed, 2])`` only, so the schedule is a function of the config.
+    The delay models are the simulator's (:mod:`simulate.delays`): ``fixed`` → ``d_k = d``,
+    ``random`` → uniform on ``{0..max_delay}``, ``actors`` → the actor–learner queue with
+    ``n_actors`` actors and lognormal generation times. Seeded by ``[seed, 2]`` only, so the
+    schedule is a function of the config.
     """
-    K, D = cfg.steps, cfg.max_delay
-    rng = np.random.default_rng([cfg.seed, 2])
-    if cfg.delay_mode == "fixed":
-        d = np.full(K, cfg.delay, dtype=np.int64)
-    elif cfg.delay_mode == "random":
-        d = rng.integers(0, D + 1, size=K).astype(np.int64)
-    else:  # actors: event queue of (finish time, actor, version pulled at start)
-        def duration() -> float:
-            return 1.0 + rng.poisson(cfg.n_actors - 1) + rng.random() * 1e-3  # jitter breaks ties
-
-        queue = [(duration(), a, 0) for a in range(cfg.n_actors)]
-        heapq.heapify(queue)
-        d = np.empty(K, dtype=np.int64)
-        for k in range(K):
-            finish, actor, version = heapq.heappop(queue)
-            d[k] = k - version
-            heapq.heappush(queue, (max(finish, float(k)) + duration(), actor, k + 1))
-    return np.minimum(d, D)
+    spec = {
+        "fixed": lambda: delays.fixed(cfg.delay),
+        "random": lambda: delays.uniform(cfg.max_delay),
+        "actors": lambda: delays.queue(cfg.n_actors),
+    }[cfg.delay_mode]()
+    seed = int(np.random.SeedSequence([cfg.seed, 2]).generate_state(1)[0])
+    return np.minimum(spec.sample(cfg.steps, seed=seed), cfg.max_delay)
 
 
 # ----------------------------------------------------------------------------- one update
