@@ -121,3 +121,17 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="group_size must be >= 1 and divide"):
         tl.policy_loss("gmc", torch.zeros(6, 2), torch.zeros(6, 2), torch.zeros(6), torch.ones(6, 2, dtype=torch.bool),
                        group_size=4)
+
+
+def test_length_normalize_divides_trajectory_coefficients_by_T_i():
+    N, T, G = 4, 5, 2
+    ell, mask, adv = batch(5, N=N, T=T)
+    logp_old = torch.zeros(N, T, dtype=torch.float64)
+    grads = []
+    for flag in (False, True):
+        lp = torch.tensor(ell).clone().requires_grad_(True)
+        tl.policy_loss("gmc", lp, logp_old, torch.tensor(adv), torch.tensor(mask), group_size=G,
+                       length_normalize=flag).backward()
+        grads.append(lp.grad.numpy())
+    T_i = mask.sum(1, keepdims=True)
+    np.testing.assert_allclose(grads[1], grads[0] / T_i, rtol=1e-12, atol=1e-15)

@@ -230,7 +230,7 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=
 
 
 def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
-                group_size=None):
+                group_size=None, length_normalize=False):
     """Surrogate loss ``−(1/N) Σ_i A_i Σ_t sg(c_{i,t}) log π_θ(a_{i,t}|s_{i,t})`` for any estimator.
 
     ``logp_new`` (with grad) and ``logp_old`` (behaviour log-probs recorded at
@@ -239,7 +239,10 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     averaged over groups. Trajectory-level names take ``w_i`` from the registry
     (:meth:`WeightMap.torch` on ``ℓ_i = Σ_t ℓ_{i,t}``, groups of ``group_size``)
     and threshold ``eps``; token-level names use :func:`token_coefficients_torch`.
-    Log-ratios are formed in float32 or wider even when the model runs in bf16.
+    With ``length_normalize`` the trajectory-level coefficients become ``w_i/T_i`` (the same
+    per-sequence ``1/T_i`` the token-level baselines carry), so step sizes compare like for like;
+    THEORY's ``ĝ`` is the default (``False``). Log-ratios are formed in float32 or wider even when
+    the model runs in bf16.
     """
     import torch
 
@@ -266,6 +269,8 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
             raise ValueError(f"group_size must be >= 1 and divide N = {N}, got {group_size!r}")
         ell = tok_ell.sum(dim=1).reshape(N // G, G)
         c = wm.torch(ell).reshape(N, 1).expand_as(tok_ell)
+        if length_normalize:
+            c = c / mask.sum(dim=1, keepdim=True).to(dtype)
     per_token = torch.where(mask, c * logp_new.to(dtype), torch.zeros((), dtype=dtype))
     return -(adv * per_token.sum(dim=1)).mean()
 
