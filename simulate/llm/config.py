@@ -118,6 +118,11 @@ class TrainConfig:
     """AdamW weight decay of the RL phase."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip (inf disables it); the pre-clip norm is logged."""
+    length_normalize: bool = False
+    """Divide the trajectory-level coefficients ``c_{i,t} = w_i`` by the completion length ``T_i``
+    (``policy_loss(length_normalize=True)``), the same per-sequence ``1/T_i`` the token-level baselines
+    carry, so that with AdamW and the grad-norm clip all estimators take steps of comparable size.
+    ``False`` is THEORY's ``ĝ`` (``Σ_t``, no ``1/T_i``); token-level estimators are unaffected."""
     normalize_adv: bool = False
     """``A_i = (R_i−R̄)/(std R + δ)`` (GRPO option) instead of ``R_i − R̄`` (THEORY §1)."""
     delay_mode: str = "fixed"

@@ -1,8 +1,14 @@
 """Held-out accuracy against delay, every estimator, over seeds: the C9 check at LM scale.
 
-A sweep is data (STYLE §5): :func:`grid` lists the runs as ``(run_id, TrainConfig)``; :func:`run`
-executes them (one cached warm start per init seed; ``warmstart_seed`` shares one across seeds)
-and returns a tidy DataFrame, one row per run; :func:`summarise`, :func:`c9_verdict` and
+A sweep is data (STYLE §5): :func:`grid` lists the runs as ``(run_id, TrainConfig)`` and
+:func:`to_sweep` turns them into an :class:`asyncgrpo.sweep.Sweep` whose cells are single runs
+(cell function :func:`run_cell`, one tidy row per ``(estimator, delay, seed)``). :func:`run`
+executes it through the project's one sweep engine (:func:`asyncgrpo.sweep.run_sweep`), which owns
+caching by hash of settings + code version, atomic writes, resume and the serial / local-process /
+Dask backends. The warm start is computed once in the driver before any cell runs (one per init
+seed; ``warmstart_seed`` shares one across seeds) and the cells load it from its cache. Each run
+still writes its per-step ``metrics.jsonl``/``metrics.csv`` under ``out_dir/runs/<run_id>`` (useful
+for diagnostics), but the results table is the engine's. :func:`summarise`, :func:`c9_verdict` and
 :func:`table` are pure functions of that table.
 
 C9 at LM scale (THEORY §3) is read as: at the largest delay, ``gmc`` has the highest mean final
@@ -13,6 +19,7 @@ or another estimator is best (NOT SUPPORTED).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -21,20 +28,39 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simulate.llm.config import TrainConfig
+from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
 
-MAIN_ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tic", "gmc", "grpo")
+MAIN_ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tic", "gmc", "grpo", "cispo")
+#: Columns of the one row a cell returns (the engine adds ``cell`` and the flattened config).
+ROW_COLUMNS: tuple[str, ...] = (
+    "run_id", "estimator", "delay", "seed", "initial_acc", "final_acc", "gain", "skipped_steps",
+    "mean_realised_delay", "chi2_mean", "ell_max", "clip_frac_mean", "grad_norm_max", "reward_last10", "seconds",
+)
+#: Default backend of :func:`run`. Measured on 2 cores (18 tiny-model runs of 40 steps, 16×8 rollouts,
+#: warm start cached): see the module's report in the issue; local processes with one torch thread
+#: each beat one in-process thread because sampling is Python-bound and single-threaded.
+DEFAULT_BACKEND = "local"
 
 
 @dataclass(frozen=True)
 class Sweep:
-    """Settings of an accuracy-against-delay sweep (the table of runs is :func:`grid`)."""
+    """Settings of an accuracy-against-delay sweep (the table of runs is :func:`grid`).
+
+    ``base.length_normalize=True`` by default: trajectory-level maps then carry the same ``1/T_i``
+    as the token-level baselines, so AdamW + grad-norm clip see gradients of one scale (THEORY's
+    un-normalised ``ĝ`` is ``base.replace(length_normalize=False)``).
+    """
 
     estimators: tuple[str, ...] = MAIN_ESTIMATORS
     delays: tuple[int, ...] = (0, 4, 8)
     seeds: tuple[int, ...] = (0, 1, 2)
-    base: TrainConfig = TrainConfig(steps=30, lr=3e-4, eval_every=1000, max_delay=8)
+    base: TrainConfig = TrainConfig(steps=30, lr=3e-4, eval_every=1000, max_delay=8, length_normalize=True)
     out_dir: str = "results/llm/experiment"
+
+    @property
+    def sweep_id(self) -> str:
+        """Directory name of the stored cells (the engine's sweep id): the last part of ``out_dir``."""
+        return os.path.basename(os.path.normpath(self.out_dir)) or "llm_experiment"
 
 
 def grid(sweep: Sweep) -> list[tuple[str, TrainConfig]]:
@@ -51,41 +77,102 @@ def grid(sweep: Sweep) -> list[tuple[str, TrainConfig]]:
     return runs
 
 
-def run(sweep: Sweep, progress: bool = True) -> pd.DataFrame:
-    """Execute the grid; returns one row per run and writes ``results.csv`` after every run.
+def config_settings(cfg: TrainConfig) -> dict:
+    """The config as flat scalar settings for the sweep engine (``task.*``/``warmstart.*`` for the nested ones)."""
+    out = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(v):
+            out.update({f"{f.name}.{k}": x for k, x in dataclasses.asdict(v).items()})
+        elif isinstance(v, float) and not math.isfinite(v):
+            out[f.name] = repr(v)  # the engine's settings must be finite; max_grad_norm=inf means "no clip"
+        else:
+            out[f.name] = v
+    return out
 
-    Runs whose ``summary.json`` exists (same config) are read back instead of rerun, so an
-    interrupted sweep resumes.
+
+def config_from_settings(settings: dict) -> TrainConfig:
+    """Inverse of :func:`config_settings` (validated by the dataclasses)."""
+    floats = {f.name for f in dataclasses.fields(TrainConfig) if f.type in ("float", float)}
+    top = {k: (float(v) if k in floats and isinstance(v, str) else v) for k, v in settings.items() if "." not in k}
+    task = {k.split(".", 1)[1]: v for k, v in settings.items() if k.startswith("task.")}
+    warm = {k.split(".", 1)[1]: v for k, v in settings.items() if k.startswith("warmstart.")}
+    return TrainConfig(**top, task=TaskConfig(**task), warmstart=WarmStartConfig(**warm))
+
+
+def to_sweep(sweep: Sweep):
+    """The experiment as an :class:`asyncgrpo.sweep.Sweep`: one cell per run, id ``<estimator>-d<d>-s<seed>``."""
+    from asyncgrpo.sweep import Cell
+    from asyncgrpo.sweep import Sweep as EngineSweep
+
+    return EngineSweep(sweep.sweep_id, "simulate.llm.experiment:run_cell",
+                       tuple(Cell(rid, config_settings(cfg)) for rid, cfg in grid(sweep)))
+
+
+def run_cell(**settings) -> pd.DataFrame:
+    """One cell: train the run of ``settings`` (a flattened :class:`TrainConfig`) and return its tidy row.
+
+    Row: final and initial greedy held-out accuracy, ``gain = final − initial``, skipped updates,
+    mean realised delay, and per-run diagnostics from the step metrics (mean ``χ̂²``, max ``ℓ_i``,
+    mean clip fraction, max pre-clip grad norm, mean reward of the last 10 steps), plus wall seconds.
     """
-    import json
-
-    from tqdm.auto import tqdm
-
     from simulate.llm.train import train
 
+    cfg = config_from_settings(settings)
+    t0 = time.perf_counter()
+    s = train(cfg, progress=False)
+    m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
+    row = {
+        "run_id": os.path.basename(cfg.out_dir), "estimator": cfg.estimator, "delay": cfg.delay, "seed": cfg.seed,
+        "initial_acc": s["initial_acc"], "final_acc": s["final_acc"],
+        "gain": s["final_acc"] - s["initial_acc"], "skipped_steps": s["skipped_steps"],
+        "mean_realised_delay": s["mean_realised_delay"], "chi2_mean": float(m["chi2"].mean()),
+        "ell_max": float(m["ell_max"].max()), "clip_frac_mean": float(m["clip_frac"].mean()),
+        "grad_norm_max": float(m["grad_norm"].max()), "reward_last10": s["mean_reward_last10"],
+        "seconds": time.perf_counter() - t0,
+    }
+    return pd.DataFrame([row], columns=list(ROW_COLUMNS))
+
+
+def prepare_warm_starts(sweep: Sweep, progress: bool = True) -> list[dict]:
+    """Compute (or load) every warm start the grid needs, in this process, before cells are dispatched.
+
+    Parallel cells would otherwise race to train the same warm start; the cache write is atomic, so
+    a race would only waste time, never corrupt it. Returns the warm starts' ``info`` dicts.
+    """
+    from simulate.llm.config import warmstart_key
+    from simulate.llm.warmstart import warm_start
+
+    seen, infos = set(), []
+    for _, cfg in grid(sweep):
+        key = warmstart_key(cfg)
+        if key not in seen:
+            seen.add(key)
+            infos.append(warm_start(cfg, progress=progress)[2])
+    return infos
+
+
+def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend: str = DEFAULT_BACKEND,
+        **engine_opts) -> pd.DataFrame:
+    """Execute the grid through :func:`asyncgrpo.sweep.run_sweep`; returns one row per run.
+
+    Cells are stored under ``root`` (default ``out_dir/cells``) by the engine, so an interrupted or
+    repeated sweep recomputes only missing cells (and everything after a code change). ``backend``
+    and ``engine_opts`` (``n_workers``, ``client``, ``scheduler``, ``dask_local``) go to the engine.
+    The table (the run's row, the cell id and every config setting) is also written to
+    ``out_dir/results.csv``.
+    """
+    from asyncgrpo.sweep import load_cells, run_sweep
+
+    eng = to_sweep(sweep)
+    root = os.path.join(sweep.out_dir, "cells") if root is None else root
+    if len(load_cells(eng, root)) < len(eng.cells):
+        prepare_warm_starts(sweep, progress=progress)
+    res = run_sweep(eng, root=root, backend=backend, progress=progress, **engine_opts)
+    df = res.table
     os.makedirs(sweep.out_dir, exist_ok=True)
-    rows = []
-    runs = grid(sweep)
-    for rid, cfg in tqdm(runs, desc="llm sweep", disable=not progress):
-        summ_path = os.path.join(cfg.out_dir, "summary.json")
-        cfg_path = os.path.join(cfg.out_dir, "config.json")
-        t0 = time.time()
-        if os.path.exists(summ_path) and os.path.exists(cfg_path) and json.load(open(cfg_path)) == cfg.to_dict():
-            s = json.load(open(summ_path))
-        else:
-            s = train(cfg, progress=False)
-        m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
-        rows.append({
-            "run_id": rid, "estimator": cfg.estimator, "delay": cfg.delay, "seed": cfg.seed,
-            "initial_acc": s["initial_acc"], "final_acc": s["final_acc"],
-            "gain": s["final_acc"] - s["initial_acc"], "skipped_steps": s["skipped_steps"],
-            "mean_realised_delay": s["mean_realised_delay"], "chi2_mean": float(m["chi2"].mean()),
-            "ell_max": float(m["ell_max"].max()), "clip_frac_mean": float(m["clip_frac"].mean()),
-            "grad_norm_max": float(m["grad_norm"].max()), "reward_last10": s["mean_reward_last10"],
-            "seconds": time.time() - t0,
-        })
-        pd.DataFrame(rows).to_csv(os.path.join(sweep.out_dir, "results.csv"), index=False)
-    return pd.DataFrame(rows)
+    df.to_csv(os.path.join(sweep.out_dir, "results.csv"), index=False)
+    return df
 
 
 def summarise(df: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:

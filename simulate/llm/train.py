@@ -9,7 +9,7 @@ learner recomputes ``log π_θ(a_t|s_t)`` and takes one AdamW step on the surrog
     ĝ = (1/G) Σ_i A_i Σ_t c_{i,t} ∇log π_θ(a_{i,t}|s_{i,t}),   A_i = R_i − R̄   (per group),
 
 ``c_{i,t} = w_i`` from the registry for the trajectory-level maps (``w = W_ε(ℓ)`` with
-``ℓ_i = Σ_t ℓ_{i,t}``), or the token-level coefficients (grpo, gspo, cispo, m2po). No estimator
+``ℓ_i = Σ_t ℓ_{i,t}``; ``w_i/T_i`` with ``cfg.length_normalize``), or the token-level coefficients (grpo, gspo, cispo, m2po). No estimator
 math lives here.
 
 Delay models for ``d_k`` (capped at ``min(D, v_k)`` — a snapshot older than version 0 does not exist):
@@ -238,7 +238,8 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
         if on_step is not None:
             on_step(StepView(k, version, behaviour_version, model, behaviour, ro, R, A))
         loss = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
-                           eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G)
+                           eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G,
+                           length_normalize=cfg.length_normalize)
         grad_norm, skipped = update_step(model, opt, loss, cfg.max_grad_norm)
         if skipped is None:
             version += 1
