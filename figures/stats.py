@@ -1,4 +1,6 @@
-"""The one place figures and the report get confidence intervals, slopes and verdicts from.
+"""Where figures and the report get interval widths, slopes and verdicts from.
+
+Means over seeds use the one CI function, :func:`simulate.experiments.mean_ci` (Student t).
 
 All intervals are normal-approximation intervals ``value ± z·σ̂/√n`` with a stated ``z``
 (``Z = 1.96``: 95 %); Monte Carlo tables already carry ``se = σ̂/√n``. Verdicts follow THEORY.md §4:
@@ -14,17 +16,6 @@ import numpy as np
 Z = 1.96  #: 95 % two-sided normal quantile, the CI width used in every figure
 Z_VERDICT = 3.0  #: a bound is only "violated" if measured − 3·se exceeds it (few false alarms over many cells)
 LOOSE = 2.0  #: bound / measured above this reads "loose by ×k"
-
-
-def mean_ci(x, z: float = Z) -> tuple[float, float, float, float]:
-    """``(mean, lo, hi, se)`` of samples ``x``: ``x̄ ± z·σ̂/√n`` with ``σ̂`` the sample std (ddof=1)."""
-    a = np.asarray(x, dtype=float).ravel()
-    a = a[np.isfinite(a)]
-    if a.size == 0:
-        raise ValueError("mean_ci needs at least one finite sample, got none")
-    m = float(a.mean())
-    se = float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else float("nan")
-    return m, m - z * se, m + z * se, se
 
 
 def ci(value, se, z: float = Z):
