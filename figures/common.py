@@ -7,7 +7,6 @@ and the claim *evidence* rows that :mod:`figures.report` turns into the claims t
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 import json
 import math
 import platform
@@ -93,16 +92,21 @@ def save(fig, out_dir, name: str, meta: dict) -> list[str]:
     return [str(p) for p in paths]
 
 
-def optional(module: str):
-    """``(module, None)`` if ``module`` imports, else ``(None, "not available: <module> missing (…)")``.
+def sweep_figure(name: str, out_dir, quick: bool, sweep, plot, evidence, *, settings: dict, seeds,
+                 sweep_opts: dict | None = None) -> FigureResult:
+    """The ``main`` of a one-sweep figure: run ``sweep`` (cached cells), ``plot(table)``,
+    ``evidence(table)``, save PNG + PDF + sidecar, and return the :class:`FigureResult`."""
+    import time
 
-    Figures use this for upstream packages still being written, so that a missing piece shows up
-    as an explicit note in the figure and the report instead of a crash or a made-up number.
-    """
-    try:
-        return importlib.import_module(module), None
-    except Exception as exc:  # noqa: BLE001 — any import failure means "not available"
-        return None, f"not available: {module} missing ({type(exc).__name__}: {exc})"
+    from figures import style
+
+    t0 = time.perf_counter()
+    style.apply()
+    df = run(sweep, sweep_opts).table
+    fig, _ = plot(df)
+    ev = evidence(df)
+    meta = sidecar(name, quick=quick, settings=settings, seeds=seeds, sweeps=[sweep.id], evidence=ev)
+    return FigureResult(name, save(fig, out_dir, name, meta), ev, [], time.perf_counter() - t0)
 
 
 def run(sweep, sweep_opts: dict | None):

@@ -8,7 +8,6 @@ Right: removed mass ``E(1/G)Σ(ρ_i − w_i)`` with GMC's C7 bound ``σ²/(4εG)
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -92,17 +91,5 @@ def evidence(df) -> list[common.Evidence]:
 
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
     """Run the sweep (cached), draw figure 1, return its C7/C8 evidence."""
-    t0 = time.perf_counter()
-    style.apply()
-    mc, why = common.optional("simulate.montecarlo")
-    if mc is None or not hasattr(mc, "bias_table"):
-        return common.unavailable(NAME, out_dir, quick, settings(quick), why or "not available: simulate.montecarlo.bias_table missing", t0)
-    sw = sweep(quick)
-    res = common.run(sw, sweep_opts)
-    df = res.table
-    fig, _ = plot(df)
-    ev = evidence(df)
-    meta = common.sidecar(NAME, quick=quick, settings=settings(quick), seeds=[SEED], sweeps=[sw.id], evidence=ev)
-    files = common.save(fig, out_dir, NAME, meta)
-    return common.FigureResult(NAME, files, ev, [], time.perf_counter() - t0)
-
+    return common.sweep_figure(NAME, out_dir, quick, sweep(quick), plot, evidence, settings=settings(quick), seeds=[SEED],
+                               sweep_opts=sweep_opts)

@@ -8,7 +8,6 @@ figure 3 (second moments), so its cells are computed once.
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -90,14 +89,5 @@ def evidence(df) -> list[common.Evidence]:
 
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
     """Run the ε sweep (cached), draw figure 2, return its C4/C2 evidence."""
-    t0 = time.perf_counter()
-    style.apply()
-    mc, why = common.optional("simulate.montecarlo")
-    if mc is None:
-        return common.unavailable(NAME, out_dir, quick, settings(quick), why, t0)
-    sw = sweep(quick)
-    df = common.run(sw, sweep_opts).table
-    fig, _ = plot(df)
-    ev = evidence(df)
-    meta = common.sidecar(NAME, quick=quick, settings=settings(quick), seeds=[SEED], sweeps=[sw.id], evidence=ev)
-    return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)
+    return common.sweep_figure(NAME, out_dir, quick, sweep(quick), plot, evidence, settings=settings(quick), seeds=[SEED],
+                               sweep_opts=sweep_opts)

@@ -162,10 +162,6 @@ def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> com
 
     t0 = time.perf_counter()
     style.apply()
-    exp, why = common.optional("simulate.experiments")
-    if exp is None or not hasattr(exp, "robustness_experiment") or not hasattr(exp, "REGIMES"):
-        return common.unavailable(NAME, out_dir, quick, {"quick": quick}, why or
-                                  "not available: simulate.experiments.robustness_experiment/REGIMES missing", t0)
     results, regimes, sweeps, ev_all, rows, n_seeds = {}, {}, [], [], [], {}
     for regime in REGIME_NAMES:
         sw1 = tuned_sweep(quick, regime)

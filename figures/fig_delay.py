@@ -7,7 +7,6 @@ the C4 bounds dashed (fourth order in ``ηd``: slope 4 for the bounds at small `
 """
 from __future__ import annotations
 
-import time
 
 from asyncgrpo import estimators as est
 from asyncgrpo.sweep import Sweep
@@ -77,14 +76,5 @@ def evidence(df) -> list[common.Evidence]:
 
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
     """Run the delay sweep (cached), draw figure 7, return C6/C4 evidence."""
-    t0 = time.perf_counter()
-    style.apply()
-    mc, why = common.optional("simulate.montecarlo")
-    if mc is None:
-        return common.unavailable(NAME, out_dir, quick, settings(quick), why, t0)
-    sw = sweep(quick)
-    df = common.run(sw, sweep_opts).table
-    fig, _ = plot(df)
-    ev = evidence(df)
-    meta = common.sidecar(NAME, quick=quick, settings=settings(quick), seeds=[SEED], sweeps=[sw.id], evidence=ev)
-    return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)
+    return common.sweep_figure(NAME, out_dir, quick, sweep(quick), plot, evidence, settings=settings(quick), seeds=[SEED],
+                               sweep_opts=sweep_opts)

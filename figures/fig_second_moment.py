@@ -5,7 +5,6 @@ to those in ``𝒲_ε`` (tis, tic, gmc), while ``is`` and ``snis`` are outside t
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -45,15 +44,5 @@ def evidence(df) -> list[common.Evidence]:
 
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
     """Reuse figure 2's sweep (cached cells), draw figure 3, return C1's evidence."""
-    t0 = time.perf_counter()
-    style.apply()
-    mc, why = common.optional("simulate.montecarlo")
-    if mc is None:
-        return common.unavailable(NAME, out_dir, quick, fig_bias_eps.settings(quick), why, t0)
-    sw = fig_bias_eps.sweep(quick)
-    df = common.run(sw, sweep_opts).table
-    fig, _ = plot(df)
-    ev = evidence(df)
-    meta = common.sidecar(NAME, quick=quick, settings=fig_bias_eps.settings(quick), seeds=[fig_bias_eps.SEED],
-                          sweeps=[sw.id], evidence=ev)
-    return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)
+    return common.sweep_figure(NAME, out_dir, quick, fig_bias_eps.sweep(quick), plot, evidence,
+                               settings=fig_bias_eps.settings(quick), seeds=[fig_bias_eps.SEED], sweep_opts=sweep_opts)

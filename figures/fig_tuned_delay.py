@@ -193,27 +193,20 @@ def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> com
             note="numeric optimum with LηM₂ kept; 'bound' column holds the closed-form exponent")
         evidence.append(ev)
         rows.append(ev.to_dict())
-    exp, why = common.optional("simulate.experiments")
     sweeps, regimes, fits = [], {}, {}
-    if exp is not None and hasattr(exp, "g_scaling_experiment") and hasattr(exp, "REGIMES"):
-        for j, regime in enumerate(REGIME_NAMES):
-            sw = g_sweep(quick, regime)
-            df = common.run(sw, sweep_opts).table
-            sweeps.append(sw.id)
-            regimes[regime] = meta = regime_meta(df, regime)
-            chi = "—" if meta["chi2_median"] is None else f"{meta['chi2_median']:.2g}"
-            plot_measured(df, ax=axes[1, j], title=f"{regime}: d={meta['d']}, median χ² {chi}")
-            labelled = _measured_evidence(df, regime, meta)
-            evidence += [ev for _, ev in labelled]
-            rows += tag([ev for _, ev in labelled], regime, [lab for lab, _ in labelled])
-            fits[f"{regime} (χ² {chi})"] = {n: (float(s.slope.iloc[0]), float(s.slope_lo.iloc[0]), float(s.slope_hi.iloc[0]),
-                             float(s.slope_theory.iloc[0])) for n, s in df.groupby("estimator", sort=False)}
-        plot_slopes(fits, ax=axes[0, 1])
-    else:
-        why = why or "not available: simulate.experiments.g_scaling_experiment/REGIMES missing"
-        for ax in (axes[0, 1], axes[1, 0], axes[1, 1]):
-            common.placeholder(ax, why)
-        missing.append(why)
+    for j, regime in enumerate(REGIME_NAMES):
+        sw = g_sweep(quick, regime)
+        df = common.run(sw, sweep_opts).table
+        sweeps.append(sw.id)
+        regimes[regime] = meta = regime_meta(df, regime)
+        chi = "—" if meta["chi2_median"] is None else f"{meta['chi2_median']:.2g}"
+        plot_measured(df, ax=axes[1, j], title=f"{regime}: d={meta['d']}, median χ² {chi}")
+        labelled = _measured_evidence(df, regime, meta)
+        evidence += [ev for _, ev in labelled]
+        rows += tag([ev for _, ev in labelled], regime, [lab for lab, _ in labelled])
+        fits[f"{regime} (χ² {chi})"] = {n: (float(s.slope.iloc[0]), float(s.slope_lo.iloc[0]), float(s.slope_hi.iloc[0]),
+                         float(s.slope_theory.iloc[0])) for n, s in df.groupby("estimator", sort=False)}
+    plot_slopes(fits, ax=axes[0, 1])
     fig.tight_layout()
     meta = common.sidecar(NAME, quick=quick, settings={"G": G.tolist(), "constants": "theory.c5_tuning.FIT_BASE",
                                                        "regimes": list(regimes)},

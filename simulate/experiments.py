@@ -73,7 +73,7 @@ replicate, so tuning noise is part of the interval). THEORY predicts −2/5 for 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd

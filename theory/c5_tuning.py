@@ -22,7 +22,7 @@ import sympy as sp
 from . import c4_bias as c4
 from .c1_second_moment import M2
 from .proof import Derivation, is_zero
-from .symbols import C, G, K, L, S, c_G, d, dJ, eps, eta
+from .symbols import C, G, K, L, c_G, d, dJ, eps, eta
 
 EXPECTED_TUNED_EXPONENTS = {
     "gmc": (sp.Rational(-4, 5), sp.Rational(4, 5), sp.Rational(-2, 5), sp.Rational(-2, 5)),

@@ -41,7 +41,6 @@ import math
 import numpy as np
 from numba import njit
 
-from asyncgrpo.estimators.reference import CODES
 from asyncgrpo.validation import check_eps
 
 #: Names of the token-level baselines.

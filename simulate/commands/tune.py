@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 import pandas as pd
 
 from simulate.commands.train import add_instance_arguments, delay_from, instance_from

@@ -160,7 +160,7 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: in
     cache = DynamicCache()
     kw = _cache_kw(model)
     pos = _positions(attn)
-    step_in, step_attn, step_pos = ids, attn, pos
+    step_in, step_pos = ids, pos
     full_attn = attn
     for t in range(T):
         logits = model(input_ids=step_in, attention_mask=full_attn, position_ids=step_pos, use_cache=True,
