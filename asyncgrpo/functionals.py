@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncgrpo.estimators.reference import log_group_mass
-from asyncgrpo.validation import check_finite, check_log_ratios
+from asyncgrpo.validation import check_finite, check_log_ratios, check_log_weights
 
 __all__ = ["group_mass", "log_group_mass", "bias_functional", "removed_mass", "ess", "advantages"]
 
@@ -35,8 +35,7 @@ def _shortfall(ell: np.ndarray, logw: np.ndarray) -> np.ndarray:
 def bias_functional(log_ratios, log_w) -> float:
     """``𝔅(w;ρ) = (1/G) Σ_i (ρ_i − w_i)²/ρ_i = (1/G) Σ_i ρ_i (1 − w_i/ρ_i)²``."""
     ell = check_log_ratios(log_ratios)
-    logw = np.asarray(log_w, dtype=np.float64)
-    f = _shortfall(ell, logw)
+    f = _shortfall(ell, check_log_weights(log_w, ell.shape))
     with np.errstate(over="ignore", invalid="ignore"):
         terms = np.where(f != 0.0, np.exp(ell) * f * f, 0.0)
     return float(np.mean(terms))
@@ -45,16 +44,18 @@ def bias_functional(log_ratios, log_w) -> float:
 def removed_mass(log_ratios, log_w) -> float:
     """``(1/G) Σ_i (ρ_i − w_i) = (1/G) Σ_i ρ_i (1 − w_i/ρ_i)``."""
     ell = check_log_ratios(log_ratios)
-    logw = np.asarray(log_w, dtype=np.float64)
-    f = _shortfall(ell, logw)
+    f = _shortfall(ell, check_log_weights(log_w, ell.shape))
     with np.errstate(over="ignore", invalid="ignore"):
         terms = np.where(f != 0.0, np.exp(ell) * f, 0.0)
     return float(np.mean(terms))
 
 
 def ess(log_w) -> float:
-    """Effective sample size ``(Σ_i w_i)²/Σ_i w_i²`` in ``[1, G]``, computed from ``log w``."""
+    """Effective sample size ``(Σ_i w_i)²/Σ_i w_i²`` from ``log w``: in ``[1, G]``, or 0 if every ``w_i = 0``."""
     logw = np.asarray(log_w, dtype=np.float64)
+    if logw.ndim != 1 or logw.size == 0:
+        raise ValueError(f"log_w must be a non-empty 1-D array (one group, G >= 1), got shape {logw.shape}")
+    logw = check_log_weights(logw, logw.shape)
     m = np.max(logw)
     if not np.isfinite(m):
         return 0.0  # every weight is zero: no effective sample

@@ -24,8 +24,12 @@ def check_eps(eps, name: str = "eps") -> float:
 
 def check_group_size(G, name: str = "G") -> int:
     """Return ``G`` as an int if it is an integer ≥ 1, else raise."""
-    if isinstance(G, bool) or not float(G).is_integer() or int(G) < 1:
-        raise ValueError(f"{name} must be an integer >= 1 (a group needs at least one trajectory), got {G!r}")
+    try:
+        ok = not isinstance(G, bool) and float(G).is_integer() and int(G) >= 1
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer >= 1, got {G!r}")
     return int(G)
 
 
@@ -52,6 +56,18 @@ def check_finite(arr: np.ndarray, name: str) -> None:
         raise ValueError(
             f"{name} must be finite (no NaN or inf); found {float(arr[idx])!r} at index {idx if len(idx) > 1 else idx[0]}"
         )
+
+
+def check_log_weights(log_w, shape: tuple, name: str = "log_w") -> np.ndarray:
+    """Return ``log w`` as float64 if it has ``shape`` and no NaN or ``+inf`` (``-inf`` = zero weight)."""
+    arr = np.asarray(log_w, dtype=np.float64)
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{name} must have the shape of the log-ratios {tuple(shape)}, got {arr.shape}")
+    bad = np.isnan(arr) | (arr == np.inf)
+    if bad.any():
+        i = int(np.argwhere(bad)[0][0])
+        raise ValueError(f"{name} must be finite or -inf (a zero weight); found {float(arr.flat[i])!r} at index {i}")
+    return arr
 
 
 def check_same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:

@@ -1,6 +1,11 @@
 """Shared pytest set-up: one fixed hypothesis profile so CI runs are reproducible."""
 import os
 
+# Thread-invariance tests compare 1 and 2 Numba threads; make 2 available even on a 1-CPU runner
+# (set before anything imports numba, which reads it once).
+if int(os.environ.get("NUMBA_NUM_THREADS", os.cpu_count() or 1)) < 2:
+    os.environ["NUMBA_NUM_THREADS"] = "2"
+
 from hypothesis import HealthCheck, settings
 
 # derandomize: the same examples every run (fixed seed), so a CI failure reproduces locally.

@@ -320,3 +320,34 @@ def test_theory_exact_weights_agree_with_the_registry(name):
     for G in (1, 2, 5, 9):
         ell = rng.normal(0, 1.2, size=G)
         np.testing.assert_allclose(exact.weights(name, list(np.exp(ell)), 0.3), est.get(name, 0.3)(ell), rtol=1e-12)
+
+
+def test_weightmap_built_directly_is_validated():
+    with pytest.raises(ValueError, match="eps must be a finite number > 0"):
+        est.WeightMap("gmc", -2.0)
+    with pytest.raises(ValueError, match="unknown estimator 'ppo'"):
+        est.WeightMap("ppo", 0.2)
+
+
+def test_functionals_reject_bad_log_weights():
+    from asyncgrpo.functionals import ess
+
+    ell = np.array([0.1, 0.2])
+    with pytest.raises(ValueError, match=r"log_w must have the shape of the log-ratios \(2,\)"):
+        bias_functional(ell, [0.0])
+    with pytest.raises(ValueError, match="log_w must be finite or -inf"):
+        removed_mass(ell, [0.0, np.nan])
+    with pytest.raises(ValueError, match="log_w must be finite or -inf"):
+        bias_functional(ell, [0.0, np.inf])
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        ess([])
+    assert ess([-np.inf, -np.inf]) == 0.0  # every weight zero: no effective sample
+    assert ess([0.0, 0.0, 0.0]) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("G", [None, "a", float("nan"), float("inf")])
+def test_group_size_validation_names_G_for_non_numbers(G):
+    from asyncgrpo.validation import check_group_size
+
+    with pytest.raises(ValueError, match=r"G must be an integer >= 1"):
+        check_group_size(G)

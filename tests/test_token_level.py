@@ -118,6 +118,10 @@ def test_bad_inputs_are_named():
     empty[2] = False
     with pytest.raises(ValueError, match="trajectory 2 with no tokens"):
         tl.token_coefficients("gspo", ell, empty, adv)
+    bad_adv = torch.tensor(adv).clone()
+    bad_adv[1] = math.nan
+    with pytest.raises(ValueError, match="adv must be finite"):
+        tl.policy_loss("grpo", torch.tensor(ell), torch.zeros_like(torch.tensor(ell)), bad_adv, torch.tensor(mask))
     with pytest.raises(ValueError, match="group_size must be >= 1 and divide"):
         tl.policy_loss("gmc", torch.zeros(6, 2), torch.zeros(6, 2), torch.zeros(6), torch.ones(6, 2, dtype=torch.bool),
                        group_size=4)

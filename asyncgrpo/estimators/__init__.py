@@ -51,6 +51,12 @@ class WeightMap:
     name: str
     eps: float
 
+    def __post_init__(self):
+        # Validated here, not only in get(): a WeightMap built directly must not yield NaN weights.
+        if self.name not in CODES:
+            raise ValueError(f"unknown estimator {self.name!r}; known estimators: {', '.join(ESTIMATORS)}")
+        object.__setattr__(self, "eps", check_eps(self.eps))
+
     @property
     def code(self) -> int:
         """Integer id used by the Numba kernels (``reference.CODES``)."""
@@ -128,9 +134,7 @@ def names() -> tuple[str, ...]:
 
 def get(name: str, eps: float = 0.2) -> WeightMap:
     """The :class:`WeightMap` called ``name`` at threshold ``eps`` (validated)."""
-    if name not in CODES:
-        raise ValueError(f"unknown estimator {name!r}; known estimators: {', '.join(ESTIMATORS)}")
-    return WeightMap(name, check_eps(eps))
+    return WeightMap(name, eps)
 
 
 def onpolicy(eps: float = 0.2) -> WeightMap:

@@ -206,6 +206,10 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=
         mask = mask.to(torch.bool)
         if bool((mask & ~torch.isfinite(tok_ell)).any()):
             raise ValueError("tok_ell must be finite on real tokens (no NaN or inf)")
+        if adv.shape != tok_ell.shape[:1]:
+            raise ValueError(f"adv must have shape [N] = [{tok_ell.shape[0]}], got {tuple(adv.shape)}")
+        if not bool(torch.isfinite(adv).all()):
+            raise ValueError("adv must be finite (no NaN or inf)")
         ell = torch.where(mask, tok_ell, torch.zeros_like(tok_ell))
         T_i = mask.sum(dim=1, keepdim=True).to(ell.dtype)
         if bool((T_i == 0).any()):
