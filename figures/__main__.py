@@ -26,7 +26,7 @@ DEFAULT_REPORT = HERE / "REPORT.md"
 #: Figures whose own quick mode does not fit the 3-minute ``--quick`` budget on 2 cores; ``--quick``
 #: leaves them out with a printed note unless ``--only`` names them (measured: fig_llm_delay's quick
 #: mode trains a warm start plus four LM runs on CPU, minutes on its own).
-SLOW_IN_QUICK = ("fig_llm_delay",)
+SLOW_IN_QUICK: tuple[str, ...] = ()
 
 
 def discover() -> list[str]:

@@ -273,3 +273,31 @@ def test_rl_from_warm_start_improves_heldout_accuracy(warm, tmp_path):
     assert s["initial_acc"] == pytest.approx(info["heldout_accuracy"])
     assert 0.05 < s["initial_acc"] < 0.6  # a warm start with non-trivial, improvable success
     assert s["final_acc"] >= s["initial_acc"] + 0.07, s
+
+
+# ----------------------------------------------------------------------------- length normalisation
+
+
+def test_length_normalize_field_reaches_the_loss(warm, tmp_path):
+    """The logged loss equals ``policy_loss(..., length_normalize=cfg.length_normalize)`` on the same batch
+    and differs from the other setting (completions of different lengths, so ``1/T_i`` matters)."""
+    cfg0, model0, tok, _ = warm
+    assert TrainConfig().length_normalize is False  # THEORY's un-normalised ĝ stays the config default
+    for flag in (True, False):
+        cfg = cfg0.replace(steps=1, estimator="is", length_normalize=flag, prompts_per_step=8, group_size=4,
+                           eval_every=100, out_dir=str(tmp_path / str(flag)))
+        seen = {}
+
+        def hook(v, seen=seen):
+            logp = completion_logprobs(v.model, v.rollout.seq, v.rollout.attn, v.rollout.mask, v.rollout.prompt_len)
+            adv = torch.tensor(v.adv, dtype=torch.float32)
+            for ln in (True, False):
+                seen[ln] = float(policy_loss("is", logp.detach(), v.rollout.logp_old, adv, v.rollout.mask,
+                                             group_size=4, length_normalize=ln))
+            seen["lengths"] = v.rollout.mask.sum(1)
+
+        train(cfg, model=copy.deepcopy(model0), tok=tok, on_step=hook, progress=False)
+        logged = json.loads(open(tmp_path / str(flag) / "metrics.jsonl").readline())["loss"]
+        assert len(set(seen["lengths"].tolist())) > 1 and abs(seen[True] - seen[False]) > 1e-3 * abs(seen[False])
+        assert logged == pytest.approx(seen[flag], rel=1e-6, abs=1e-9)
+        assert logged != pytest.approx(seen[not flag], rel=1e-4)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from simulate.llm.config import ALL_ESTIMATORS, DELAY_MODES, PRESETS, TASKS, TaskConfig, TrainConfig, WarmStartConfig
@@ -80,10 +81,13 @@ def cmd_experiment(args) -> int:
     bad = [e for e in sweep.estimators if e not in ALL_ESTIMATORS]
     if bad:
         raise ValueError(f"estimators must be among {', '.join(ALL_ESTIMATORS)}, got {bad}")
-    df = ex.run(sweep)
+    opts = {"backend": args.backend}  # None: ex.run picks by device
+    if args.workers is not None:
+        opts["n_workers"] = args.workers
+    df = ex.run(sweep, root=args.cells, **opts)
     print(ex.table(df))
     print(ex.c9_verdict(df))
-    print(f"tidy results: {sweep.out_dir}/results.csv")
+    print(f"tidy results: {sweep.out_dir}/results.csv (cells: {args.cells or os.path.join(sweep.out_dir, 'cells')})")
     return 0
 
 
@@ -94,6 +98,8 @@ def cmd_gpu_check(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from simulate.llm import experiment as ex_defaults  # light: torch is imported only by the cells
+
     parser = argparse.ArgumentParser(prog="python -m simulate.llm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("train", help="one asynchronous RL run (warm start cached)")
@@ -106,11 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(_main=cmd_warmstart)
     p = sub.add_parser("experiment", help="held-out accuracy against delay, estimators x delays x seeds (C9)")
     _add_config_args(p)
-    p.set_defaults(steps=30, lr=3e-4, eval_every=1000, max_delay=8)
-    p.add_argument("--estimators", default="onpolicy,is,tic,gmc,grpo")
+    # length-normalised trajectory maps: like-for-like step sizes with the token-level baselines
+    p.set_defaults(steps=30, lr=3e-4, eval_every=1000, max_delay=8, length_normalize=True)
+    p.add_argument("--estimators", default=",".join(ex_defaults.MAIN_ESTIMATORS))
     p.add_argument("--delays", default="0,4,8")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds 0..n-1")
     p.add_argument("--experiment-dir", default="results/llm/experiment")
+    p.add_argument("--backend", choices=("serial", "local"), default=None,
+                   help=f"sweep engine backend (default {ex_defaults.DEFAULT_BACKEND} on CPU, serial on CUDA)")
+    p.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPUs)")
+    p.add_argument("--cells", default=None, help="sweep cell store (default EXPERIMENT_DIR/cells); resume reuses it")
     p.set_defaults(_main=cmd_experiment)
     p = sub.add_parser("gpu-check", help="< 5 min on one H200: bf16 Qwen3 'gpu' preset, throughput + accuracy-vs-delay")
     p.add_argument("--dry-run", "--tiny", dest="dry_run", action="store_true",
