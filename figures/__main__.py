@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
-import os
 import pkgutil
 import sys
 import time
@@ -24,8 +23,8 @@ HERE = Path(figures.__file__).resolve().parent
 DEFAULT_OUT = HERE / "out"
 DEFAULT_REPORT = HERE / "REPORT.md"
 #: Figures whose own quick mode does not fit the 3-minute ``--quick`` budget on 2 cores; ``--quick``
-#: leaves them out with a printed note unless ``--only`` names them (measured: fig_llm_delay's quick
-#: mode trains a warm start plus four LM runs on CPU, minutes on its own).
+#: leaves them out with a printed note unless ``--only`` names them. Empty now: fig_llm_delay's quick
+#: mode was cut to ~20 s from scratch.
 SLOW_IN_QUICK: tuple[str, ...] = ()
 
 

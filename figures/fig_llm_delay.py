@@ -76,27 +76,16 @@ def plot(summary, warm_start_acc: float | None = None, ax=None):
 
 
 def evidence(df) -> list[common.Evidence]:
+    """C9 at LM scale, straight from :func:`simulate.llm.experiment.c9_result` (paired t over seeds)."""
     from simulate.llm import experiment as ex
 
-    d_max = int(df["delay"].max())
-    verdict_line = ex.c9_verdict(df)
-    at = df[df.delay == d_max]
-    g = at[at.estimator == "gmc"]["final_acc"]
-    if g.empty:
+    r = ex.c9_result(df)
+    if r.verdict == "not evaluated":
         return []
-    rivals = at[(at.estimator != "gmc") & ex.stable(at)].groupby("estimator")["final_acc"]
-    if rivals.ngroups == 0:
-        return []
-    best = rivals.mean().idxmax()
-    r = at[at.estimator == best]["final_acc"]
-    gap = float(g.mean() - r.mean())
-    se = math.sqrt(g.var(ddof=1) / len(g) + r.var(ddof=1) / len(r)) if len(g) > 1 and len(r) > 1 else None
-    # the report counts "holds"/"violated"; a gap within noise either way stays "inconclusive"
-    verdict = ("holds" if ": HOLDS" in verdict_line else "violated" if "significantly" in verdict_line
-               else "inconclusive")
-    return [common.Evidence("C9", f"LM scale: final held-out accuracy gmc − {best} (best stable rival)",
-                            f"tiny Qwen3, d={d_max}, {len(g)} seeds", gap, se, None, verdict, NAME,
-                            note=verdict_line)]
+    what = f"gmc − {r.rival} (best stable rival)" if r.rival else "gmc stability"
+    return [common.Evidence("C9", f"LM scale: final held-out accuracy {what}", f"tiny Qwen3, d={r.d}, {r.n} seeds",
+                            None if math.isnan(r.gap) else r.gap, None if math.isnan(r.se) else r.se, None,
+                            r.verdict, NAME, note=r.line)]
 
 
 def main(out_dir, quick: bool = False, *, results_root: str = "results",

@@ -47,11 +47,18 @@ def test_c9_verdict_reads_the_table():
     line = ex.c9_verdict(df)
     assert line.startswith("C9 at d=8: HOLDS") and "some seed: is" in line
     df.loc[df.estimator == "tic", "final_acc"] = [0.50, 0.53, 0.51]
-    assert "NOT SUPPORTED (best stable is tic, significantly" in ex.c9_verdict(df)
+    r = ex.c9_result(df)
+    assert r.verdict == "violated" and r.rival == "tic" and "tic significantly ahead" in r.line
     df.loc[df.estimator == "tic", "final_acc"] = [0.50, 0.32, 0.43]  # tic best by mean, lead within noise
-    assert "NOT SUPPORTED, WITHIN NOISE" in ex.c9_verdict(df)
+    assert ex.c9_result(df).verdict == "inconclusive"
     df.loc[df.estimator == "tic", "final_acc"] = [0.30, 0.50, 0.30]  # gmc better by mean, not beyond noise
-    assert "CONSISTENT, NOT SIGNIFICANT" in ex.c9_verdict(df)
+    assert ex.c9_result(df).verdict == "inconclusive"
+    # paired gaps 0.10, 0.02, 0.06: beyond 1.96·SE (0.045) but inside t_2·SE (0.099) -> inconclusive with 3 seeds
+    df.loc[df.estimator == "tic", "final_acc"] = [0.30, 0.40, 0.35]
+    r = ex.c9_result(df)
+    assert r.gap == pytest.approx(0.06) and 1.96 * r.se < r.gap < 4.303 * r.se and r.verdict == "inconclusive"
+    df.loc[df.estimator == "gmc", "initial_acc"] = 0.9  # gmc below half its warm start: collapsed
+    assert ex.c9_result(df).verdict == "violated"
     assert "d=8" in ex.table(df)
 
 

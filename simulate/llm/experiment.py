@@ -181,15 +181,23 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
     return df
 
 
-def summarise(df: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
+def _t(n: int, level: float = 0.95) -> float:
+    """Two-sided Student-t quantile ``t_{n−1,(1+level)/2}`` (seed counts are small: 1.96 would overstate)."""
+    from scipy import stats as _st
+
+    return float(_st.t.ppf(0.5 + level / 2, n - 1)) if n > 1 else float("nan")
+
+
+def summarise(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per (estimator, delay): mean final accuracy and mean gain over the warm start, each with a
-    normal CI ``± z·σ̂/√n`` over seeds (the gain is paired: it removes the warm start's seed effect)."""
+    Student-t CI ``± t_{n−1}·σ̂/√n`` over seeds (the gain is paired: it removes the warm start's seed effect)."""
     keys = ["estimator", "delay"]
     out = df.groupby(keys)["final_acc"].agg(["mean", "std", "count"]).reset_index()
-    out["half_ci"] = z * out["std"].fillna(0.0) / np.sqrt(out["count"])
+    t = np.array([_t(int(n), level) for n in out["count"]])
+    out["half_ci"] = t * out["std"].fillna(0.0) / np.sqrt(out["count"])
     gain = df.groupby(keys)["gain"].agg(["mean", "std"]).reset_index()
     out["gain_mean"] = gain["mean"].values
-    out["gain_half_ci"] = z * gain["std"].fillna(0.0).values / np.sqrt(out["count"].values)
+    out["gain_half_ci"] = t * gain["std"].fillna(0.0).values / np.sqrt(out["count"].values)
     return out
 
 
@@ -198,47 +206,71 @@ def stable(df: pd.DataFrame) -> pd.Series:
     return (df["skipped_steps"] == 0) & (df["final_acc"] >= 0.5 * df["initial_acc"])
 
 
-def c9_verdict(df: pd.DataFrame, z: float = 1.96) -> str:
-    """One line: does ``gmc`` have the best mean final accuracy among stable estimators at the largest delay?"""
+@dataclass(frozen=True)
+class C9Result:
+    """C9 at LM scale, at the largest delay: gmc against the best stable rival, paired over seeds.
+
+    ``verdict`` is ``holds`` (gmc best by mean and ahead beyond the t-interval), ``violated`` (gmc
+    unstable, or the best rival significantly ahead of gmc), ``inconclusive`` (within noise) or
+    ``not evaluated``; ``gap`` = mean over seeds of gmc − rival, ``se`` its standard error.
+    """
+
+    verdict: str
+    line: str
+    d: int
+    rival: str | None = None
+    gap: float = math.nan
+    se: float = math.nan
+    n: int = 0
+
+
+def c9_result(df: pd.DataFrame, level: float = 0.95) -> C9Result:
+    """Does ``gmc`` have the best final accuracy among stable estimators at the largest delay?
+
+    Stable = every seed passes :func:`stable`. Differences are paired over seeds (same seeds, same
+    warm start) with a Student-t interval at ``level``.
+    """
     d_max = int(df["delay"].max())
     at = df[df["delay"] == d_max].copy()
     at["stable"] = stable(at)
-    per = at.groupby("estimator").agg(mean=("final_acc", "mean"), std=("final_acc", "std"),
-                                      n=("final_acc", "count"), stable=("stable", "all"))
+    per = at.groupby("estimator").agg(mean=("final_acc", "mean"), n=("final_acc", "count"), stable=("stable", "all"))
     if "gmc" not in per.index:
-        return "C9: not evaluated (gmc not in the sweep)"
+        return C9Result("not evaluated", "C9: not evaluated (gmc not in the sweep)", d_max)
     ok = per[per["stable"]]
+    unstable = ", ".join(per.index[~per["stable"]]) or "none"
     if "gmc" not in ok.index:
-        return f"C9 at d={d_max}: VIOLATED — gmc itself was unstable"
-    best = ok["mean"].idxmax()
+        return C9Result("violated", f"C9 at d={d_max}: VIOLATED — gmc itself collapsed in some seed", d_max)
     rivals = ok.drop(index="gmc")
     if rivals.empty:
-        return f"C9 at d={d_max}: not evaluated (no other stable estimator)"
-    r_name = rivals["mean"].idxmax()
-    # paired over seeds (same seeds, same warm starts): SE of the per-seed difference gmc − rival
+        return C9Result("not evaluated", f"C9 at d={d_max}: not evaluated (no other stable estimator; "
+                                         f"collapsed: {unstable})", d_max)
+    rival = rivals["mean"].idxmax()
     g_s = at[at.estimator == "gmc"].set_index("seed")["final_acc"]
-    r_s = at[at.estimator == r_name].set_index("seed")["final_acc"]
+    r_s = at[at.estimator == rival].set_index("seed")["final_acc"]
     diff = (g_s - r_s).dropna()
-    se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
-    gap = float(diff.mean()) if len(diff) else float(ok.loc["gmc", "mean"] - rivals.loc[r_name, "mean"])
-    unstable = ", ".join(per.index[~per["stable"]]) or "none"
-    detail = (f"gmc {ok.loc['gmc', 'mean']:.3f} vs best stable rival {r_name} {rivals.loc[r_name, 'mean']:.3f}, "
-              f"paired gap {gap:+.3f} ± {z * se:.3f} (z={z}, {len(diff)} seeds); collapsed in some seed: {unstable}")
-    if best == "gmc" and gap > z * se:
-        return f"C9 at d={d_max}: HOLDS ({detail})"
-    if best == "gmc":
-        return f"C9 at d={d_max}: CONSISTENT, NOT SIGNIFICANT (gmc best by mean; {detail})"
-    # gmc is not best by mean: say whether it is significantly behind the best (paired, same z·SE)
-    b_s = at[at.estimator == best].set_index("seed")["final_acc"]
-    lag = (b_s - g_s).dropna()
-    lag_se = float(lag.std(ddof=1) / math.sqrt(len(lag))) if len(lag) > 1 else float("nan")
-    if float(lag.mean()) > z * lag_se:
-        return f"C9 at d={d_max}: NOT SUPPORTED (best stable is {best}, significantly; {detail})"
-    return f"C9 at d={d_max}: NOT SUPPORTED, WITHIN NOISE (best stable is {best} by mean; {detail})"
+    n = len(diff)
+    gap = float(diff.mean())
+    se = float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    half = _t(n, level) * se
+    detail = (f"gmc {ok.loc['gmc', 'mean']:.3f} vs best stable rival {rival} {rivals.loc[rival, 'mean']:.3f}, "
+              f"paired gap {gap:+.3f} ± {half:.3f} ({level:.0%} t-interval, {n} seeds); collapsed in some seed: {unstable}")
+    if not n > 1:
+        return C9Result("inconclusive", f"C9 at d={d_max}: INCONCLUSIVE (one seed; {detail})", d_max, rival, gap, se, n)
+    if gap > half:
+        return C9Result("holds", f"C9 at d={d_max}: HOLDS ({detail})", d_max, rival, gap, se, n)
+    if gap < -half:
+        return C9Result("violated", f"C9 at d={d_max}: VIOLATED — {rival} significantly ahead ({detail})",
+                        d_max, rival, gap, se, n)
+    return C9Result("inconclusive", f"C9 at d={d_max}: INCONCLUSIVE, within noise ({detail})", d_max, rival, gap, se, n)
+
+
+def c9_verdict(df: pd.DataFrame, level: float = 0.95) -> str:
+    """One line: :func:`c9_result`'s verdict with its numbers."""
+    return c9_result(df, level).line
 
 
 def table(df: pd.DataFrame) -> str:
-    """Accuracy-against-delay table: rows estimators, columns delays, cells ``mean ± 1.96·σ̂/√n`` of the
+    """Accuracy-against-delay table: rows estimators, columns delays, cells ``mean ± t_{n−1}·σ̂/√n`` of the
     final held-out accuracy, then the same for the gain over the warm start."""
     s = summarise(df)
     # one seed has no spread estimate: print "± n/a" rather than a CI of zero width
@@ -252,5 +284,5 @@ def table(df: pd.DataFrame) -> str:
     for col, title in (("cell", "final held-out accuracy"), ("gcell", "gain over the warm start (paired)")):
         wide = s.pivot(index="estimator", columns="delay", values=col)
         wide.columns = [f"d={c}" for c in wide.columns]
-        parts += [f"{title}, mean ± 1.96·SE over {n} seeds:", wide.to_string()]
+        parts += [f"{title}, mean ± 95% t-interval over {n} seeds:", wide.to_string()]
     return "\n".join(parts)
