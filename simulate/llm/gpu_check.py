@@ -22,12 +22,12 @@ def settings(dry_run: bool, out_dir: str):
     """``(base config, estimators, delays)`` of the check."""
     if dry_run:
         base = TrainConfig(preset="tiny", device="cpu", dtype="float32", steps=3, prompts_per_step=4, group_size=4,
-                           eval_every=1000, max_delay=2, task=TaskConfig(n_eval=16),
+                           eval_every=1000, max_delay=2, task=TaskConfig(n_eval=16), length_normalize=True,
                            warmstart=WarmStartConfig(steps=5, batch_size=16),
                            cache_dir=os.path.join(out_dir, "cache"))
         return base, ("gmc", "tic"), (0, 2)
     base = TrainConfig(preset="gpu", device="cuda", dtype="bfloat16", threads=8, steps=40, prompts_per_step=64,
-                       group_size=8, lr=1e-4, eval_every=1000, max_delay=8, max_new_tokens=8,
+                       group_size=8, lr=1e-4, eval_every=1000, max_delay=8, max_new_tokens=8, length_normalize=True,
                        task=TaskConfig(task="arithmetic", digits=3, n_eval=500),
                        warmstart=WarmStartConfig(steps=600, batch_size=256, lr=1e-3),
                        cache_dir=os.path.join(out_dir, "cache"))
