@@ -185,12 +185,22 @@ def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> com
     fig, axes = plt.subplots(2, 2, figsize=(style.WIDTH_2COL, 5.6))
     plot_theory(G, curves, ax=axes[0, 0])
     evidence, rows, missing = [], [], []
-    for name, want in (("gmc", -0.4), ("tic", 0.0)):
-        s, _ = stats.loglog_slope(G, curves[name][1])
+    from theory import c5_tuning
+
+    c5 = c5_tuning.derive()  # cached: the same fits `python -m theory` prints, already certified there
+    for name in ESTIMATORS:
+        # theory against theory, not a measurement: "reported", so it never counts towards C5's verdict
+        s, se = stats.loglog_slope(G, curves[name][1])
+        want = float(c5.results[f"exponents {name} (K,d,ε,G)"][3])
+        others = ", ".join(f"{rg} {c5.results[c5_tuning.fit_key(name, rg)][3]:+.3f}"
+                           for rg in c5_tuning.FIT_REGIMES if rg != "bias-dominated")
         ev = common.Evidence(
-            "C5", f"slope of min_η bound vs G, {name} (theory, numeric)", "FIT_BASE regime", s, None, want,
-            "holds" if abs(s - want) < 0.05 else "violated", NAME,
-            note="numeric optimum with LηM₂ kept; 'bound' column holds the closed-form exponent")
+            "C5", f"slope of min_η bound vs G, {name} (theory, numeric)", "bias-dominated (FIT_BASE)", s, None,
+            want, "reported", NAME,
+            note=f"numeric optimum with LηM₂ kept at E[A²‖s‖²]={c5_tuning.FIT_BASE['second_moment']:g}, where it "
+                 f"is the closed form (fit s.e. {se:.1g}); 'bound' = sympy's closed-form G exponent; same fit "
+                 f"with LηM₂ comparable/dominant: {others}"
+                 + (" (the variance term has no G, so the slope flattens towards 0)" if want != 0 else ""))
         evidence.append(ev)
         rows.append(ev.to_dict())
     sweeps, regimes, fits = [], {}, {}

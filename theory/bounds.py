@@ -16,13 +16,78 @@ from . import c5_tuning as c5
 from . import c6_overlap as c6
 from . import c7_large_group as c7
 from . import symbols as sy
+from asyncgrpo.validation import check_eps
 
 BIASED = ("gmc", "tis", "tic")  # the estimators in 𝒲_ε, which have a C4 bound
 UNBOUNDED = ("onpolicy", "is", "snis")  # no bias bound of this form: bias_bound returns None
 
 
-def _f(*arrays):
-    return [np.asarray(a, dtype=float) for a in arrays]
+def _array(x, name: str, rng: str) -> np.ndarray:
+    if x is None:
+        raise ValueError(f"{name} is required here (valid range: {rng}), got None")
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or array of numbers ({rng}), got {x!r}") from None
+
+
+def _first_bad(arr: np.ndarray, ok: np.ndarray) -> str:
+    if arr.ndim == 0:
+        return repr(float(arr))
+    idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+    return f"{float(arr[idx])!r} at index {idx if len(idx) > 1 else idx[0]}"
+
+
+def _check(x, name: str, rng: str, ok_fn) -> np.ndarray:
+    """Every element of ``x`` finite and satisfying ``ok_fn``, else ValueError naming ``name`` and ``rng``.
+
+    Whole arrays are checked (figures and notebooks pass grids), vectorised so broadcasting callers
+    pay one pass; the returned float array is what the lambdified bound receives."""
+    arr = _array(x, name, rng)
+    ok = np.isfinite(arr) & ok_fn(arr)
+    if not ok.all():
+        raise ValueError(f"{name} must be finite with {rng}, got {_first_bad(arr, ok)}")
+    return arr
+
+
+def _eps(x, name="eps"):
+    arr = _array(x, name, f"0 < {name} < inf")
+    if arr.ndim == 0:
+        check_eps(arr.item(), name)  # the project-wide message for the scalar case
+    return _check(arr, name, f"0 < {name} < inf", lambda a: a > 0)
+
+
+def _pos(x, name):
+    return _check(x, name, f"{name} > 0", lambda a: a > 0)
+
+
+def _nonneg(x, name):
+    return _check(x, name, f"{name} >= 0", lambda a: a >= 0)
+
+
+def _at_least_one(x, name, what):
+    # real values allowed: the bounds are analytic in G and K, and the C4/C5 slope fits and finite
+    # differences evaluate them between integers; only the physical range ≥ 1 is enforced
+    return _check(x, name, f"{name} >= 1 ({what}; non-integer values allowed for the continuous bound)",
+                  lambda a: a >= 1)
+
+
+def _G(x):
+    return _at_least_one(x, "G", "group size")
+
+
+def _K(x):
+    return _at_least_one(x, "K", "number of learner steps")
+
+
+def _fourth_moments(sigma2, mu4):
+    """σ² ≥ 0, μ₄ ≥ 0 and Jensen's μ₄ = E(ρ−1)⁴ ≥ (E(ρ−1)²)² = σ⁴ (relative slack 1e-9 for rounding)."""
+    s2, m4 = _nonneg(sigma2, "sigma2"), _nonneg(mu4, "mu4")
+    ok = np.broadcast_to(m4 >= s2**2 * (1 - 1e-9), np.broadcast_shapes(s2.shape, m4.shape))
+    if not ok.all():
+        raise ValueError("mu4 must be >= sigma2² (Jensen: E_μ(ρ−1)⁴ ≥ (E_μ(ρ−1)²)²), got "
+                         f"mu4={mu4!r}, sigma2={sigma2!r}")
+    return s2, m4
 
 
 _COMPILED: dict = {}
@@ -41,34 +106,54 @@ def _check_tail(tail):
 
 
 def M2(eps, second_moment):
-    """C1: ``M₂(ε) = (1+ε)·E_π[A²‖s_θ‖²]``, the common second-moment bound of every w ∈ 𝒲_ε."""
-    return _lam("M2", (sy.eps, sy.S), lambda: c1.M2)(*_f(eps, second_moment))
+    """C1: ``M₂(ε) = (1+ε)·E_π[A²‖s_θ‖²]``, the common second-moment bound of every w ∈ 𝒲_ε.
+
+    ``eps`` > 0 and ``second_moment`` ≥ 0, finite (every element of an array)."""
+    return _lam("M2", (sy.eps, sy.S), lambda: c1.M2)(_eps(eps), _nonneg(second_moment, "second_moment"))
 
 
 def gmc_bias_bound(eps, G, sigma2, mu4, tail="fourth"):
     """C4 bound on E[𝔅_gmc].
 
-    ``tail="fourth"``: ``(3σ⁴/G² + (μ₄−3σ⁴)/G³)/(16ε²(1+ε))`` — (X−ε)₊² ≤ X⁴/(16ε²) with X = ρ̄−1, 1/ρ̄ ≤ 1/(1+ε).
-    ``tail="second"``: ``σ²/(4εG)`` — 𝔅_gmc ≤ (X−ε)₊ (since (X−ε)₊/ρ̄ ≤ 1) ≤ X²/(4ε), E X² = σ²/G.
-    ``mu4`` is unused for ``tail="second"``.
+    ``tail="fourth"``: ``(3σ⁴/G² + (μ₄−3σ⁴)/G³)/(16ε²(1+ε))`` — (X−ε)₊² ≤ X⁴/(16ε²) with X = ρ̄−1, 1/ρ̄ ≤ 1/(1+ε);
+    needs both σ² and μ₄ (μ₄ ≥ σ⁴ by Jensen; a missing μ₄ is an error, never 0, which would
+    understate the bound). ``tail="second"``: ``σ²/(4εG)`` — 𝔅_gmc ≤ (X−ε)₊ (since (X−ε)₊/ρ̄ ≤ 1)
+    ≤ X²/(4ε), E X² = σ²/G; ``mu4`` is unused and may be None.
+    Ranges: ε > 0, G ≥ 1, σ², μ₄ ≥ 0 (finite).
     """
     _check_tail(tail)
+    eps, G = _eps(eps), _G(G)
+    if tail == "fourth":
+        if mu4 is None:
+            raise ValueError("mu4 = E_μ(ρ−1)⁴ is required for the gmc fourth-tail bound (tail='fourth'; valid "
+                             "range: mu4 >= sigma2² >= 0); pass it, or use tail='second', which needs only sigma2")
+        sigma2, mu4 = _fourth_moments(sigma2, mu4)
+    else:
+        sigma2, mu4 = _nonneg(sigma2, "sigma2"), np.zeros(())  # μ₄ does not enter σ²/(4εG)
     fn = _lam(("gmc", tail), (sy.eps, sy.G, sy.sigma2, sy.mu4), lambda: c4.bias_bound_expr("gmc", tail))
-    return fn(*_f(eps, G, sigma2, 0.0 if mu4 is None else mu4))
-
+    return fn(eps, G, sigma2, mu4)
 
 
 def tis_bias_bound(eps, mu4=None, tail="fourth", *, sigma2=None):
     """C4 bound on E[𝔅_tis] (no G).
 
-    ``tail="fourth"``: ``μ₄/(16ε²(1+ε))``; ``tail="second"``: ``σ²/(4ε)`` (pass ``sigma2``).
+    ``tail="fourth"``: ``μ₄/(16ε²(1+ε))`` (pass ``mu4`` ≥ 0); ``tail="second"``: ``σ²/(4ε)`` (pass
+    ``sigma2`` ≥ 0). ε > 0. The moment the chosen tail needs is required; the other is ignored.
     """
     _check_tail(tail)
-    if (mu4 if tail == "fourth" else sigma2) is None:
-        raise ValueError("tis fourth-tail bound needs mu4; second-tail bound needs sigma2")
+    eps = _eps(eps)
+    if tail == "fourth":
+        if mu4 is None:
+            raise ValueError("mu4 = E_μ(ρ−1)⁴ is required for the tis fourth-tail bound (tail='fourth'; "
+                             "valid range: mu4 >= 0); the second-tail bound needs sigma2 instead")
+        mu4, sigma2 = _nonneg(mu4, "mu4"), np.zeros(())
+    else:
+        if sigma2 is None:
+            raise ValueError("sigma2 = Var_μ(ρ) is required for the tis second-tail bound (tail='second'; "
+                             "valid range: sigma2 >= 0); the fourth-tail bound needs mu4 instead")
+        sigma2, mu4 = _nonneg(sigma2, "sigma2"), np.zeros(())
     fn = _lam(("tis", tail), (sy.eps, sy.sigma2, sy.mu4), lambda: c4.bias_bound_expr("tis", tail))
-    return fn(*_f(eps, 0.0 if sigma2 is None else sigma2, 0.0 if mu4 is None else mu4))
-
+    return fn(eps, sigma2, mu4)
 
 
 def tic_bias_bound(eps, m_tic, tail="fourth"):
@@ -76,45 +161,56 @@ def tic_bias_bound(eps, m_tic, tail="fourth"):
 
     ``tail="fourth"``: ``E_μ[ρ(ρ−1)⁴]/ε⁴`` with ``m_tic = E_μ[ρ(ρ−1)⁴]``.
     ``tail="second"``: ``E_μ[ρ(ρ−1)²]/ε²`` — then ``m_tic`` must be ``E_μ[ρ(ρ−1)²]`` (see ``tic_moment``).
+    Ranges: ε > 0, m_tic ≥ 0 (required).
     """
     _check_tail(tail)
+    if m_tic is None:
+        raise ValueError(f"m_tic is required for the tic bound (tail={tail!r}: m_tic = E_μ[ρ(ρ−1)^"
+                         f"{4 if tail == 'fourth' else 2}] >= 0, see tic_moment)")
     fn = _lam(("tic", tail), (sy.eps, sy.m_tic), lambda: c4.bias_bound_expr("tic", tail))
-    return fn(*_f(eps, m_tic))
-
+    return fn(_eps(eps), _nonneg(m_tic, "m_tic"))
 
 
 def tic_moment(rho, tail="fourth", weights=None):
     """The moment ``m_tic`` that ``tic_bias_bound`` expects, from μ-samples (or atoms with ``weights``):
-    ``E_μ[ρ(ρ−1)⁴]`` for ``tail="fourth"``, ``E_μ[ρ(ρ−1)²]`` for ``tail="second"``."""
+    ``E_μ[ρ(ρ−1)⁴]`` for ``tail="fourth"``, ``E_μ[ρ(ρ−1)²]`` for ``tail="second"``. ρ ≥ 0 finite, weights ≥ 0."""
     _check_tail(tail)
-    rho = np.asarray(rho, dtype=float)
+    rho = _nonneg(rho, "rho")
+    if rho.size == 0:
+        raise ValueError("rho must hold at least one ratio sample, got an empty array")
+    if weights is not None:
+        weights = _nonneg(weights, "weights")
     k = 4 if tail == "fourth" else 2
     return float(np.average(rho * (rho - 1.0) ** k, weights=weights))
 
 
 def bias_bound(name, eps, G, *, sigma2=None, mu4=None, m_tic=None, tail="fourth"):
-    """Dispatcher: the C4 bound on E[𝔅_name] for gmc/tis/tic; ``None`` for onpolicy/is/snis."""
+    """Dispatcher: the C4 bound on E[𝔅_name] for gmc/tis/tic; ``None`` for onpolicy/is/snis.
+
+    ``eps`` > 0 and ``G`` ≥ 1 are checked for every name (tis/tic bounds do not depend on G)."""
+    if name not in BIASED + UNBOUNDED:
+        raise ValueError(f"unknown estimator {name!r}; valid: {BIASED + UNBOUNDED}")
+    _check_tail(tail)
+    _eps(eps), _G(G)
     if name == "gmc":
         return gmc_bias_bound(eps, G, sigma2, mu4, tail)
     if name == "tis":
         return tis_bias_bound(eps, mu4, tail, sigma2=sigma2)
     if name == "tic":
         return tic_bias_bound(eps, m_tic, tail)
-    if name in UNBOUNDED:
-        return None
-    raise ValueError(f"unknown estimator {name!r}")
+    return None
 
 
 def gmc_removed_mass_bound(eps, G, sigma2):
-    """C7: ``E(ρ̄−1−ε)₊ ≤ E(ρ̄−1)²/(4ε) = σ²/(4εG)`` (L1 then L4)."""
+    """C7: ``E(ρ̄−1−ε)₊ ≤ E(ρ̄−1)²/(4ε) = σ²/(4εG)`` (L1 then L4). ε > 0, G ≥ 1, σ² ≥ 0."""
     fn = _lam("removed", (sy.eps, sy.G, sy.sigma2), lambda: c7.REMOVED_MASS_BOUND)
-    return fn(*_f(eps, G, sigma2))
+    return fn(_eps(eps), _G(G), _nonneg(sigma2, "sigma2"))
 
 
 def overlap_sigma2_bound(kappa, eta, d, M):
-    """C6: ``σ² ≤ (e^{κηdM} − 1)²``."""
+    """C6: ``σ² ≤ (e^{κηdM} − 1)²``. κ, η, d, M ≥ 0 (finite)."""
     fn = _lam("overlap", (sy.kappa, sy.eta, sy.d, sy.M), lambda: c6.SIGMA2_BOUND)
-    return fn(*_f(kappa, eta, d, M))
+    return fn(_nonneg(kappa, "kappa"), _nonneg(eta, "eta"), _nonneg(d, "d"), _nonneg(M, "M"))
 
 _ARGS = (sy.eta, sy.K, sy.d, sy.eps, sy.G, sy.dJ, sy.L, sy.S, sy.C, sy.c_G)
 
@@ -124,44 +220,73 @@ def _check_name(name):
         raise ValueError(f"C5 is stated for estimators in 𝒲_ε {BIASED}; got {name!r}")
 
 
+def _c5_common(K, d, eps, G, dJ, C):
+    return _K(K), _nonneg(d, "d"), _eps(eps), _G(G), _nonneg(dJ, "dJ"), _pos(C, "C")
+
+
 def assembled_bound(name, eta, K, d, eps, G, *, dJ, L, second_moment, C, c_G=0.0):
     """C5: ``2ΔJ/(ηK) + LηM₂(ε) + delay + c_G/G`` with the C4 delay term at leading order:
-    gmc ``Cη⁴d⁴/(ε²G²)``, tis ``Cη⁴d⁴/ε²``, tic ``Cη⁴d⁴/ε⁴`` (C absorbs c_B and the C6 constants)."""
+    gmc ``Cη⁴d⁴/(ε²G²)``, tis ``Cη⁴d⁴/ε²``, tic ``Cη⁴d⁴/ε⁴`` (C absorbs c_B and the C6 constants).
+    Ranges: η > 0, K ≥ 1, d ≥ 0, ε > 0, G ≥ 1, ΔJ ≥ 0, L > 0, E_π[A²‖s‖²] ≥ 0, C > 0, c_G ≥ 0."""
     _check_name(name)
+    K, d, eps, G, dJ, C = _c5_common(K, d, eps, G, dJ, C)
     fn = _lam(("assembled", name), _ARGS, lambda: c5.assembled(name))
-    return fn(*_f(eta, K, d, eps, G, dJ, L, second_moment, C, c_G))
+    return fn(_pos(eta, "eta"), K, d, eps, G, dJ, _pos(L, "L"), _nonneg(second_moment, "second_moment"), C,
+              _nonneg(c_G, "c_G"))
 
 
 def eta_star(name, K, d, eps, G, *, dJ, C):
-    """C5 closed form (variance dropped): ``η* = (ΔJ ε^{−p_ε} G^{−p_G}/(2CKd⁴))^{1/5}``."""
+    """C5 closed form (variance dropped): ``η* = (ΔJ ε^{−p_ε} G^{−p_G}/(2CKd⁴))^{1/5}``.
+    Ranges: K ≥ 1, d > 0 (at d = 0 there is no delay term and no finite η*), ε > 0, G ≥ 1, ΔJ ≥ 0, C > 0."""
     _check_name(name)
+    K, d, eps, G, dJ, C = _c5_common(K, d, eps, G, dJ, C)
+    d = _pos(d, "d")
     fn = _lam(("eta*", name), (sy.K, sy.d, sy.eps, sy.G, sy.dJ, sy.C), lambda: c5.eta_star_expr(name))
-    return fn(*_f(K, d, eps, G, dJ, C))
+    return fn(K, d, eps, G, dJ, C)
 
 
 def tuned_delay_term(name, K, d, eps, G, *, dJ, C):
-    """C5: ``min_η [2ΔJ/(ηK) + delay] = (5/2)ΔJ/(η*K)``; gmc ∝ K^{−4/5}d^{4/5}ε^{−2/5}G^{−2/5}."""
+    """C5: ``min_η [2ΔJ/(ηK) + delay] = (5/2)ΔJ/(η*K)``; gmc ∝ K^{−4/5}d^{4/5}ε^{−2/5}G^{−2/5}.
+    Ranges: K ≥ 1, d ≥ 0, ε > 0, G ≥ 1, ΔJ ≥ 0, C > 0."""
     _check_name(name)
     fn = _lam(("tuned", name), (sy.K, sy.d, sy.eps, sy.G, sy.dJ, sy.C), lambda: c5.tuned_expr(name))
-    return fn(*_f(K, d, eps, G, dJ, C))
+    return fn(*_c5_common(K, d, eps, G, dJ, C))
 
 
 def eta_star_numeric(name, K, d, eps, G, *, dJ, C, L, second_moment):
-    """C5 with the variance term kept: ``argmin_η 2ΔJ/(ηK) + LηM₂(ε) + delay`` by bounded Brent in log η.
+    """C5 with the variance term kept: ``argmin_η B(η) = 2ΔJ/(ηK) + LηM₂(ε) + Cη⁴d⁴ε^{p_ε}G^{p_G}``
+    (scalars), by bounded Brent in log η on a bracket that provably holds the minimiser.
 
-    The objective is strictly convex in η > 0, so it is unimodal in log η; the search window is
-    ±12 e-folds around the closed-form η* (variance dropped), which the optimum never exceeds."""
-    e0 = float(eta_star(name, K, d, eps, G, dJ=dJ, C=C))
+    Bracket: B is strictly convex in η > 0 and its stationarity condition reads
+    ``2ΔJ/(Kη²) = LM₂ + 4Cη³d⁴ε^{p_ε}G^{p_G}``. Each right-hand term alone gives a minimiser, the
+    closed-form η₀ = ``eta_star`` (delay only) and η_v = √(2ΔJ/(KLM₂)) (variance only), and adding
+    the other term only shrinks η, so η_opt ≤ m = min(η₀, η_v). One of the two terms is at least
+    half the left side, so η_opt ≥ min(η_v/√2, 2^{−1/5}η₀) ≥ m/√2. The search is on
+    ``log η ∈ [log m − ½log 2 − 0.01, log m + 0.01]`` (the 0.01 e-fold pads rounding).
+    Ranges: K ≥ 1, d ≥ 0, ε > 0, G ≥ 1, ΔJ > 0, C > 0, L > 0, E_π[A²‖s‖²] ≥ 0, and d > 0 or
+    E_π[A²‖s‖²] > 0 (else 2ΔJ/(ηK) alone has no minimiser)."""
+    _check_name(name)
+    K, d, eps, G, dJ, C = (float(v) for v in _c5_common(K, d, eps, G, dJ, C))
+    dJ, L = float(_pos(dJ, "dJ")), float(_pos(L, "L"))
+    m2 = float(M2(eps, second_moment))
+    if d == 0 and m2 == 0:
+        raise ValueError("eta_star_numeric needs d > 0 or second_moment > 0: with neither, 2ΔJ/(ηK) has no "
+                         "minimiser over η > 0")
+    e0 = float(eta_star(name, K, d, eps, G, dJ=dJ, C=C)) if d > 0 else np.inf
+    ev = np.sqrt(2.0 * dJ / (K * L * m2)) if m2 > 0 else np.inf
+    u_hi = np.log(min(e0, ev))
 
     def obj(u):
         return float(assembled_bound(name, np.exp(u), K, d, eps, G, dJ=dJ, L=L, second_moment=second_moment, C=C))
 
-    res = minimize_scalar(obj, bounds=(np.log(e0) - 12.0, np.log(e0) + 1.0), method="bounded",
-                          options={"xatol": 1e-10})
+    res = minimize_scalar(obj, bounds=(u_hi - 0.5 * np.log(2.0) - 0.01, u_hi + 0.01), method="bounded",
+                          options={"xatol": 1e-12})
     return float(np.exp(res.x))
 
 
 def eps_star_gmc(G, d, eta, *, L, second_moment, C):
-    """C5, GMC ε trade-off: ``argmin_ε LηM₂(ε) + Cη⁴d⁴/(ε²G²) = (2Cη³d⁴/(L·E_π[A²‖s‖²]·G²))^{1/3}``."""
+    """C5, GMC ε trade-off: ``argmin_ε LηM₂(ε) + Cη⁴d⁴/(ε²G²) = (2Cη³d⁴/(L·E_π[A²‖s‖²]·G²))^{1/3}``.
+    Ranges: G ≥ 1, d ≥ 0, η > 0, L > 0, E_π[A²‖s‖²] > 0 (it divides), C > 0."""
     fn = _lam("eps*", (sy.G, sy.d, sy.eta, sy.L, sy.S, sy.C), c5.eps_star_gmc_expr)
-    return fn(*_f(G, d, eta, L, second_moment, C))
+    return fn(_G(G), _nonneg(d, "d"), _pos(eta, "eta"), _pos(L, "L"), _pos(second_moment, "second_moment"),
+              _pos(C, "C"))

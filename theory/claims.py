@@ -113,8 +113,10 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
           + tuple(f"order {n} ({t})" for t in c4_bias.TAILS for n in c4_bias.NAMES)),
     Claim("C5", "step-size tuning: GMC delay term ∝ G^{−2/5}",
           "min_η 2ΔJ/(ηK) + Cη⁴d⁴/(ε²G²) ∝ K^{−4/5}d^{4/5}ε^{−2/5}G^{−2/5}; TIC ε^{−4/5}G⁰",
-          c5_tuning.derive, ("η* gmc", "exponents gmc (K,d,ε,G)", "fitted gmc (K,d,ε,G)", "exponents tic (K,d,ε,G)",
-                             "fitted tic (K,d,ε,G)", "ε* gmc")),
+          c5_tuning.derive, ("η* gmc", "exponents gmc (K,d,ε,G)")
+          + tuple(c5_tuning.fit_key("gmc", rg) for rg in c5_tuning.FIT_REGIMES)
+          + ("variance-only limit (K,d,ε,G)", "exponents tic (K,d,ε,G)")
+          + tuple(c5_tuning.fit_key("tic", rg) for rg in c5_tuning.FIT_REGIMES) + ("ε* gmc",)),
     Claim("C6", "local policy overlap", "σ² ≤ (e^{κηdM} − 1)²", c6_overlap.derive, ("σ² ≤", "expansion")),
     Claim("C7", "G → ∞: gmc bias → 0, tis/tic bias → constant",
           "E(ρ̄−1−ε)₊ ≤ σ²/(4εG); bandit exact limits", c7_large_group.derive,
