@@ -66,9 +66,13 @@ mean final J).
 
 **The G experiment (C5).** For gmc and tic at fixed ``d`` and ε, the delay-dependent part
 ``Δ(G) = tuned score at d − tuned score at d = 0`` is measured for G on a log-grid, and the slope of
-``log Δ`` against ``log G`` is fitted by least squares. Its confidence interval comes from a
-bootstrap over seeds (seeds are resampled jointly for every η, d and G, and η is re-tuned in each
-replicate, so tuning noise is part of the interval). THEORY predicts −2/5 for gmc and 0 for tic.
+``log Δ`` against ``log G`` is fitted by least squares on the G with ``Δ > 0``; the others are reported
+as not measurable (``log Δ`` undefined), never silently dropped, and with fewer than three G left the
+slope is NaN with a reason. Its confidence interval comes from a bootstrap over seeds (seeds are
+resampled jointly for every η, d and G, and η is re-tuned in each replicate, so tuning noise is part
+of the interval); every replicate fits the same G set, and a replicate with ``Δ_b ≤ 0`` at one of them
+counts as its limit ``Δ_b → 0+`` (slope ``±∞`` on the side it tends to; both ends if undetermined). At least two seeds are required. THEORY predicts −2/5 for
+gmc and 0 for tic.
 """
 from __future__ import annotations
 
@@ -170,18 +174,81 @@ def mean_ci(x, level: float = 0.95) -> tuple[float, float, float]:
 
 
 # --------------------------------------------------------------------------- grids and tuning
+#: TrainConfig fields already spelled out in the readable part of a setting id.
+_ID_FIELDS = ("instance", "estimator", "eps", "G", "n_prompts", "delay", "steps", "optimizer", "eta", "seed")
+
+
 def _setting_id(c: TrainConfig) -> str:
-    """String id of a setting: everything but η and seed."""
-    extra = f"|el={c.eps_low:g},eh={c.eps_high:g}" if c.estimator in ("grpo", "gspo", "cispo") else ""
-    extra += f"|tau={c.tau_m2:g}" if c.estimator == "m2po" else ""
-    return (f"{c.instance.label}|{c.estimator}|eps={c.eps:g}{extra}|G={c.G}|P={c.n_prompts}|{c.delay.label}|"
-            f"K={c.steps}|{c.optimizer}")
+    """String id of a setting: every TrainConfig field but η and seed.
+
+    A readable part (instance, estimator, ε, G, prompts, delay, K, optimizer, plus every other field
+    that differs from its default) and ``#`` + 10 hex digits of the SHA-1 of the full config repr
+    with η and seed fixed, so that settings differing in *any* field (Adam betas, ``adv_norm``,
+    ``init_scale``, divergence thresholds, bandit rewards or seed …) never share an id.
+    """
+    import hashlib
+
+    default = TrainConfig()
+    extra = "".join(f"|{f.name}={getattr(c, f.name)!r}" for f in fields(TrainConfig)
+                    if f.name not in _ID_FIELDS and getattr(c, f.name) != getattr(default, f.name))
+    digest = hashlib.sha1(repr(c.replace(eta=1.0, seed=0)).encode()).hexdigest()[:10]
+    return (f"{c.instance.label}|{c.estimator}|eps={c.eps:g}|G={c.G}|P={c.n_prompts}|{c.delay.label}|"
+            f"K={c.steps}|{c.optimizer}{extra}#{digest}")
+
+
+def _check_seeds(seeds, min_n: int = 1) -> list[int]:
+    """``seeds`` as a list of distinct integers ≥ 0 with at least ``min_n`` entries, else ValueError."""
+    try:
+        out = [int(s) for s in seeds]
+        ok = all(float(s) == int(s) for s in seeds)
+    except (TypeError, ValueError, OverflowError):
+        out, ok = [], False
+    if not ok or len(out) < min_n or len(set(out)) != len(out) or min(out, default=0) < 0:
+        raise ValueError(f"seeds must be at least {min_n} distinct integers >= 0 "
+                         f"(e.g. range(n) with n >= {min_n}), got {seeds!r}")
+    return out
+
+
+def _check_ints(values, name: str, low: int) -> tuple[int, ...]:
+    """A non-empty sequence of integers ≥ ``low`` as a tuple, else ValueError naming ``name``."""
+    try:
+        vals = list(values)
+        ok = bool(vals) and all(not isinstance(v, bool) and float(v).is_integer() and int(v) >= low for v in vals)
+    except (TypeError, ValueError, OverflowError):
+        vals, ok = [], False
+    if not ok:
+        raise ValueError(f"{name} must be a non-empty list of integers >= {low}, got {values!r}")
+    return tuple(int(v) for v in vals)
+
+
+def _check_int(value, name: str, low: int) -> int:
+    """``value`` as an int if it is an integer ≥ ``low``, else ValueError naming ``name`` and the range."""
+    try:
+        ok = not isinstance(value, bool) and float(value).is_integer() and int(value) >= low
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_etas(values, name: str = "etas") -> tuple[float, ...]:
+    """A non-empty sequence of finite step sizes η > 0 as a tuple, else ValueError."""
+    from asyncgrpo.validation import check_eps
+
+    try:
+        vals = list(values)
+    except TypeError:
+        vals = []
+    if not vals:
+        raise ValueError(f"{name} must be a non-empty list of finite numbers > 0, got {values!r}")
+    return tuple(check_eps(v, name) for v in vals)
 
 
 def run_grid(configs, seeds=range(5), progress: bool = True, desc: str = "runs") -> pd.DataFrame:
     """Run every config for every seed; one tidy row per run (settings, η, seed and the run summary)."""
     configs = list(configs)
-    seeds = [int(s) for s in seeds]
+    seeds = _check_seeds(seeds, 1)
     full = [c.replace(seed=s) for c in configs for s in seeds]
     results = run_many(full, progress=progress, desc=desc)
     rows = []
@@ -193,13 +260,18 @@ def run_grid(configs, seeds=range(5), progress: bool = True, desc: str = "runs")
 
 
 def _nominal_delay(spec: dl.DelaySpec) -> float:
-    """``d`` for fixed delays, else the model's mean delay (uniform D/2, geometric (1−p)/p, queue n−1)."""
+    """``d`` for fixed delays, else the model's mean delay.
+
+    uniform ``D/2``; geometric ``(1−p)/p``, or with truncation ``d = min(X, D)`` (``D > 0``,
+    ``simulate.delays``) ``E min(X, D) = Σ_{j<D} P(X > j) = (1−p)(1 − (1−p)^D)/p``; queue ``n − 1``.
+    """
     if spec.kind == "fixed":
         return float(spec.d)
     if spec.kind == "uniform":
         return spec.D / 2
     if spec.kind == "geometric":
-        return (1 - spec.p) / spec.p
+        q = 1.0 - spec.p
+        return q * (1.0 - q ** spec.D) / spec.p if spec.D > 0 else q / spec.p
     return float(spec.n_actors - 1)
 
 
@@ -231,9 +303,10 @@ def tune(grid, seeds=range(5), etas=None, quick: bool = False, base: TrainConfig
     ``final_J`` (largest mean final J among the η without diverged seeds, C9). ``final_J_se`` and
     ``regret_se`` are the standard errors ``σ̂/√n`` over seeds.
     """
-    etas = tuple(ETA_GRID if etas is None else etas)
+    etas = _check_etas(ETA_GRID if etas is None else etas)
     if quick and etas == ETA_GRID:
         etas = QUICK_ETAS
+    seeds = _check_seeds(seeds, 1)
     configs = [c.replace(eta=float(e)) for c in _expand(grid, base) for e in etas]
     raw = run_grid(configs, seeds, progress=progress, desc="tune")
     return summarize(raw, level=level, score=score)
@@ -251,7 +324,16 @@ def _se(x) -> float:
 
 
 def summarize(raw: pd.DataFrame, level: float = 0.95, score: str = "avg_grad_norm2") -> pd.DataFrame:
-    """Aggregate :func:`run_grid` rows over seeds: mean/CI of the score and of the final J, tuned η flag."""
+    """Aggregate :func:`run_grid` rows over seeds: mean/CI of the score and of the final J, tuned η flag.
+
+    Also keeps the per-seed values behind the means, for paired comparisons across settings
+    (:func:`c9_verdict`): ``seeds`` and ``final_J_seeds`` are ``;``-joined strings (they survive a
+    CSV round trip), ``final_J`` of a diverged seed is written ``nan``.
+    """
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+    if raw.empty:
+        raise ValueError("raw must hold at least one run (seeds and the grid must be non-empty)")
     keys = ["setting", "instance", "estimator", "eps", "G", "n_prompts", "delay", "d", "steps", "optimizer", "eta"]
     rows = []
     for key, grp in raw.groupby(keys, sort=False):
@@ -264,9 +346,10 @@ def summarize(raw: pd.DataFrame, level: float = 0.95, score: str = "avg_grad_nor
                          regret_se=_se(grp["avg_regret"]),
                          final_J=j, final_J_lo=jlo, final_J_hi=jhi, final_J_se=_se(ok["final_J"]),
                          chi2=float(grp["mean_chi2"].mean()), clip_frac=float(grp["mean_clip_frac"].mean()),
-                         ess=float(grp["mean_ess"].mean()), ghat_tail=float(grp["ghat_tail"].mean())))
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+                         ess=float(grp["mean_ess"].mean()), ghat_tail=float(grp["ghat_tail"].mean()),
+                         seeds=";".join(str(int(x)) for x in grp["seed"]),
+                         final_J_seeds=";".join(repr(float(j)) if not dv else "nan"
+                                                for j, dv in zip(grp["final_J"], grp["diverged"]))))
     out = pd.DataFrame(rows)
     out["is_best"] = False
     for _, grp in out.groupby("setting", sort=False):
@@ -306,11 +389,66 @@ def _tuned_scores(scores: np.ndarray) -> np.ndarray:
     return np.min(np.mean(scores, axis=-1), axis=-1)
 
 
+#: Fewest G with a measurable Δ(G) > 0 for which C5's slope is fitted.
+MIN_SLOPE_POINTS = 3
+
+
 def _slope(logG: np.ndarray, delta: np.ndarray) -> float:
-    ok = delta > 0
-    if ok.sum() < 2:
+    """Least-squares slope ``b`` of ``log Δ = a + b·log G`` over *all* given points; NaN if any ``Δ ≤ 0``.
+
+    The caller fixes the set of G (:func:`_fit_slope`): points are never dropped here, because
+    dropping the G whose Δ happens to be ≤ 0 in one sample biases the slope towards 0.
+    """
+    if logG.size < 2 or not (np.all(np.isfinite(delta)) and np.all(delta > 0)):
         return math.nan
-    return float(np.polyfit(logG[ok], np.log(delta[ok]), 1)[0])
+    return float(np.polyfit(logG, np.log(delta), 1)[0])
+
+
+def _fit_slope(Gs, delta: np.ndarray, boot_delta: np.ndarray, level: float) -> dict:
+    """C5's slope of ``log Δ(G)`` on ``log G`` with a bootstrap percentile interval, on one fixed G set.
+
+    The G set is the G with ``Δ > 0`` in the full sample; the others are reported as *not
+    measurable* (``log Δ`` undefined), never silently dropped, and with fewer than
+    :data:`MIN_SLOPE_POINTS` left the slope is NaN with a ``reason``. Every bootstrap replicate
+    fits the same G set; a replicate in which some of them has ``Δ_b ≤ 0`` has no slope and is
+    counted as its limit ``Δ_b → 0+`` there: ``b → −∞`` when every failed G lies above the mean
+    ``log G`` of the set, ``+∞`` when every one lies below (``∂b/∂log Δ_j ∝ log G_j − mean log G``),
+    and at both ends of the interval when that is undetermined. So the interval widens, on the side
+    the failures point to, and is unbounded there once more than ``(1−level)/2`` of them fail.
+    """
+    Gs = np.asarray(Gs, dtype=float)
+    ok = np.isfinite(delta) & (delta > 0)
+    out = dict(n_points=int(ok.sum()), n_not_measurable=int((~ok).sum()),
+               not_measurable_G=[int(g) for g in Gs[~ok]], slope=math.nan, lo=math.nan, hi=math.nan,
+               n_boot_ok=0, boot_fail_frac=math.nan, reason="")
+    if ok.sum() < MIN_SLOPE_POINTS:
+        out["reason"] = (f"only {int(ok.sum())} G with Δ > 0 (need {MIN_SLOPE_POINTS}); not measurable (Δ ≤ 0) at "
+                         f"G = {out['not_measurable_G']}")
+        return out
+    logG = np.log(Gs[ok])
+    side = logG - logG.mean()  # ∂b/∂log Δ_j ∝ log G_j − mean log G
+    lo_s, hi_s = [], []
+    n_fail = 0
+    for bd in boot_delta:
+        b = _slope(logG, bd[ok])
+        if math.isfinite(b):
+            lo_s.append(b)
+            hi_s.append(b)
+            continue
+        n_fail += 1
+        bad = ~(np.isfinite(bd[ok]) & (bd[ok] > 0))
+        # the limit Δ_b → 0+ at the failed G: b → −∞ if they all lie above mean log G, +∞ if all below
+        lo_s.append(math.inf if np.all(side[bad] < 0) else -math.inf)
+        hi_s.append(-math.inf if np.all(side[bad] > 0) else math.inf)
+    alpha = (1 - level) / 2
+    n = len(lo_s)
+    out.update(slope=_slope(logG, delta[ok]), n_boot_ok=n - n_fail, boot_fail_frac=n_fail / n if n else math.nan,
+               lo=float(np.quantile(lo_s, alpha, method="lower")) if n else math.nan,
+               hi=float(np.quantile(hi_s, 1 - alpha, method="higher")) if n else math.nan)
+    if n_fail:
+        out["reason"] = (f"Δ_b ≤ 0 at some fitted G in {n_fail}/{n} bootstrap replicates (each counted as the "
+                         f"limit Δ_b → 0+: slope ±∞ on the side it goes to, both ends if undetermined)")
+    return out
 
 
 def g_scaling_experiment(quick: bool = False, estimators=("gmc", "tic"), Gs=None, d: int | None = None,
@@ -336,7 +474,9 @@ def g_scaling_experiment(quick: bool = False, estimators=("gmc", "tic"), Gs=None
     0, their tuned η (``edge_d``/``edge_0``: the tuned η is an end of the grid, i.e. the grid is too
     short there), the final J at the tuned η, the realised ``χ²(π_θ‖μ)`` at the tuned η (``chi2_d``:
     seed mean of the run's mean over steps), Δ with a bootstrap CI and bootstrap standard error
-    ``delta_se``; ``fit[name] = dict(slope, lo, hi, n_points, n_boot_ok, theory)`` plus the settings,
+    ``delta_se``, and ``measurable`` (``Δ > 0``: ``log Δ`` exists). ``fit[name]`` is
+    :func:`_fit_slope`'s dict (``slope, lo, hi, n_points, n_not_measurable, not_measurable_G,
+    n_boot_ok, boot_fail_frac, reason``) plus ``theory``; then the settings,
     ``fit["regime"]``, ``fit["chi2_median_d"]`` (median of ``chi2_d``, the regime's criterion (a)) and
     ``fit["n_edge"]`` (tuned η at a grid end, counted over every (estimator, G, d) cell).
     """
@@ -344,12 +484,15 @@ def g_scaling_experiment(quick: bool = False, estimators=("gmc", "tic"), Gs=None
         raise ValueError(f"score must be 'avg_regret' or 'avg_grad_norm2', got {score!r}")
     reg = get_regime(regime)
     instance = instance or reg.instance
-    Gs = tuple(Gs or ((2, 8, 32) if quick else tuple(2 ** j for j in range(1, 9))))
-    d = int(d if d is not None else reg.c5_d)
-    etas = tuple(etas or (reg.quick_etas if quick else reg.etas))
-    seeds = list(seeds if seeds is not None else range(5 if quick else 10))
-    steps = int(steps or (reg.quick_steps if quick else reg.steps))
-    n_prompts = int(n_prompts or reg.n_prompts)
+    default_Gs = (2, 8, 32) if quick else tuple(2 ** j for j in range(1, 9))
+    Gs = _check_ints(default_Gs if Gs is None else Gs, "Gs", 1)
+    d = _check_int(reg.c5_d if d is None else d, "d", 0)
+    etas = _check_etas((reg.quick_etas if quick else reg.etas) if etas is None else etas)
+    # ≥ 2 seeds: with one seed every bootstrap replicate is the sample itself and Δ's s.e. is 0
+    seeds = _check_seeds(range(5 if quick else 10) if seeds is None else seeds, 2)
+    steps = _check_int((reg.quick_steps if quick else reg.steps) if steps is None else steps, "steps", 1)
+    n_prompts = _check_int(reg.n_prompts if n_prompts is None else n_prompts, "n_prompts", 1)
+    n_boot = _check_int(n_boot, "n_boot", 2)
     base = TrainConfig(instance=instance, eps=eps, steps=steps, optimizer=optimizer, n_prompts=n_prompts)
     configs = [base.replace(estimator=e, G=G, delay=dl.fixed(dd), eta=float(eta))
                for e in estimators for G in Gs for dd in (d, 0) for eta in etas]
@@ -368,36 +511,42 @@ def g_scaling_experiment(quick: bool = False, estimators=("gmc", "tic"), Gs=None
         idx = rng.integers(0, len(seeds), len(seeds))
         t = _tuned_scores(scores[..., idx])
         boot_delta[b] = t[..., 0] - t[..., 1]
-    logG = np.log(np.asarray(Gs, dtype=float))
     theory = theory_g_exponents()
     alpha = (1 - level) / 2
     rows, fit = [], {"theory_source": theory["source"], "d": d, "eps": eps, "Gs": Gs, "n_seeds": len(seeds),
                      "steps": steps, "etas": etas, "score": score, "optimizer": optimizer, "regime": reg.name,
                      "n_prompts": n_prompts, "instance": instance.label, "n_edge": int(edge.sum()),
-                     "n_cells": int(edge.size)}
+                     "n_cells": int(edge.size), "level": level}
     for i, e in enumerate(estimators):
         for j, G in enumerate(Gs):
-            lo, hi = np.quantile(boot_delta[:, i, j], [alpha, 1 - alpha])
+            with np.errstate(invalid="ignore"):
+                lo, hi = np.quantile(boot_delta[:, i, j], [alpha, 1 - alpha])
+                se = float(np.std(boot_delta[:, i, j], ddof=1))
             rows.append(dict(estimator=e, G=G, d=d, eps=eps, score=score, tuned_score_d=tuned[i, j, 0],
                              eta_d=etas[arg[i, j, 0]], edge_d=bool(edge[i, j, 0]),
                              final_J_d=float(np.nanmean(finalJ[i, j, 0, arg[i, j, 0]])),
                              tuned_score_0=tuned[i, j, 1], eta_0=etas[arg[i, j, 1]], edge_0=bool(edge[i, j, 1]),
                              final_J_0=float(np.nanmean(finalJ[i, j, 1, arg[i, j, 1]])),
                              chi2_d=float(np.nanmean(chi2[i, j, 0, arg[i, j, 0]])),
-                             delta=delta[i, j], delta_lo=lo, delta_hi=hi,
-                             delta_se=float(np.std(boot_delta[:, i, j], ddof=1)) if n_boot > 1 else math.nan))
-        slopes = np.array([_slope(logG, boot_delta[b, i]) for b in range(n_boot)])
-        slopes = slopes[np.isfinite(slopes)]
-        s = _slope(logG, delta[i])
-        lo, hi = (np.quantile(slopes, [alpha, 1 - alpha]) if slopes.size else (math.nan, math.nan))
-        fit[e] = dict(slope=s, lo=float(lo), hi=float(hi), n_points=int((delta[i] > 0).sum()),
-                      n_boot_ok=int(slopes.size), theory=theory.get(e, math.nan))
+                             delta=delta[i, j], delta_lo=lo, delta_hi=hi, delta_se=se,
+                             measurable=bool(np.isfinite(delta[i, j]) and delta[i, j] > 0)))
+        fit[e] = dict(_fit_slope(Gs, delta[i], boot_delta[:, i], level), theory=theory.get(e, math.nan))
     table = pd.DataFrame(rows)
     fit["chi2_median_d"] = float(np.nanmedian(table["chi2_d"]))
     return table, fit
 
 
 # --------------------------------------------------------------------------- C9: robustness
+def reference_eta(etas) -> float:
+    """The η of C9's instability test: the median of the grid (the lower middle one for an even grid).
+
+    Fixed by the grid before any run, so the ×2 tail test is not the maximum of noisy ratios over
+    the grid (which would inflate it by selection).
+    """
+    e = sorted(float(x) for x in etas)
+    return e[(len(e) - 1) // 2]
+
+
 def robustness_experiment(quick: bool = False, estimators=None, ds=None, G: int = 8, eps: float = 0.2,
                           etas=None, seeds=None, steps: int | None = None, instance: InstanceSpec | None = None,
                           progress: bool = True, level: float = 0.95, score: str = "final_J",
@@ -413,7 +562,11 @@ def robustness_experiment(quick: bool = False, estimators=None, ds=None, G: int 
     (:data:`EXP_INSTANCE`, SGA): all ten estimators, d ∈ {0, 2, 4, 8, 16, 32}, the 13 step sizes of
     :data:`ETA_GRID`, 8 seeds, K = 200 (quick: d ∈ {0, 8, 32}, 3 step sizes, 5 seeds, K = 60);
     ``local``: T = 4, K = 400, d ∈ {0, 1, 2, 4} (quick: d ∈ {0, 2, 4}, K = 120). Columns: those of
-    :func:`tune` at the tuned η, plus ``regime`` and C9's instability indicators over
+    :func:`tune` at the tuned η (with the per-seed ``seeds``/``final_J_seeds`` used by
+    :func:`c9_verdict`'s paired tests), plus ``regime``; C9's instability test at the fixed reference
+    step size ``eta_ref`` (:func:`reference_eta`, the grid's median): ``div_ref`` (fraction of
+    diverged seeds there), ``tail_ref`` and ``tail_rel_ref`` (its mean step tail ratio, and that
+    divided by the same estimator's at d = 0 and η = ``eta_ref``); and indicators over
     every η of the setting: ``div_rate_any`` (fraction of its runs that diverged), ``tail_any``
     (largest mean step tail ratio ``max‖ĝ‖²/mean‖ĝ‖²``) and ``tail_rel_any`` (largest ratio of that
     tail to the same estimator's at d = 0 *and the same η*; NaN without d = 0) — the comparison at
@@ -425,11 +578,12 @@ def robustness_experiment(quick: bool = False, estimators=None, ds=None, G: int 
     reg = get_regime(regime)
     instance = instance or reg.instance
     estimators = tuple(estimators or ALL_ESTIMATORS)
-    ds = tuple(ds or (reg.quick_c9_ds if quick else reg.c9_ds))
-    etas = tuple(etas or (reg.quick_etas if quick else reg.etas))
-    seeds = list(seeds if seeds is not None else range(5 if quick else 8))
-    steps = int(steps or (reg.quick_steps if quick else reg.steps))
-    n_prompts = int(n_prompts or reg.n_prompts)
+    ds = _check_ints((reg.quick_c9_ds if quick else reg.c9_ds) if ds is None else ds, "ds", 0)
+    etas = _check_etas((reg.quick_etas if quick else reg.etas) if etas is None else etas)
+    # ≥ 2 seeds: the t-intervals and c9_verdict's paired tests need a spread
+    seeds = _check_seeds(range(5 if quick else 8) if seeds is None else seeds, 2)
+    steps = _check_int((reg.quick_steps if quick else reg.steps) if steps is None else steps, "steps", 1)
+    n_prompts = _check_int(reg.n_prompts if n_prompts is None else n_prompts, "n_prompts", 1)
     base = TrainConfig(instance=instance, G=G, eps=eps, steps=steps, optimizer=optimizer, n_prompts=n_prompts)
     grid = [base.replace(estimator=e, delay=dl.fixed(d)) for e in estimators for d in ds]
     tuned = tune(grid, seeds=seeds, etas=etas, progress=progress, level=level, score=score)
@@ -442,6 +596,12 @@ def robustness_experiment(quick: bool = False, estimators=None, ds=None, G: int 
     out = agg.join(best, how="left").reset_index()
     out["edge"] = out["eta"].isin([min(etas), max(etas)])
     out["regime"] = reg.name
+    # the instability test's η, fixed by the grid alone (never by the tails it tests)
+    eta_ref = reference_eta(etas)
+    at_ref = tuned[tuned["eta"] == eta_ref].set_index("setting")
+    out["eta_ref"] = eta_ref
+    for col, src in (("tail_ref", "ghat_tail"), ("tail_rel_ref", "tail_rel"), ("div_ref", "div_rate")):
+        out[col] = out["setting"].map(at_ref[src])
     # settings where every η diverged keep their identity columns
     meta = tuned.drop_duplicates("setting").set_index("setting")[["estimator", "d", "G", "eps"]]
     for col in meta.columns:
@@ -451,64 +611,168 @@ def robustness_experiment(quick: bool = False, estimators=None, ds=None, G: int 
     return out.reset_index(drop=True)
 
 
-def c9_verdict(table: pd.DataFrame) -> dict:
+#: C9's step-tail test: unstable when the step tail ratio exceeds this multiple of its d = 0 value.
+TAIL_FOLD = 2.0
+
+
+def _seed_values(row) -> dict[int, float] | None:
+    """Per-seed final J of a table row (``seeds``/``final_J_seeds`` of :func:`summarize`), or None if absent."""
+    sd, fj = row.get("seeds"), row.get("final_J_seeds")
+    if sd is None or fj is None or (isinstance(sd, float) and math.isnan(sd)):
+        return None
+    # a CSV round trip turns a one-seed entry into a number
+    return {int(float(k)): float(v) for k, v in zip(str(sd).split(";"), str(fj).split(";"))}
+
+
+def _diff_ci(a, b, level: float) -> dict:
+    """Interval for ``final_J(a) − final_J(b)`` of two table rows at their tuned η.
+
+    Paired when both rows carry per-seed values: ``x_s = J_a,s − J_b,s`` over the seeds they share
+    (every setting runs the same seed list, and seed ``s`` is one fixed delay draw and init), with
+    :func:`mean_ci`'s Student-t interval. Tables without them (hand-made, or older caches) fall back
+    to the unpaired ``±t_{n−1}·√(se_a² + se_b²)`` with ``n`` the smaller seed count.
+    """
+    from scipy import stats
+
+    va, vb = _seed_values(a), _seed_values(b)
+    if va is not None and vb is not None:
+        x = np.array([va[k] - vb[k] for k in sorted(set(va) & set(vb))])
+        x = x[np.isfinite(x)]
+        m, lo, hi = mean_ci(x, level) if x.size else (math.nan,) * 3
+        return dict(mean=m, lo=lo, hi=hi, how=f"paired t over {x.size} seeds")
+    m = float(a["final_J"]) - float(b["final_J"])
+    se = math.hypot(float(a.get("final_J_se", math.nan)), float(b.get("final_J_se", math.nan)))
+    n = min(float(a.get("n_seeds", math.nan)), float(b.get("n_seeds", math.nan)))
+    q = float(stats.t.ppf(0.5 + level / 2, n - 1)) if n >= 2 else float(stats.norm.ppf(0.5 + level / 2))
+    return dict(mean=m, lo=m - q * se, hi=m + q * se, how="unpaired (no per-seed values), t on √(se²+se²)")
+
+
+def _tail_flag(rows: dict, e: str, d) -> tuple[bool | None, str]:
+    """C9's instability test of ``e`` at delay ``d``, without control: ``(flag, text)``.
+
+    At the fixed ``eta_ref`` (:func:`reference_eta`): some seed diverged there at ``d`` but not at
+    ``d = 0``, or the step tail ratio is above :data:`TAIL_FOLD` × its d = 0 value. Tables without
+    the reference columns use the maxima over the grid (``div_rate_any``, ``tail_rel_any``) and say so.
+    """
+    r, r0 = rows.get((e, d)), rows.get((e, 0))
+    if r is None:
+        return None, f"{e} missing at d={d:g}"
+    rel = float(r.get("tail_rel_ref", math.nan))
+    if math.isfinite(rel):
+        div = float(r.get("div_ref", 0.0)) > (float(r0.get("div_ref", 0.0)) if r0 is not None else 0.0)
+        return bool(div or rel > TAIL_FOLD), (f"{e} at η={float(r['eta_ref']):g}: tail ×{rel:.3g}"
+                                              f"{', diverged' if div else ''}")
+    rel = float(r.get("tail_rel_any", math.nan))
+    div = float(r.get("div_rate_any", 0.0)) > 0
+    if not math.isfinite(rel):
+        return (True, f"{e}: diverged (max over η)") if div else (None, f"{e}: no tail ratio at d={d:g}")
+    return bool(div or rel > TAIL_FOLD), f"{e}: tail up to ×{rel:.3g} (max over η){', diverged' if div else ''}"
+
+
+def _unstable(rows: dict, e: str, d) -> tuple[bool | None, str]:
+    """``e`` unstable at ``d`` against the ``onpolicy`` control (:func:`c9_verdict`): ``(holds, text)``."""
+    flag, text = _tail_flag(rows, e, d)
+    cflag, ctext = _tail_flag(rows, "onpolicy", d)
+    if flag is None:
+        return None, text
+    if cflag is None:
+        return None, f"{text}; control {ctext}: cannot decide"
+    if cflag:
+        return None, f"{text}; control {ctext} also flagged: the test cannot tell them apart"
+    return flag, f"{text} vs control {ctext} (threshold ×{TAIL_FOLD:g})"
+
+
+def c9_verdict(table: pd.DataFrame, level: float = 0.95) -> dict:
     """C9's four parts decided from a :func:`robustness_experiment` table (largest d vs d = 0).
 
-    - ``is_unstable``: at the largest d, ``is`` diverges for some η or its step tail ratio exceeds
-      twice its d = 0 value at the same η (``tail_rel_any > 2``; tables without that column compare
-      ``tail_any`` at d and at 0).
-    - ``onpolicy_worse``: ``onpolicy``'s tuned final J at the largest d is below gmc's (means; the
-      CIs are in the table).
-    - ``tic_tis_degrade``: the CI upper end of tic's and tis's tuned final J at the largest d lies
-      below their mean at d = 0.
-    - ``gmc_best_stable``: at every d > 0, no estimator with ``div_rate = 0`` at its tuned η has a
-      final-J CI lower bound above gmc's mean (gmc best or tied best among the stable ones).
-    Each entry is ``dict(holds=bool|None, detail=str)``; ``None`` when an estimator is missing.
+    Differences of final J between two rows are per-seed *paired* differences at each row's tuned
+    η (:func:`_diff_ci`: every setting runs the same seeds) with a Student-t interval at ``level``;
+    a part testing ``m`` differences uses level ``1 − (1 − level)/m`` for each (Bonferroni), so the
+    part's family-wise error is at most ``1 − level``.
+
+    - ``is_unstable``: the instability test holds for ``is`` at the largest d and *not* for the
+      ``onpolicy`` control (at the same η). The test (:func:`_tail_flag`): at the reference η fixed
+      by the grid alone (``eta_ref``, the median η), a seed diverged that did not at d = 0, or the
+      step tail ratio ``max‖ĝ‖²/mean‖ĝ‖²`` exceeds :data:`TAIL_FOLD` × its d = 0 value.
+      ``None`` when the control is flagged too, or missing.
+    - ``onpolicy_worse``: ``J_gmc − J_onpolicy`` at the largest d has its interval above 0 (one test).
+    - ``tic_tis_degrade``: for both tic and tis, ``J(d=0) − J(d_max)`` has its interval above 0
+      (Bonferroni over the two).
+    - ``gmc_best_stable``: at every d > 0, gmc is stable and no stable rival is significantly above
+      it: ``J_rival − J_gmc`` has its lower end ≤ 0 (Bonferroni over rivals × delays). *Stable* at d:
+      no divergence at any η of the grid at that d (``div_rate_any = 0``) and not unstable by the
+      ``is_unstable`` test against the control. ``None`` when there is no stable rival.
+
+    Each entry is ``dict(holds=bool|None, detail=str)``; ``None`` when it cannot be decided.
     """
-    t = table.set_index(["estimator", "d"])
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    rows = {(r["estimator"], r["d"]): r for r in table.to_dict("records")}
     dmax = table["d"].max()
+    ds = sorted(d for d in table["d"].unique() if d > 0)
+    pct = f"{level:.0%}"
     out = {}
 
-    def get(e, d, col):
-        try:
-            return float(t.loc[(e, d), col])
-        except KeyError:
-            return math.nan
-
-    if ("is", dmax) in t.index:
-        dv, tl, t0 = get("is", dmax, "div_rate_any"), get("is", dmax, "tail_any"), get("is", 0, "tail_any")
-        rel = get("is", dmax, "tail_rel_any") if "tail_rel_any" in table else math.nan
-        if math.isfinite(rel):  # tails compared at equal η (robustness_experiment's docstring)
-            out["is_unstable"] = dict(holds=bool(dv > 0 or rel > 2),
-                                      detail=f"is at d={dmax:g}: diverged runs {dv:.0%}, step tail up to ×{rel:.3g} "
-                                             f"its d=0 value at the same η (threshold ×2)")
-        else:
-            out["is_unstable"] = dict(holds=bool(dv > 0 or tl > 2 * t0),
-                                      detail=f"is at d={dmax:g}: diverged runs {dv:.0%}, tail {tl:.3g} (d=0: {t0:.3g})")
-    if ("onpolicy", dmax) in t.index and ("gmc", dmax) in t.index:
-        a, b = get("onpolicy", dmax, "final_J"), get("gmc", dmax, "final_J")
-        out["onpolicy_worse"] = dict(holds=bool(a < b), detail=f"final J at d={dmax:g}: onpolicy {a:.4f} vs gmc {b:.4f}")
-    parts = []
-    holds = True
-    for e in ("tic", "tis"):
-        if (e, dmax) in t.index:
-            a, b, bhi = get(e, 0, "final_J"), get(e, dmax, "final_J"), get(e, dmax, "final_J_hi")
-            parts.append(f"{e}: {a:.4f} (d=0) -> {b:.4f} [hi {bhi:.4f}] (d={dmax:g})")
-            holds &= bool(bhi < a)  # degraded beyond its CI
-    if parts:
-        out["tic_tis_degrade"] = dict(holds=holds, detail="; ".join(parts))
-    if "gmc" in table["estimator"].values:
-        fails = []
-        for d in sorted(table["d"].unique()):
-            if d == 0:
+    if ("is", dmax) in rows:
+        h, text = _unstable(rows, "is", dmax)
+        out["is_unstable"] = dict(holds=h, detail=f"d={dmax:g}: {text}")
+    if ("onpolicy", dmax) in rows and ("gmc", dmax) in rows:
+        g, o = rows[("gmc", dmax)], rows[("onpolicy", dmax)]
+        c = _diff_ci(g, o, level)
+        out["onpolicy_worse"] = dict(
+            holds=bool(c["lo"] > 0),
+            detail=f"final J at d={dmax:g}: gmc {g['final_J']:.6f}, onpolicy {o['final_J']:.6f}; gmc − onpolicy "
+                   f"{c['mean']:+.2e} [{c['lo']:+.2e}, {c['hi']:+.2e}] ({pct}, {c['how']})")
+    present = [e for e in ("tic", "tis") if (e, dmax) in rows and (e, 0) in rows]
+    if present:
+        lv = 1 - (1 - level) / len(present)
+        parts, holds = [], True
+        for e in present:
+            a, b = rows[(e, 0)], rows[(e, dmax)]
+            c = _diff_ci(a, b, lv)
+            holds &= bool(c["lo"] > 0)
+            parts.append(f"{e}: {a['final_J']:.6f} (d=0) -> {b['final_J']:.6f} (d={dmax:g}), drop {c['mean']:+.2e} "
+                         f"[{c['lo']:+.2e}, {c['hi']:+.2e}]")
+        out["tic_tis_degrade"] = dict(holds=holds, detail="; ".join(parts) + f" ({lv:.4g} each, Bonferroni over "
+                                                                         f"{len(present)}, {c['how']})")
+    if "gmc" in table["estimator"].values and ds:
+        gmc_bad, rivals, excluded = [], {}, []
+        for d in ds:
+            if ("gmc", d) not in rows:
                 continue
-            g = get("gmc", d, "final_J")
-            rows = table[(table["d"] == d) & (table["estimator"] != "gmc") & (table["div_rate"] == 0)]
-            better = rows[rows["final_J_lo"] > g]
-            if len(better):
-                fails.append(f"d={d:g}: " + ", ".join(f"{r.estimator} {r.final_J:.4f} [lo {r.final_J_lo:.4f}]"
-                                                        for r in better.itertuples()) + f" > gmc {g:.4f}")
-        out["gmc_best_stable"] = dict(holds=not fails, detail="; ".join(fails) or "no stable estimator significantly above gmc at any d > 0")
+            if float(rows[("gmc", d)].get("div_rate_any", 0.0)) > 0 or _unstable(rows, "gmc", d)[0]:
+                gmc_bad.append(f"d={d:g} ({_unstable(rows, 'gmc', d)[1]}; div_rate_any "
+                               f"{float(rows[('gmc', d)].get('div_rate_any', 0.0)):.2g})")
+            for e in table["estimator"].unique():
+                if e == "gmc" or (e, d) not in rows:
+                    continue
+                r = rows[(e, d)]
+                if float(r.get("div_rate_any", 0.0)) > 0:
+                    excluded.append(f"{e}@{d:g} (diverged at some η)")
+                elif e != "onpolicy" and _unstable(rows, e, d)[0]:
+                    excluded.append(f"{e}@{d:g} (unstable)")
+                elif math.isfinite(float(r["final_J"])):
+                    rivals.setdefault(d, []).append(e)
+        m = sum(len(v) for v in rivals.values())
+        if m == 0:
+            out["gmc_best_stable"] = dict(holds=None, detail="no stable rival at any d > 0: nothing to compare"
+                                          + (f"; excluded: {', '.join(excluded)}" if excluded else ""))
+        else:
+            lv = 1 - (1 - level) / m
+            better = []
+            for d, es in rivals.items():
+                g = rows[("gmc", d)]
+                for e in es:
+                    c = _diff_ci(rows[(e, d)], g, lv)
+                    if c["lo"] > 0:
+                        better.append(f"d={d:g}: {e} {rows[(e, d)]['final_J']:.6f} > gmc {g['final_J']:.6f} "
+                                      f"(diff {c['mean']:+.2e}, lo {c['lo']:+.2e})")
+            rule = f"{m} comparisons, each at {lv:.4g} (Bonferroni)"
+            detail = (f"gmc stable: {'no, unstable at ' + ', '.join(gmc_bad) if gmc_bad else 'yes'}; "
+                      f"stable rivals significantly above gmc: {'; '.join(better) if better else 'none'} ({rule})")
+            if excluded:
+                detail += f"; not stable: {', '.join(excluded)}"
+            out["gmc_best_stable"] = dict(holds=not (gmc_bad or better), detail=detail)
     return out
 
 
@@ -536,7 +800,9 @@ def regime_criteria(table: pd.DataFrame, chi2_range: tuple[float, float] = LOCAL
         chi2 = table["chi2_d"].to_numpy(dtype=float)
         n_edge = int(table["edge_d"].sum() + table["edge_0"].sum())
         n_cells = 2 * len(table)
-        zs = (table["delta"] / table["delta_se"]).to_numpy(dtype=float)
+        se = table["delta_se"].to_numpy(dtype=float)
+        # a zero or missing s.e. (one seed) measures nothing: no z, rather than an infinite one
+        zs = np.where(se > 0, table["delta"].to_numpy(dtype=float) / np.where(se > 0, se, 1.0), np.nan)
         who = [f"{r.estimator} G={r.G}" for r in table.itertuples()]
         dmax = float(table["d"].max())
     else:
@@ -549,7 +815,8 @@ def regime_criteria(table: pd.DataFrame, chi2_range: tuple[float, float] = LOCAL
         for r in at.itertuples():
             if r.estimator in ref.index:
                 j0, se0 = float(ref.loc[r.estimator, "final_J"]), float(ref.loc[r.estimator, "final_J_se"])
-                zs.append((j0 - r.final_J) / math.hypot(se0, r.final_J_se))
+                se = math.hypot(se0, r.final_J_se)
+                zs.append((j0 - r.final_J) / se if se > 0 else math.nan)
                 who.append(r.estimator)
         zs = np.asarray(zs, dtype=float)
     med = float(np.nanmedian(chi2)) if chi2.size else math.nan
@@ -569,5 +836,6 @@ def regime_criteria(table: pd.DataFrame, chi2_range: tuple[float, float] = LOCAL
 
 
 __all__ = ["EXP_INSTANCE", "ETA_GRID", "QUICK_ETAS", "SCORES", "mean_ci", "run_grid", "tune", "summarize", "best_eta",
-           "theory_g_exponents", "g_scaling_experiment", "robustness_experiment", "c9_verdict",
+           "theory_g_exponents", "g_scaling_experiment", "robustness_experiment", "c9_verdict", "reference_eta",
+           "TAIL_FOLD", "MIN_SLOPE_POINTS",
            "Regime", "REGIMES", "get_regime", "LOCAL_CHI2_RANGE", "regime_criteria"]

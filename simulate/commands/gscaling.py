@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tuning score: (1/K)Σ(J*−J) (default) or (1/K)Σ‖∇J‖² (prefers collapse on softmax)")
     p.add_argument("--optimizer", choices=("sga", "adam"), default="sga")
     p.add_argument("--eps", type=float, default=0.2, help="ε (default 0.2)")
-    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10; quick 5)")
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds, >= 2 (default 10; quick 5)")
     p.add_argument("--steps", type=int, default=None, help="learner steps K (default: the regime's)")
     p.add_argument("--out", default=None, help="CSV path for the per-(estimator, G) table")
 
@@ -24,7 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args) -> int:
     from simulate.experiments import g_scaling_experiment, regime_criteria
 
-    seeds = None if args.seeds is None else range(args.seeds)
+    from asyncgrpo.validation import check_group_size
+
+    seeds = None if args.seeds is None else range(check_group_size(args.seeds, "seeds"))
     df, fit = g_scaling_experiment(quick=args.quick, d=args.d, eps=args.eps, seeds=seeds, steps=args.steps,
                                    score=args.score, optimizer=args.optimizer, regime=args.regime)
     print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -39,8 +41,10 @@ def main(args) -> int:
         if e in fit:
             f = fit[e]
             print(f"  {e}: measured slope b = {f['slope']:.3f}  [{f['lo']:.3f}, {f['hi']:.3f}]  "
-                  f"(points with Δ > 0: {f['n_points']}/{len(fit['Gs'])}; valid bootstrap fits {f['n_boot_ok']})"
-                  f"   theory: {f['theory']:.3f}")
+                  f"(fitted G with Δ > 0: {f['n_points']}/{len(fit['Gs'])}; not measurable (Δ ≤ 0): "
+                  f"{f['not_measurable_G'] or 'none'}; bootstrap fits {f['n_boot_ok']})   theory: {f['theory']:.3f}")
+            if f["reason"]:
+                print(f"      note: {f['reason']}")
     if args.out:
         df.to_csv(args.out, index=False)
         print(f"wrote {args.out}")

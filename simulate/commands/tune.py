@@ -5,6 +5,7 @@ import argparse
 
 import pandas as pd
 
+from asyncgrpo.validation import check_group_size
 from simulate.commands.train import add_instance_arguments, delay_from, instance_from
 from simulate.experiments import ETA_GRID, QUICK_ETAS, SCORES, best_eta, tune
 from simulate.training import TrainConfig
@@ -24,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eps", type=_list(float), default=[0.2], help="comma list of ε")
     p.add_argument("--Gs", type=_list(int), default=[8], help="comma list of group sizes")
     p.add_argument("--etas", type=_list(float), default=list(ETA_GRID), help="comma list of step sizes")
-    p.add_argument("--seeds", type=int, default=5, help="number of seeds (0..n-1)")
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--seeds", type=int, default=5, help="number of seeds 0..n-1 (n >= 1)")
+    p.add_argument("--steps", type=int, default=None, help="learner steps K (default 200; quick 60)")
     p.add_argument("--score", choices=SCORES, default="avg_regret",
                    help="tuning criterion (default avg_regret: (1/K)Σ(J*−J); avg_grad_norm2 prefers collapse)")
     p.add_argument("--quick", action="store_true", help="3 step sizes, 60 steps")
@@ -33,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    base = TrainConfig(instance=instance_from(args), steps=60 if args.quick else args.steps)
+    check_group_size(args.seeds, "seeds")
+    steps = args.steps if args.steps is not None else (60 if args.quick else 200)
+    base = TrainConfig(instance=instance_from(args), steps=steps)
     grid = [base.replace(estimator=e, delay=delay_from(args, d), eps=eps, G=G)
             for e in args.estimators for d in args.ds for eps in args.eps for G in args.Gs]
     etas = list(QUICK_ETAS) if args.quick and args.etas == list(ETA_GRID) else args.etas
