@@ -42,7 +42,11 @@ CLAIM_NOTES = {
            "the bound says; k = (G_max/G_min)^(exponent − slope) is how far the bound's G-scaling overstates "
            "Δ(G_max)/Δ(G_min)); `holds` = the CI contains the exponent."),
     "C9": ("C9 is empirical: each part is decided by `simulate.experiments.c9_verdict` from the tuned final J "
-           "(η tuned per estimator and delay), in each simulator regime separately."),
+           "(η tuned per estimator and delay), in each simulator regime separately: differences are paired over "
+           "seeds with Student-t intervals, Bonferroni-corrected over the comparisons; `is` instability is the "
+           "step-tail ratio at one fixed η (the grid's median), controlled by onpolicy at the same η; 'stable' "
+           "means no divergence at any η of the grid and not failing that tail test. At LM scale "
+           "(fig_llm_delay) the verdict is gmc against the best stable rival, paired t over seeds."),
 }
 
 
@@ -240,8 +244,8 @@ def markdown(rep: dict) -> str:
         f"{'**Quick mode: small samples, wide CIs — not for citing.**' if rep['quick'] else ''}",
         "",
         f"Images are in `{_rel(rep['out_dir'], rp.parent)}/` (PNG + PDF + JSON sidecar with settings, seeds and "
-        "commit per figure). `figures/out/` is git-ignored: run the command to regenerate them; "
-        "`REPORT.html` next to this file has them inline.",
+        "commit per figure). The repository keeps the PNGs and sidecars of the last default run (PDFs are "
+        "git-ignored); the command regenerates all of them. `REPORT.html` next to this file has them inline.",
         "",
         "Verdicts come from the numbers (figures/stats.py): `violated` if measured − 3·se exceeds the bound; "
         "`loose by ×k` if the bound is more than 2× the measurement; otherwise `holds`. "
