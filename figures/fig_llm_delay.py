@@ -100,7 +100,7 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results",
     style.apply()
     try:
         from simulate.llm import experiment as ex
-    except Exception as exc:  # noqa: BLE001 — torch/transformers missing: say so, draw nothing invented
+    except ImportError as exc:  # the [llm] extra (torch, transformers) is not installed: say so, invent nothing
         return common.unavailable(NAME, out_dir, quick, settings(quick), f"not available: {exc}", t0)
     sw = sweep(quick, results_root)
     opts = dict(sweep_opts or {})
@@ -112,6 +112,9 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results",
     ev = evidence(df)
     meta = common.sidecar(NAME, quick=quick, settings=settings(quick), seeds=list(sw.seeds),
                           sweeps=[sw.out_dir], evidence=ev)
+    from figures.report import tag
+
+    meta["evidence"] = tag(ev, "LM scale (tiny Qwen3)")
     meta["table"] = ex.table(df)
     meta["c9"] = ex.c9_verdict(df)
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

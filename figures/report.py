@@ -161,7 +161,8 @@ def _regime_rule(rows) -> str:
     """One regime's verdict: the common verdict, or each verdict with the labels of its rows."""
     measured = [ev for ev in rows if ev.get("verdict", "").startswith(("holds", "loose", "violated"))]
     if not measured:
-        return "not measured"
+        # e.g. "inconclusive" (a difference within noise): say it rather than "not measured"
+        return ", ".join(dict.fromkeys(ev.get("verdict") for ev in rows if ev.get("verdict"))) or "not measured"
     groups: dict[str, list[str]] = {}
     for ev in measured:
         groups.setdefault(ev["verdict"], []).append(ev.get("label") or ev.get("quantity", "?"))
@@ -183,7 +184,7 @@ def summary(rep: dict, cid: str) -> str:
     """One verdict per claim: violated if any row is; else holds if any measured row holds; else as listed.
 
     Claims with regime-tagged rows get ``"<regime> (median χ² …): <verdict>"`` per regime, plus
-    ``"bound: <verdict>"`` for their untagged (theory-side) rows.
+    ``"theory check (scipy vs sympy): <verdict>"`` for their untagged (theory-side) rows.
     """
     evs = rep["evidence"].get(cid, [])
     regimes = list(dict.fromkeys(ev["regime"] for ev in evs if ev.get("regime")))
@@ -193,7 +194,7 @@ def summary(rep: dict, cid: str) -> str:
     parts = []
     untagged = [ev.get("verdict", "") for ev in evs if not ev.get("regime")]
     if untagged and _rule(untagged) is not None:
-        parts.append(f"bound: {_rule(untagged)}")
+        parts.append(f"theory check (scipy vs sympy): {_rule(untagged)}")
     for r in regimes:
         info = regime_info(rep, cid, r)
         chi = f" (median χ² {info['chi2_median']:.3g})" if info and info.get("chi2_median") is not None else ""

@@ -213,7 +213,7 @@ def test_report_gives_one_verdict_per_regime(tmp_path):
     (tmp_path / "figR.json").write_text(json.dumps(meta))
     md, _, rep = report.write(tmp_path, quick=True, run_checks=False)
     s = report.summary(rep, "C5")
-    assert s == ("bound: holds; far (median χ² 1.2e+04): violated (gmc); holds (tic); "
+    assert s == ("theory check (scipy vs sympy): holds; far (median χ² 1.2e+04): violated (gmc); holds (tic); "
                  "local (median χ² 0.61): holds (gmc); loose by ×6.3 (tic)")
     text = md.read_text()
     assert "far: toy" in text and "local: toy" in text  # each row says its regime
