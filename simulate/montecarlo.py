@@ -289,27 +289,20 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, s
 
 
 @njit(cache=True, parallel=True)
-def _mc_kernel(tab, reward, s0, codes, eps, G, n_per_chunk, seeds, U, use_U, track):
+def _mc_kernel(tab, reward, s0, codes, eps, G, n_per_chunk, seeds, U, use_U, track, cell, row):
     """All chunks in parallel (``prange``); chunk ``c`` owns ``[c]`` of every output.
 
-    Returns ``stats (C,NQ,E,2)``, ``gstats (C,NG,2)``, ``cell (C, T·S·V·E)`` and ``row (C, T·S·E)``
-    (the last two ``(C, 0)`` without ``track``).
+    Returns ``stats (C,NQ,E,2)`` and ``gstats (C,NG,2)``; adds to ``cell (C, T·S·V·E)`` and
+    ``row (C, T·S·E)`` (zeroed by the caller; ``(C, 0)`` without ``track``).
     """
     n_chunks = seeds.shape[0]
-    T, S, V, _ = tab.shape
     E = codes.shape[0]
     stats = np.zeros((n_chunks, _NQ, E, 2))
     gstats = np.zeros((n_chunks, _NG, 2))
-    # zero-filled by each chunk inside the parallel loop: the first touch of these (large) arrays is
-    # their main cost, and it then runs on all threads
-    cell = np.empty((n_chunks, T * S * V * E if track else 0))
-    row = np.empty((n_chunks, T * S * E if track else 0))
     for c in prange(n_chunks):
-        cell[c, :] = 0.0
-        row[c, :] = 0.0
         Uc = U[c] if use_U else U[0]
         _chunk_nb(tab, reward, s0, codes, eps, G, n_per_chunk, seeds[c], Uc, use_U, track, stats[c], gstats[c], cell[c], row[c])
-    return stats, gstats, cell, row
+    return stats, gstats
 
 
 # --------------------------------------------------------------------------- wrapper
@@ -468,8 +461,13 @@ def run_mc(
         U = np.zeros((1, 1, 1, 1))
         use_U = False
     seeds = chunk_seeds(seed, n_chunks)
+    T, S, V = mdp.T, mdp.S, mdp.V
+    # np.zeros maps fresh zero pages (calloc): no memset pass, and the cells of unreachable rows are
+    # never written; each page is first touched by the thread of the chunk that owns it
+    cell = np.zeros((n_chunks, T * S * V * len(slots) if track_grad else 0))
+    row = np.zeros((n_chunks, T * S * len(slots) if track_grad else 0))
     with np.errstate(over="ignore", invalid="ignore"):
-        stats, gstats, cell, row = _mc_kernel(prep.tab, mdp.reward, mdp.s0, codes, epsv, G, per, seeds, U, use_U, bool(track_grad))
+        stats, gstats = _mc_kernel(prep.tab, mdp.reward, mdp.s0, codes, epsv, G, per, seeds, U, use_U, bool(track_grad), cell, row)
     tot = stats.sum(axis=0)
     mean, se = {}, {}
     for q, name in enumerate(EST_QUANTITIES):
