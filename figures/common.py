@@ -92,6 +92,22 @@ def save(fig, out_dir, name: str, meta: dict) -> list[str]:
     return [str(p) for p in paths]
 
 
+def tightest(df, claim: str, quantity: str, point, figure: str, names=("tis", "tic", "gmc")) -> list[Evidence]:
+    """Per estimator, the row of ``df`` where ``value/bound`` is largest (the bound's tightest point).
+
+    ``quantity`` is formatted with ``name``; ``point(row)`` names where the row was measured.
+    """
+    from figures import stats
+
+    ev = []
+    for name in names:
+        s = df[df.estimator == name]
+        r = s.loc[(s.value / s.bound).idxmax()]
+        ev.append(Evidence(claim, quantity.format(name=name), point(r), r.value, r.se, r.bound,
+                           stats.verdict(r.value, r.se, r.bound), figure))
+    return ev
+
+
 def sweep_figure(name: str, out_dir, quick: bool, sweep, plot, evidence, *, settings: dict, seeds,
                  sweep_opts: dict | None = None) -> FigureResult:
     """The ``main`` of a one-sweep figure: run ``sweep`` (cached cells), ``plot(table)``,

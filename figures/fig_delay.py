@@ -66,11 +66,7 @@ def evidence(df) -> list[common.Evidence]:
                               stats.verdict_equal(r.value, r.se, r.exact), NAME, note="'bound' = exact value"))
     sub = df[(df.quantity == "bias_functional") & df.estimator.isin(["tis", "tic", "gmc"])]
     sub = sub[sub.bound > 0]
-    for name in ("tis", "tic", "gmc"):
-        s = sub[sub.estimator == name]
-        r = s.loc[(s.value / s.bound).idxmax()]
-        ev.append(common.Evidence("C4", f"E𝔅_{name} (tightest d)", f"token MDP, G={G}, ε={EPS}, d={int(r.d)}",
-                                  r.value, r.se, r.bound, stats.verdict(r.value, r.se, r.bound), NAME))
+    ev += common.tightest(sub, "C4", "E𝔅_{name} (tightest d)", lambda r: f"token MDP, G={G}, ε={EPS}, d={int(r.d)}", NAME)
     return ev
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from figures import common, fig_bias_eps, plots, stats, style
+from figures import common, fig_bias_eps, plots, style
 
 NAME = "fig3_second_moment"
 TITLE = "Second moment against ε with M₂(ε) (C1)"
@@ -32,14 +32,9 @@ def plot(df, ax=None):
 
 def evidence(df) -> list[common.Evidence]:
     """Per in-class estimator, the ε where E‖ĝ‖² comes closest to M₂(ε)."""
-    ev = []
     sub = df[(df.quantity == "sq_norm") & np.isfinite(df.bound)]
-    for name in ("tis", "tic", "gmc"):
-        s = sub[sub.estimator == name]
-        r = s.loc[(s.value / s.bound).idxmax()]
-        ev.append(common.Evidence("C1", f"E‖ĝ_{name}‖² (tightest ε)", f"token MDP, G={int(r.G)}, d={int(r.d)}, ε={r.eps:.3g}",
-                                  r.value, r.se, r.bound, stats.verdict(r.value, r.se, r.bound), NAME))
-    return ev
+    return common.tightest(sub, "C1", "E‖ĝ_{name}‖² (tightest ε)",
+                           lambda r: f"token MDP, G={int(r.G)}, d={int(r.d)}, ε={r.eps:.3g}", NAME)
 
 
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:

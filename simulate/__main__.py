@@ -11,6 +11,7 @@ import pkgutil
 import sys
 
 from simulate import commands
+from simulate.commands import run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,12 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args._main(args) or 0)
-    except ValueError as exc:  # bad input: one clear line, no traceback
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

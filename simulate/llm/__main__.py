@@ -12,6 +12,8 @@ import dataclasses
 import os
 import sys
 
+from simulate.commands import run_cli
+
 from simulate.llm.config import ALL_ESTIMATORS, DELAY_MODES, PRESETS, TASKS, TaskConfig, TrainConfig, WarmStartConfig
 
 
@@ -132,12 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args._main(args) or 0)
-    except ValueError as exc:  # bad input: one clear line, no traceback
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":
