@@ -50,6 +50,7 @@ __all__ = [
     "log_policy",
     "log_softmax_nb",
     "exact_J_grad_nb",
+    "exact_J_grad_steps_nb",
     "chi2_nb",
     "random_theta",
     "exact_J",
@@ -272,11 +273,20 @@ def log_softmax_nb(theta, out):
 
 @njit(cache=True)
 def exact_J_grad_nb(logp, next_state, reward, s0, grad_out):
+    """Exact ``J(θ)`` (returned) and ``∇J(θ)`` (written into ``grad_out``) for a terminal reward:
+    :func:`exact_J_grad_steps_nb` with no per-step reward."""
+    return exact_J_grad_steps_nb(logp, next_state, np.zeros(logp.shape), reward, s0, grad_out)
+
+
+@njit(cache=True)
+def exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad_out):
     """Exact ``J(θ)`` (returned) and ``∇J(θ)`` (written into ``grad_out``) by forward–backward DP.
 
-    ``logp = log π_θ`` ``(T,S,V)``, ``next_state (T,S,V)`` int, ``reward (S,)``, ``grad_out (T,S,V)``.
+    Return ``R(τ) = Σ_t r_t(s_t, a_t) + R_T(s_T)``: ``step_reward (T,S,V)`` is ``r_t`` (zeros for a
+    terminal-only reward), ``reward (S,)`` is ``R_T``; ``logp = log π_θ`` ``(T,S,V)``,
+    ``next_state (T,S,V)`` int, ``grad_out (T,S,V)``.
     Forward occupancy ``d_0 = δ_{s0}``, ``d_{t+1}(s') = Σ_{s,a: next(s,a)=s'} d_t(s) π(a|s)``;
-    backward ``V_T = R``, ``Q_t(s,a) = V_{t+1}(next(s,a))``, ``V_t(s) = Σ_a π(a|s) Q_t(s,a)``;
+    backward ``V_T = R_T``, ``Q_t(s,a) = r_t(s,a) + V_{t+1}(next(s,a))``, ``V_t(s) = Σ_a π(a|s) Q_t(s,a)``;
     ``∂J/∂θ[t,s,a] = d_t(s) π(a|s) (Q_t(s,a) − V_t(s))`` and ``J = V_0(s_0)``.
     """
     T, S, V = logp.shape
@@ -294,12 +304,13 @@ def exact_J_grad_nb(logp, next_state, reward, s0, grad_out):
         for s in range(S):
             v = 0.0
             for a in range(V):
-                v += math.exp(logp[t, s, a]) * val[t + 1, next_state[t, s, a]]
+                v += math.exp(logp[t, s, a]) * (step_reward[t, s, a] + val[t + 1, next_state[t, s, a]])
             val[t, s] = v
     for t in range(T):
         for s in range(S):
             for a in range(V):
-                grad_out[t, s, a] = p[t, s] * math.exp(logp[t, s, a]) * (val[t + 1, next_state[t, s, a]] - val[t, s])
+                q = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
+                grad_out[t, s, a] = p[t, s] * math.exp(logp[t, s, a]) * (q - val[t, s])
     return val[0, s0]
 
 

@@ -42,7 +42,8 @@ from asyncgrpo.estimators.reference import CODES
 from asyncgrpo.estimators.token_level import TOKEN_CODES, TOKEN_ESTIMATORS, token_coefficients_nb
 from asyncgrpo.validation import check_eps, check_group_size
 from simulate.delays import DelaySpec
-from simulate.instances import alias_tables, chi2_nb, exact_J_grad, exact_J_grad_nb, log_softmax_nb, sample_token_nb
+from simulate.instances import (alias_tables, chi2_nb, exact_J_grad, exact_J_grad_nb, exact_J_grad_steps_nb, log_softmax_nb,
+                                sample_token_nb)
 
 ALL_ESTIMATORS: tuple[str, ...] = ESTIMATORS + TOKEN_ESTIMATORS
 OPTIMIZERS = ("sga", "adam")
@@ -133,7 +134,12 @@ def count_frac_mdp(V: int, T: int, state: str = "count"):
 
 
 def optimal_J(mdp) -> float:
-    """``J* = max_θ J(θ) = max_τ R(τ)``: the best terminal reward reachable from ``s0`` (deterministic MDP)."""
+    """``J* = max_θ J(θ) = max_τ R(τ)``: the best terminal reward reachable from ``s0`` (deterministic MDP).
+
+    An instance that knows its own optimum (``mdp.J_star``, e.g. with per-step rewards) returns it.
+    """
+    if getattr(mdp, "J_star", None) is not None:
+        return float(mdp.J_star)
     reach = {int(mdp.s0)}
     for t in range(mdp.T):
         reach = {int(x) for x in np.unique(mdp.next_state[t, sorted(reach), :])}
@@ -245,6 +251,8 @@ class TrainResult:
     """weight ESS ``(Σw)²/Σw²`` per group, averaged over groups (token-level: ``w_i = Σ_t c_{i,t}``)."""
     ghat_norm2: np.ndarray
     """``‖ĝ_k‖²``: heavy tails here are C9's "unstable" (summary: ``ghat_tail = max/mean``)."""
+    zero_grad: np.ndarray
+    """1 where every group of step k had equal rewards (all ``A_i = 0``, so ``ĝ_k = 0``), else 0."""
     delays: np.ndarray
     """realised delays ``d_k`` (int64)."""
     diverged_at: int | None
@@ -294,6 +302,7 @@ class TrainResult:
                 mean_clip_frac=float(np.nanmean(self.clip_frac)) if np.isfinite(self.clip_frac).any() else math.nan,
                 mean_ess=float(np.nanmean(self.ess)) if np.isfinite(self.ess).any() else math.nan,
                 ghat_tail=_tail_ratio(self.ghat_norm2),
+                zero_grad_frac=float(np.nanmean(self.zero_grad)) if np.isfinite(self.zero_grad).any() else math.nan,
             )
 
     def to_frame(self):
@@ -319,19 +328,32 @@ def _tail_ratio(x: np.ndarray) -> float:
 # exact DP kernels (log_softmax_nb, exact_J_grad_nb, chi2_nb) live in simulate.instances: one definition.
 # --------------------------------------------------------------------------- the learner kernel
 @njit(cache=True)
-def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, tau_m2, G, n_prompts, eta,
-                  delays, seed, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac, theta_max,
-                  J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, theta_out):
+def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, code, eps, eps_low, eps_high,
+                  tau_m2, G, n_prompts, eta, delays, seed, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac,
+                  theta_max, J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out):
     """One run of the learner loop (module docstring); returns the divergence step or −1.
 
-    Inputs: ``next_state`` int64 (T,S,V), ``reward`` float64 (S,), ``theta0`` float64 (T,S,V),
-    ``delays`` int64 (K,) with ``d_k ≤ k``. Outputs (overwritten, NaN after divergence):
-    ``J_out``, ``gn2_out`` (K+1,); ``chi2_out``, ``clip_out``, ``ess_out``, ``ghat_out`` (K,);
-    ``theta_out`` (T,S,V) final θ. Randomness: ``np.random.seed(seed)`` here, one uniform per token
-    (alias tables of μ_k), so a run depends only on its arguments.
+    Inputs: ``next_state`` int64 (T,S,V), ``reward`` float64 (S,) terminal ``R_T``, ``step_reward``
+    float64 (T,S,V) per-step ``r_t`` (zeros for terminal-only), ``phi`` float64 (T·S·V, p) features
+    with logits ``θ = Φw`` when ``use_phi`` (else ``w`` are the logits and ``phi`` is ignored),
+    ``w0`` float64 (p,) initial parameters, ``bernoulli``: the learner sees ``R ~ Bernoulli(E R(τ))``
+    instead of ``R(τ)``; ``delays`` int64 (K,) with ``d_k ≤ k``. Outputs (overwritten, NaN after
+    divergence): ``J_out``, ``gn2_out`` (K+1,) with ``‖∇_w J‖²``; ``chi2_out``, ``clip_out``,
+    ``ess_out``, ``ghat_out``, ``zero_out`` (K,; 1 where every group had equal rewards, so ĝ_k = 0);
+    ``theta_out`` (T,S,V) final logits. Randomness: ``np.random.seed(seed)`` here, one uniform per
+    token (alias tables of μ_k) and one per trajectory when ``bernoulli``, so a run depends only on
+    its arguments.
     """
     np.random.seed(seed)
-    T, S, V = theta0.shape
+    T, S, V = step_reward.shape
+    P = w0.shape[0]
+    par = w0.copy()
+    gw = np.empty(P)
+    theta0 = np.empty((T, S, V))
+    if use_phi:
+        _features_nb(phi, par, theta0)
+    else:
+        theta0[:] = par.reshape((T, S, V))
     K = delays.shape[0]
     N = G * n_prompts
     B = 1
@@ -344,8 +366,8 @@ def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, 
     logq = np.empty((T, S, V))
     grad = np.empty((T, S, V))
     ghat = np.empty((T, S, V))
-    m1 = np.zeros((T, S, V))
-    m2 = np.zeros((T, S, V))
+    m1 = np.zeros(P)
+    m2 = np.zeros(P)
     states = np.empty((N, T), dtype=np.int64)
     actions = np.empty((N, T), dtype=np.int64)
     tok_ell = np.empty((N, T))
@@ -362,6 +384,7 @@ def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, 
         clip_out[i] = np.nan
         ess_out[i] = np.nan
         ghat_out[i] = np.nan
+        zero_out[i] = np.nan
     theta_out[:] = theta0
     token_level = code >= 10
     J0 = 0.0
@@ -376,10 +399,15 @@ def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, 
         if bad:
             return k
         log_softmax_nb(theta, logp)
-        Jk = exact_J_grad_nb(logp, next_state, reward, s0, grad)
+        Jk = exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad)
         g2 = 0.0
-        for idx in np.ndindex(T, S, V):
-            g2 += grad[idx] * grad[idx]
+        if use_phi:  # ∇_w J = Φᵀ ∇_θ J (chain rule through θ = Φw)
+            _features_T_nb(phi, grad, gw)
+            for j in range(P):
+                g2 += gw[j] * gw[j]
+        else:
+            for idx in np.ndindex(T, S, V):
+                g2 += grad[idx] * grad[idx]
         J_out[k] = Jk
         gn2_out[k] = g2
         theta_out[:] = theta
@@ -397,16 +425,21 @@ def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, 
         prob, alias = alias_tables(logq)
         for n in range(N):
             s = s0
+            ret = 0.0
             for t in range(T):
                 a_t = sample_token_nb(np.random.random(), prob[t, s], alias[t, s])
                 states[n, t] = s
                 actions[n, t] = a_t
                 tok_ell[n, t] = logp[t, s, a_t] - logq[t, s, a_t]
+                ret += step_reward[t, s, a_t]
                 s = next_state[t, s, a_t]
             ell[n] = 0.0
             for t in range(T):
                 ell[n] += tok_ell[n, t]
-            adv[n] = reward[s]  # terminal reward, centred per group below
+            ret += reward[s]
+            if bernoulli:  # a verifier that pays 1 with probability E R(τ) (draw after the tokens)
+                ret = 1.0 if np.random.random() < ret else 0.0
+            adv[n] = ret  # centred per group below
         for g in range(n_prompts):
             mean = 0.0
             for i in range(G):
@@ -453,6 +486,12 @@ def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, 
                 sw2 += w * w
             ess_sum += sw * sw / sw2 if sw2 > 0.0 else 0.0
         ess_out[k] = ess_sum / n_prompts
+        all_zero = 1.0
+        for n in range(N):
+            if adv[n] != 0.0:
+                all_zero = 0.0
+                break
+        zero_out[k] = all_zero
         # --- ĝ_k = (1/N) Σ_n A_n Σ_t c[n,t] (e_{a_t} − π_θ(·|s_t))
         ghat[:] = 0.0
         for n in range(N):
@@ -472,24 +511,58 @@ def _train_one_nb(next_state, reward, s0, theta0, code, eps, eps_low, eps_high, 
         ghat_out[k] = gh2
         if not math.isfinite(gh2):
             return k
-        # --- update θ_{k+1}
+        # --- update w_{k+1} (ĝ in parameter space: Φᵀĝ_θ for a feature policy), then θ_{k+1}
+        if use_phi:
+            _features_T_nb(phi, ghat, gw)
+        else:
+            gw[:] = ghat.reshape(P)
         if opt == 0:
-            for idx in np.ndindex(T, S, V):
-                theta[idx] += eta * ghat[idx]
+            for j in range(P):
+                par[j] += eta * gw[j]
         else:
             bc1 = 1.0 - beta1 ** (k + 1)
             bc2 = 1.0 - beta2 ** (k + 1)
-            for idx in np.ndindex(T, S, V):
-                m1[idx] = beta1 * m1[idx] + (1.0 - beta1) * ghat[idx]
-                m2[idx] = beta2 * m2[idx] + (1.0 - beta2) * ghat[idx] * ghat[idx]
-                theta[idx] += eta * (m1[idx] / bc1) / (math.sqrt(m2[idx] / bc2) + adam_eps)
+            for j in range(P):
+                m1[j] = beta1 * m1[j] + (1.0 - beta1) * gw[j]
+                m2[j] = beta2 * m2[j] + (1.0 - beta2) * gw[j] * gw[j]
+                par[j] += eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + adam_eps)
+        if use_phi:
+            _features_nb(phi, par, theta)
+        else:
+            theta[:] = par.reshape((T, S, V))
     return -1
 
 
+@njit(cache=True)
+def _features_nb(phi, w, theta_out):
+    """Logits of a feature policy: ``θ[t,s,a] = Σ_j Φ[(t,s,a), j] w_j``; ``phi (T·S·V, p)``."""
+    T, S, V = theta_out.shape
+    flat = theta_out.reshape(T * S * V)
+    for i in range(T * S * V):
+        x = 0.0
+        for j in range(w.shape[0]):
+            x += phi[i, j] * w[j]
+        flat[i] = x
+
+
+@njit(cache=True)
+def _features_T_nb(phi, g_theta, out):
+    """Chain rule through ``θ = Φw``: ``out = Φᵀ g_θ`` (``g_θ`` of shape (T,S,V), ``out`` (p,))."""
+    T, S, V = g_theta.shape
+    flat = g_theta.reshape(T * S * V)
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for i in range(T * S * V):
+        gi = flat[i]
+        if gi != 0.0:
+            for j in range(out.shape[0]):
+                out[j] += phi[i, j] * gi
+
+
 @njit(cache=True, parallel=True)
-def _train_batch_nb(next_state, reward, s0, theta0, codes, eps, eps_low, eps_high, tau_m2, G, n_prompts, eta,
-                    delays, seeds, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac, theta_max,
-                    J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, theta_out, div_out):
+def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, codes, eps, eps_low, eps_high,
+                    tau_m2, G, n_prompts, eta, delays, seeds, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac,
+                    theta_max, J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, div_out):
     """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; per-run arrays carry a leading ``R`` axis.
 
     Each run seeds Numba's (per-thread) generator itself, so its numbers do not depend on the
@@ -498,10 +571,10 @@ def _train_batch_nb(next_state, reward, s0, theta0, codes, eps, eps_low, eps_hig
     R = codes.shape[0]
     for r in prange(R):
         div_out[r] = _train_one_nb(
-            next_state, reward, s0, theta0[r], codes[r], eps[r], eps_low[r], eps_high[r], tau_m2[r], G[r],
-            n_prompts[r], eta[r], delays[r], seeds[r], opt[r], beta1[r], beta2[r], adam_eps[r], adv_norm[r],
-            collapse_frac[r], theta_max[r], J_out[r], gn2_out[r], chi2_out[r], clip_out[r], ess_out[r],
-            ghat_out[r], theta_out[r])
+            next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0[r], codes[r], eps[r], eps_low[r],
+            eps_high[r], tau_m2[r], G[r], n_prompts[r], eta[r], delays[r], seeds[r], opt[r], beta1[r], beta2[r],
+            adam_eps[r], adv_norm[r], collapse_frac[r], theta_max[r], J_out[r], gn2_out[r], chi2_out[r],
+            clip_out[r], ess_out[r], ghat_out[r], zero_out[r], theta_out[r])
     return div_out
 
 
@@ -550,32 +623,42 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     reward = np.ascontiguousarray(mdp.reward, dtype=np.float64)
     shape = tuple(next_state.shape)
     R = len(configs)
+    # Optional parts of a protocol instance (simulate.protocol.instances): per-step rewards, a
+    # feature policy θ = Φw, and Bernoulli rewards; a plain TabularMDP has none of them.
+    step_reward = getattr(mdp, "step_reward", None)
+    step_reward = np.zeros(shape) if step_reward is None else np.ascontiguousarray(step_reward, dtype=np.float64)
+    phi = getattr(mdp, "features", None)
+    use_phi = phi is not None
+    phi = np.zeros((1, 1)) if phi is None else np.ascontiguousarray(phi, dtype=np.float64)
+    P = phi.shape[1] if use_phi else int(np.prod(shape))
+    bernoulli = bool(getattr(mdp, "bernoulli", False))
 
     def arr(name, dtype):
         return np.array([getattr(c, name) for c in configs], dtype=dtype)
 
     delays = np.stack([c.delays() for c in configs])
     J_star = optimal_J(mdp)
-    theta0 = np.stack([c.theta0(shape) for c in configs])
+    w0 = np.stack([c.theta0((P,)) for c in configs])
     J = np.empty((R, K + 1))
     gn2 = np.empty((R, K + 1))
-    chi2, clip, ess, ghat = (np.empty((R, K)) for _ in range(4))
+    chi2, clip, ess, ghat, zero = (np.empty((R, K)) for _ in range(5))
     theta = np.empty((R,) + shape)
     div = np.empty(R, dtype=np.int64)
     with np.errstate(all="ignore"):
         _train_batch_nb(
-            next_state, reward, int(mdp.s0), theta0, np.array([c.code for c in configs], dtype=np.int64),
+            next_state, reward, step_reward, int(mdp.s0), phi, use_phi, bernoulli, w0,
+            np.array([c.code for c in configs], dtype=np.int64),
             arr("eps", np.float64), arr("eps_low", np.float64), arr("eps_high", np.float64),
             arr("tau_m2", np.float64), arr("G", np.int64), arr("n_prompts", np.int64), arr("eta", np.float64),
             delays, arr("seed", np.int64), np.array([OPTIMIZERS.index(c.optimizer) for c in configs], dtype=np.int64),
             arr("beta1", np.float64), arr("beta2", np.float64), arr("adam_eps", np.float64),
             arr("adv_norm", np.bool_), arr("collapse_frac", np.float64), arr("theta_max", np.float64),
-            J, gn2, chi2, clip, ess, ghat, theta, div,
+            J, gn2, chi2, clip, ess, ghat, zero, theta, div,
         )
     return [
         TrainResult(config=c, J=J[r], grad_norm2=gn2[r], chi2=chi2[r], clip_frac=clip[r], ess=ess[r],
-                    ghat_norm2=ghat[r], delays=delays[r], diverged_at=None if div[r] < 0 else int(div[r]),
-                    theta=theta[r], J_star=J_star)
+                    ghat_norm2=ghat[r], zero_grad=zero[r], delays=delays[r],
+                    diverged_at=None if div[r] < 0 else int(div[r]), theta=theta[r], J_star=J_star)
         for r, c in enumerate(configs)
     ]
 
