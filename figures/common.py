@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asyncgrpo import sweep as _sweep
+import sweep as _sweep
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncgrpo import estimators as est
-from asyncgrpo.sweep import Sweep
+from sweep import Sweep
 from figures import common, plots, stats, style
 
 NAME = "fig2_bias_vs_eps"

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from asyncgrpo.sweep import Cell, Sweep
+from sweep import Cell, Sweep
 from figures import common, stats, style
 
 NAME = "fig5_convergence"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 from asyncgrpo import estimators as est
-from asyncgrpo.sweep import Sweep
+from sweep import Sweep
 from figures import common, plots, stats, style
 
 NAME = "fig7_delay"

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from asyncgrpo.sweep import Sweep
+from sweep import Sweep
 from figures import common, stats, style
 
 NAME = "fig4_tuned_delay"

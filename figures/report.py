@@ -119,7 +119,7 @@ def _md_escape(s) -> str:
 def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict | None = None,
           run_checks: bool = True, report_path=None) -> dict:
     """Collect everything the report prints (theory rows, evidence per claim, figures, gaps)."""
-    from asyncgrpo.sweep import code_version, git_commit
+    from sweep import code_version, git_commit
 
     sidecars = load_sidecars(out_dir)
     evidence = {c: [] for c in CLAIM_IDS}

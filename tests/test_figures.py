@@ -263,7 +263,7 @@ def test_quick_run_writes_every_figure_and_the_report(tmp_path):
     # A second run recomputes nothing: every sweep is served from the cache.
     from figures import fig_bias_G
 
-    from asyncgrpo import sweep
+    import sweep
 
     sweep._VERSION_CACHE.clear()  # this process may have hashed the sources before the run
     again = sweep.run_sweep(fig_bias_G.sweep(quick=True), root=cells, backend="serial", progress=False)

@@ -149,14 +149,14 @@ def test_config_settings_round_trip():
     s = ex.config_settings(cfg)
     assert s["task.task"] == "countdown" and s["warmstart.steps"] == 3
     assert ex.config_from_settings(s) == cfg
-    from asyncgrpo.sweep import Cell
+    from sweep import Cell
 
     Cell("x", s)  # the engine accepts the flattened settings (finite scalars only)
 
 
 def test_experiment_runs_through_the_sweep_engine_and_resumes(tmp_path, monkeypatch):
     """Cells are stored by the engine; a second run loads them and trains nothing."""
-    from asyncgrpo.sweep import load_cells
+    from sweep import load_cells
     from simulate.llm.config import TaskConfig, WarmStartConfig
 
     base = TrainConfig(steps=2, prompts_per_step=2, group_size=4, eval_every=100, max_delay=2, warmstart_seed=0,
@@ -180,7 +180,7 @@ def test_experiment_runs_through_the_sweep_engine_and_resumes(tmp_path, monkeypa
     cols = list(ex.ROW_COLUMNS)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "exp" / "results.csv")[cols], again[cols])
     # a changed setting is a new cell: it must be computed (and here it fails loudly, proving it ran)
-    from asyncgrpo.sweep import SweepError
+    from sweep import SweepError
 
     with pytest.raises(SweepError, match="recomputed"):
         ex.run(ex.Sweep(estimators=("gmc",), delays=(0,), seeds=(1,), base=base, out_dir=str(tmp_path / "exp")),

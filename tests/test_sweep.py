@@ -1,6 +1,6 @@
 """The sweep engine: grid as data, per-cell storage, resume, and the local / Dask backends agree.
 
-Every test uses :func:`asyncgrpo.sweep.example_cell` (a seeded sample mean), so results are exact
+Every test uses :func:`sweep.example_cell` (a seeded sample mean), so results are exact
 and comparable across backends; the ``pid`` column records which process computed a cell.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from asyncgrpo import sweep as sw
+import sweep as sw
 
-FN = "asyncgrpo.sweep:example_cell"
+FN = "sweep:example_cell"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -121,7 +121,8 @@ def test_half_written_cell_counts_as_missing(tmp_path):
     victim = next(d.glob("*.json"))
     victim.unlink()  # as if killed between the .csv and the .json
     (d / ".junk.csv.123.tmp").write_text("half")  # as if killed while writing a temporary file
-    res = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, version="v")
+    with pytest.warns(sw.SweepCacheWarning, match="data file without metadata"):
+        res = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, version="v")
     assert len(res.computed) == 1 and len(res.cached) == 1
     assert len(res.table) == 2
 
@@ -147,7 +148,7 @@ def test_interrupted_sweep_resumes_without_recomputing(tmp_path):
     script = textwrap.dedent(
         f"""
         import sys; sys.path.insert(0, {str(REPO)!r})
-        from asyncgrpo import sweep as sw
+        import sweep as sw
         s = sw.Sweep.from_grid("t", {FN!r}, {{"x": [float(i) for i in range({n_cells})]}},
                                fixed={{"n": 50, "sleep_s": 0.25}}, seed=7)
         sw.run_sweep(s, root={str(tmp_path)!r}, backend="local", n_workers=2, progress=False, version="v")
