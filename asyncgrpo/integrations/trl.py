@@ -1,0 +1,337 @@
+"""TRL integration: a ``GRPOTrainer`` that trains with any trajectory-level weight map of the registry.
+
+    >>> from asyncgrpo.integrations.trl import AsyncGRPOTrainer
+    >>> trainer = AsyncGRPOTrainer(model=model, reward_funcs=reward, args=grpo_config,
+    ...                            train_dataset=ds, processing_class=tok, estimator="gmc", eps=0.2)
+    >>> trainer.train()
+
+The loss is :func:`asyncgrpo.estimators.token_level.policy_loss` (docs/THEORY.md §2), the one
+surrogate of the toolkit, whose gradient is ``−ĝ`` with ``ĝ = (1/G) Σ_i w_i A_i ∇log π_θ(τ_i)``
+averaged over the groups of the micro-batch. For each trajectory
+
+    ℓ_i = Σ_t m_{i,t} (log π_θ(a_{i,t}|s_{i,t}) − log μ(a_{i,t}|s_{i,t})),     w = sg(W_ε(ℓ_{group}))
+
+where ``μ`` is the behaviour policy that produced the rollout: TRL's ``sampling_per_token_logps``
+(the sampler's own log-probs, e.g. vLLM or a ``rollout_func``) when present, else TRL's
+``old_per_token_logps`` (recomputed at generation when the rollouts will be stale, i.e. when
+``steps_per_generation × num_iterations`` does not divide ``gradient_accumulation_steps``), else the
+current log-probs (on-policy: ``ℓ_i = 0``). Weights come from the registry's torch backend,
+detached (stop-gradient).
+
+What changes with respect to TRL's ``GRPOTrainer``:
+
+- **Group ids survive batching.** TRL's inputs carry no group id and ``_prepare_inputs`` shuffles
+  rows across groups. Here every generated row gets a ``group_ids`` entry, the generation batch is
+  shuffled by whole groups only (:func:`shuffle_whole_groups`), and the per-device batch must be a
+  multiple of ``num_generations`` (``ValueError`` otherwise). At the loss the rows are put back group
+  by group (:func:`group_order`), which also checks that every group is complete.
+- **TRL's token-level IS correction is switched off** (``vllm_importance_sampling_correction``):
+  the trajectory weight already corrects for the sampler, and applying both would count it twice.
+  ``loss_type``, ``epsilon``/``epsilon_high``, ``importance_sampling_level`` and ``delta`` (PPO
+  clipping) are not used: the weight map replaces the clip.
+- **Not supported with a trajectory-level estimator** (``ValueError`` at construction): a KL penalty
+  (``beta != 0``), the entropy bonus, ``top_entropy_quantile < 1`` and the off-policy sequence mask,
+  because none of them is part of ``ĝ``.
+- **Metrics** (TRL naming style, logged with the others): ``traj_is/cap_frac`` (fraction of
+  trajectories with ``w_i < ρ_i``), ``traj_is/removed_mass/mean`` (``(1/G)Σ(ρ_i − w_i)`` per group),
+  ``traj_is/chi2/mean`` (``(1/G)Σ(ρ_i − 1)²``, the group's estimate of ``χ²(π_θ‖μ)``),
+  ``traj_is/ess/mean`` and ``traj_is/ess_frac/mean`` (``(Σw)²/Σw²`` and that over ``G``),
+  ``traj_is/weight/{mean,max}``, ``traj_is/staleness/{mean,max}`` (optimizer steps between the
+  rollout's generation and its use).
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+
+from asyncgrpo import estimators as est
+from asyncgrpo import functionals
+from asyncgrpo.estimators.token_level import policy_loss
+from asyncgrpo.validation import check_eps, check_group_size
+
+try:
+    from trl import GRPOTrainer
+    from trl.trainer.utils import split_pixel_values_by_grid, split_tensor_dict, unsplit_pixel_values_by_grid
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "asyncgrpo.integrations.trl needs TRL: pip install 'asyncgrpo[trl]' (pins trl and transformers)"
+    ) from exc
+
+logger = logging.getLogger(__name__)
+
+#: Prefix of the metrics this trainer adds to TRL's log.
+METRIC_PREFIX = "traj_is"
+
+
+# --------------------------------------------------------------------------- group bookkeeping (pure torch)
+def shuffle_whole_groups(batch: dict[str, Any], group_size: int, generator: torch.Generator | None = None) -> dict:
+    """Permute the groups of a generation batch, keeping each group's ``G`` rows together and in order.
+
+    ``batch`` maps names to tensors or lists whose first dimension is ``N = n_groups·G`` rows laid
+    out group by group (as TRL generates them); 0-d tensors and ``None`` pass through. This replaces
+    TRL's row shuffle (``shuffle_sequence_dict``), which would scatter a group over micro-batches.
+    """
+    G = check_group_size(group_size, "group_size")
+    n = _batch_len(batch)
+    if n % G:
+        raise ValueError(f"the generation batch has {n} rows, not a multiple of num_generations = {G}")
+    perm_groups = torch.randperm(n // G, generator=generator)
+    perm = (perm_groups[:, None] * G + torch.arange(G)[None, :]).reshape(-1)
+
+    def permute(v):
+        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0):
+            return v
+        if isinstance(v, torch.Tensor):
+            return v[perm.to(v.device)]
+        return [v[i] for i in perm.tolist()]
+
+    return {k: permute(v) for k, v in batch.items()}
+
+
+def group_order(group_ids: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Row order that lays a micro-batch out group by group, each group exactly ``G`` rows.
+
+    Stable in the original row order within a group. Raises ``ValueError`` if a group id occurs a
+    number of times other than ``G`` (a group was split across micro-batches or devices).
+    """
+    G = check_group_size(group_size, "group_size")
+    ids = group_ids.detach().reshape(-1).cpu()
+    uniq, counts = torch.unique(ids, return_counts=True)
+    bad = counts != G
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"group {int(uniq[i])} has {int(counts[i])} rows in this micro-batch, expected num_generations = {G}: "
+            "groups must reach the loss whole (shuffle whole groups; per-device batch a multiple of G)"
+        )
+    return torch.sort(ids, stable=True).indices
+
+
+def _batch_len(batch: dict[str, Any]) -> int:
+    for v in batch.values():
+        if isinstance(v, torch.Tensor) and v.ndim > 0:
+            return int(v.shape[0])
+        if isinstance(v, list):
+            return len(v)
+    raise ValueError("batch has no tensor or list with a first (row) dimension")
+
+
+def weight_metrics(ell: np.ndarray, name: str, eps: float) -> dict[str, float]:
+    """Diagnostics of one micro-batch's weights, from log-ratios ``ell`` ``[n_groups, G]`` (float64).
+
+    Per group (then averaged): removed mass ``(1/G)Σ(ρ_i − w_i)``, ``χ̂² = (1/G)Σ(ρ_i − 1)²``,
+    ESS ``(Σw)²/Σw²``; over trajectories: the fraction with ``w_i < ρ_i`` (``cap_frac``) and the
+    mean / max weight. Uses :mod:`asyncgrpo.functionals` (log space, safe for ``|ℓ| ≤ 1e4``);
+    ``χ̂²`` is ``inf`` when some ``ρ_i`` exceeds float64, which is what it is.
+    """
+    wm = est.get(name, eps)
+    removed, chi2, ess, capped, w_all = [], [], [], [], []
+    for row in np.asarray(ell, dtype=np.float64):
+        logw = wm.log_weights(row)
+        removed.append(functionals.removed_mass(row, logw))
+        with np.errstate(over="ignore"):
+            chi2.append(float(np.mean(np.expm1(row) ** 2)))
+            w_all.append(np.exp(logw))
+        ess.append(functionals.ess(logw))
+        capped.append(logw < row)
+    G = ell.shape[1]
+    w = np.concatenate(w_all)
+    p = METRIC_PREFIX
+    return {
+        f"{p}/cap_frac": float(np.mean(np.concatenate(capped))),
+        f"{p}/removed_mass/mean": float(np.mean(removed)),
+        f"{p}/chi2/mean": float(np.mean(chi2)),
+        f"{p}/ess/mean": float(np.mean(ess)),
+        f"{p}/ess_frac/mean": float(np.mean(ess) / G),
+        f"{p}/weight/mean": float(np.mean(w)),
+        f"{p}/weight/max": float(np.max(w)),
+    }
+
+
+# --------------------------------------------------------------------------- the trainer
+class AsyncGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` whose loss is ``policy_loss(estimator, …)`` with trajectory-level weights.
+
+    Extra keyword arguments (everything else is ``GRPOTrainer``'s):
+
+    - ``estimator``: a registry name, ``"gmc"`` (default), ``"tic"``, ``"tis"``, ``"snis"``, ``"is"``
+      or ``"onpolicy"``; ``eps``: the threshold ε > 0 of docs/THEORY.md §2.
+    - ``length_normalize``: coefficients ``w_i/T_i`` instead of ``w_i`` (like-for-like step sizes
+      with TRL's length-normalised losses); passed to ``policy_loss``.
+    - ``loss_agg_mode``: passed to ``policy_loss`` only when given (and only if this toolkit's
+      ``policy_loss`` accepts it); ``None`` keeps ``policy_loss``'s default.
+    """
+
+    def __init__(self, *args, estimator: str = "gmc", eps: float = 0.2, length_normalize: bool = False,
+                 loss_agg_mode: str | None = None, **kwargs):
+        if estimator not in est.ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(est.ESTIMATORS)} (trajectory level), got {estimator!r}")
+        self.estimator = estimator
+        self.eps = check_eps(eps)
+        self.length_normalize = bool(length_normalize)
+        self._loss_kwargs: dict[str, Any] = {}
+        if loss_agg_mode is not None:
+            if "loss_agg_mode" not in inspect.signature(policy_loss).parameters:
+                raise ValueError(
+                    "loss_agg_mode was given but this asyncgrpo's policy_loss has no loss_agg_mode parameter; "
+                    "leave it None (policy_loss's own aggregation)"
+                )
+            self._loss_kwargs["loss_agg_mode"] = loss_agg_mode
+        super().__init__(*args, **kwargs)
+        a = self.args
+        G = self.num_generations
+        if a.per_device_train_batch_size % G:
+            raise ValueError(
+                f"per_device_train_batch_size ({a.per_device_train_batch_size}) must be a multiple of num_generations "
+                f"({G}) so that every micro-batch holds whole groups"
+            )
+        if self.beta != 0.0:
+            raise ValueError(f"beta must be 0 with a trajectory-level estimator (no KL term in ĝ), got {self.beta}")
+        if self._entropy_bonus_enabled:
+            raise ValueError("the entropy bonus (entropy_coef != 0 or adaptive entropy) is not supported: it is not part of ĝ")
+        if self.top_entropy_quantile < 1.0:
+            raise ValueError(f"top_entropy_quantile must be 1.0 (all tokens), got {self.top_entropy_quantile}")
+        if self.off_policy_mask_threshold is not None:
+            raise ValueError("off_policy_mask_threshold must be None: the weight map already handles stale rollouts")
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            logger.warning(
+                "AsyncGRPOTrainer: switching off TRL's token-level vllm_importance_sampling_correction; "
+                "the trajectory-level weight of %r corrects for the sampler instead", estimator,
+            )
+        self.vllm_importance_sampling_correction = False
+        self._next_group_id = 0
+
+    # -- generation: tag every row with its group and the step it was generated at
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        G = self.num_generations if mode == "train" else self.num_generations_eval
+        n = int(out["completion_ids"].shape[0])
+        if n % G:
+            raise ValueError(f"generated {n} completions, not a multiple of num_generations = {G}")
+        device = out["completion_ids"].device
+        out["group_ids"] = self._next_group_id + torch.arange(n, device=device) // G
+        self._next_group_id += n // G
+        out["generation_step"] = torch.full((n,), int(self.state.global_step), device=device, dtype=torch.long)
+        return out
+
+    # -- batching: TRL's _prepare_inputs with a whole-group shuffle instead of a row shuffle
+    def _prepare_inputs(self, generation_batch):
+        if not self.model.training:
+            return super()._prepare_inputs(generation_batch)
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self._step % generate_every == 0 or self._buffered_inputs is None:
+            batch = self._generate_and_score_completions(generation_batch)
+            batch = split_pixel_values_by_grid(batch)
+            batch = shuffle_whole_groups(batch, self.num_generations)
+            chunks = split_tensor_dict(batch, self.args.steps_per_generation)
+            self._buffered_inputs = [unsplit_pixel_values_by_grid(c) for c in chunks]
+        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+
+    # -- the loss: policy_loss on the rows laid out group by group
+    def _compute_loss(self, model, inputs):
+        mode = "train" if self.model.training else "eval"
+        G = self.num_generations if mode == "train" else self.num_generations_eval
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
+        logp, _, aux_loss = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, completion_ids.size(1),
+            compute_entropy=False,
+            compute_aux_loss=self.aux_loss_enabled,
+            pixel_values=inputs.get("pixel_values"),
+            image_grid_thw=inputs.get("image_grid_thw"),
+            num_images=inputs.get("num_images"),
+            pixel_attention_mask=inputs.get("pixel_attention_mask"),
+            spatial_shapes=inputs.get("spatial_shapes"),
+            num_tiles=inputs.get("num_tiles"),
+            image_sizes=inputs.get("image_sizes"),
+            token_type_ids=inputs.get("token_type_ids"),
+            mm_token_type_ids=inputs.get("mm_token_type_ids"),
+            image_position_ids=inputs.get("image_position_ids"),
+        )
+        behaviour = inputs.get("sampling_per_token_logps")
+        if behaviour is None:
+            behaviour = inputs.get("old_per_token_logps")
+        if behaviour is None:
+            behaviour = logp.detach()  # rollouts on-policy for this step: ℓ_i = 0
+        if "group_ids" not in inputs:
+            raise ValueError("inputs carry no group_ids: they must come from AsyncGRPOTrainer's generation step")
+        order = group_order(inputs["group_ids"], G).to(logp.device)
+        adv = inputs["advantages"]
+        if adv.dim() != 1:
+            raise ValueError(f"advantages must have shape [N] (one per completion), got {tuple(adv.shape)}")
+        m = mask.bool()[order]
+        loss = policy_loss(
+            self.estimator, logp[order], behaviour[order], adv[order], m,
+            eps=self.eps, group_size=G, length_normalize=self.length_normalize, **self._loss_kwargs,
+        )
+        self._log_weight_metrics(mode, logp.detach()[order], behaviour[order], m, inputs.get("generation_step"), G)
+        # TRL sets current_gradient_accumulation_steps inside its training loop; outside it (a direct
+        # compute_loss call) the configured value is the same number.
+        accum = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
+        normalizer = accum if mode == "train" else 1.0
+        loss = loss / normalizer
+        if self.aux_loss_enabled:
+            loss = loss + self.router_aux_loss_coef * aux_loss / normalizer
+        return loss
+
+    def _log_weight_metrics(self, mode, logp, behaviour, mask, generation_step, G):
+        with torch.no_grad():
+            dtype = torch.promote_types(logp.dtype, torch.float32)
+            tok = torch.where(mask, logp.to(dtype) - behaviour.to(dtype), torch.zeros((), dtype=dtype))
+            ell = tok.sum(dim=1).double().cpu().numpy().reshape(-1, G)
+        for k, v in weight_metrics(ell, self.estimator, self.eps).items():
+            self._metrics[mode][k].append(self._gather_mean(v))
+        if generation_step is not None:
+            stale = (int(self.state.global_step) - generation_step.detach().double()).to(self.accelerator.device)
+            gathered = self.accelerator.gather(stale)
+            self._metrics[mode][f"{METRIC_PREFIX}/staleness/mean"].append(float(gathered.mean()))
+            self._metrics[mode][f"{METRIC_PREFIX}/staleness/max"].append(float(gathered.max()))
+
+    def _gather_mean(self, value: float) -> float:
+        if self.accelerator.num_processes == 1:
+            return value
+        # Every rank must join the gather (a collective), whatever its value.
+        t = torch.tensor([value], dtype=torch.float64, device=self.accelerator.device)
+        return float(self.accelerator.gather(t).mean())
+
+
+# --------------------------------------------------------------------------- a toy set-up (tests, examples)
+def tiny_qwen3(seed: int = 0, hidden_size: int = 32, num_hidden_layers: int = 2, alphabet: str | None = None):
+    """``(model, tokenizer)``: a random-init ``Qwen3ForCausalLM`` and a character-level fast tokenizer.
+
+    Nothing is downloaded. The tokenizer maps each character of ``alphabet`` to one id after
+    ``<pad>=0, <eos>=1, <bos>=2`` and pads on the left (as generation needs). For tests and
+    examples; the init depends on ``seed`` only (the global torch RNG is left untouched).
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    alphabet = alphabet or "abcdefghijklmnopqrstuvwxyz0123456789 +=?."
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2}
+    for c in alphabet:
+        vocab.setdefault(c, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>")
+    tok.padding_side = "left"
+    cfg = Qwen3Config(
+        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_hidden_layers, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=hidden_size // 2, max_position_embeddings=256, tie_word_embeddings=True,
+        pad_token_id=0, eos_token_id=1, bos_token_id=2,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(cfg)
+    return model, tok
+
+
+__all__ = ["AsyncGRPOTrainer", "shuffle_whole_groups", "group_order", "weight_metrics", "tiny_qwen3", "METRIC_PREFIX"]

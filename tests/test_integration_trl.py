@@ -1,0 +1,158 @@
+"""TRL integration: AsyncGRPOTrainer trains a tiny random Qwen3 on CPU and its loss is policy_loss.
+
+trl is part of the ``all`` extra, so these tests run in CI (no importorskip: a missing trl is a
+broken install, not a reason to skip).
+"""
+import math
+
+import pytest
+import torch
+
+from asyncgrpo.estimators.token_level import policy_loss
+from asyncgrpo.integrations import trl as atrl
+
+G = 4
+
+
+def _reward(completions, **kwargs):
+    # toy reward: how many 'a' the completion holds
+    return [float(c.count("a")) for c in completions]
+
+
+def _trainer(tmp_path, estimator="gmc", per_device=8, steps_per_generation=2, num_iterations=2, max_steps=4, **kw):
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    model, tok = atrl.tiny_qwen3(seed=0)
+    ds = Dataset.from_dict({"prompt": ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op"] * 4})
+    args = GRPOConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=per_device, num_generations=G,
+        max_completion_length=6, max_steps=max_steps, steps_per_generation=steps_per_generation,
+        num_iterations=num_iterations, learning_rate=3e-3, logging_steps=1, report_to="none",
+        use_cpu=True, seed=0, save_strategy="no", bf16=False, temperature=1.0,
+    )
+    return atrl.AsyncGRPOTrainer(model=model, reward_funcs=_reward, args=args, train_dataset=ds,
+                                 processing_class=tok, estimator=estimator, eps=0.2, **kw)
+
+
+def test_trains_tiny_qwen3_on_stale_rollouts_with_groups_intact(tmp_path):
+    tr = _trainer(tmp_path)
+    seen = []
+    inner = tr._compute_loss
+
+    def spy(model, inputs):
+        seen.append(inputs["group_ids"].clone())
+        return inner(model, inputs)
+
+    tr._compute_loss = spy
+    before = [p.detach().clone() for p in tr.model.parameters()]
+    tr.train()
+    logs = [h for h in tr.state.log_history if "loss" in h]
+    assert len(logs) == 4
+    assert all(math.isfinite(h["loss"]) for h in logs)
+    assert any(not torch.equal(b, p.detach()) for b, p in zip(before, tr.model.parameters()))
+    # stale rollouts: steps_per_generation=2 and num_iterations=2 reuse a generation for 4 optimizer steps
+    assert max(h["traj_is/staleness/max"] for h in logs) >= 1
+    for key in ("traj_is/cap_frac", "traj_is/removed_mass/mean", "traj_is/chi2/mean", "traj_is/ess/mean"):
+        assert all(math.isfinite(h[key]) for h in logs), key
+    # every micro-batch reached the loss as whole groups of G consecutive rows
+    assert len(seen) == 4
+    for ids in seen:
+        assert ids.numel() == 8
+        blocks = ids.reshape(-1, G)
+        assert bool((blocks == blocks[:, :1]).all()), ids
+        assert blocks[:, 0].unique().numel() == 2
+
+
+def test_loss_and_gradient_equal_policy_loss_on_a_fixed_batch(tmp_path):
+    tr = _trainer(tmp_path, max_steps=1)
+    model = tr.model
+    gen = torch.Generator().manual_seed(1)
+    n_groups, P, T = 2, 3, 5
+    N = n_groups * G
+    prompt_ids = torch.randint(3, 30, (N, P), generator=gen)
+    prompt_mask = torch.ones(N, P, dtype=torch.long)
+    prompt_mask[0, 0] = 0  # one left-padded prompt
+    prompt_ids[0, 0] = 0
+    completion_ids = torch.randint(3, 30, (N, T), generator=gen)
+    completion_mask = torch.ones(N, T, dtype=torch.long)
+    completion_mask[1, 3:] = 0
+    completion_mask[5, 2:] = 0
+    adv = torch.randn(N, generator=gen)
+    with torch.no_grad():
+        ids = torch.cat([prompt_ids, completion_ids], 1)
+        am = torch.cat([prompt_mask, completion_mask], 1)
+        logits = model(input_ids=ids, attention_mask=am).logits[:, P - 1:-1].float()
+        logp0 = torch.log_softmax(logits, -1).gather(-1, completion_ids[..., None]).squeeze(-1)
+    # behaviour log-probs: below the current ones in group 0 (ρ̄ > 1+ε, GMC caps), near them in group 1
+    shift = torch.cat([torch.full((G, T), 0.3), 0.01 * torch.randn(G, T, generator=gen)])
+    old = logp0 - shift
+    # rows handed over in a shuffled group order, as the trainer's whole-group shuffle would
+    perm = torch.cat([torch.arange(G, 2 * G), torch.arange(G)])
+    inputs = {
+        "prompt_ids": prompt_ids[perm], "prompt_mask": prompt_mask[perm],
+        "completion_ids": completion_ids[perm], "completion_mask": completion_mask[perm],
+        "advantages": adv[perm], "old_per_token_logps": old[perm],
+        "generation_step": torch.zeros(N, dtype=torch.long), "num_items_in_batch": completion_mask.sum(),
+    }
+    # group ids follow the rows: rows 0..3 are group 7, rows 4..7 group 3 in the original order
+    inputs["group_ids"] = torch.tensor([7] * G + [3] * G)[perm]
+    model.train()
+    loss = tr.compute_loss(model, inputs)
+    grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+
+    logits = model(input_ids=ids, attention_mask=am).logits[:, P - 1:-1].float()
+    logp = torch.log_softmax(logits, -1).gather(-1, completion_ids[..., None]).squeeze(-1)
+    ref = policy_loss("gmc", logp, old, adv, completion_mask.bool(), eps=0.2, group_size=G)
+    ref_grads = torch.autograd.grad(ref, [p for p in model.parameters() if p.requires_grad])
+
+    assert tr.args.gradient_accumulation_steps == 1
+    assert abs(float(loss) - float(ref)) <= 1e-6, (float(loss), float(ref))
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
+    # the fixed batch exercises the cap: group 0 is capped, group 1 is not
+    assert tr._metrics["train"]["traj_is/cap_frac"][-1] == pytest.approx(0.5)
+
+
+def test_shuffle_whole_groups_keeps_each_group_together_and_in_order():
+    from trl.trainer.utils import shuffle_sequence_dict
+
+    n_groups = 16
+    batch = {"group_ids": torch.arange(n_groups * G) // G, "row": torch.arange(n_groups * G),
+             "text": [f"r{i}" for i in range(n_groups * G)], "scalar": torch.tensor(3)}
+    out = atrl.shuffle_whole_groups(batch, G, generator=torch.Generator().manual_seed(0))
+    blocks = out["row"].reshape(n_groups, G)
+    assert bool((blocks[:, 1:] - blocks[:, :-1] == 1).all()) and bool((blocks[:, 0] % G == 0).all())
+    assert not torch.equal(out["row"], batch["row"])  # it did shuffle
+    assert out["text"] == [f"r{i}" for i in out["row"].tolist()] and int(out["scalar"]) == 3
+    for chunk in out["group_ids"].reshape(4, -1):
+        atrl.group_order(chunk, G)  # every micro-batch of 4 groups is whole
+    # TRL's own row shuffle splits groups across micro-batches; group_order refuses that
+    torch.manual_seed(0)
+    rows = shuffle_sequence_dict(batch)["group_ids"]
+    with pytest.raises(ValueError, match="expected num_generations"):
+        for chunk in rows.reshape(4, -1):
+            atrl.group_order(chunk, G)
+
+
+def test_per_device_batch_must_hold_whole_groups(tmp_path):
+    with pytest.raises(ValueError, match="multiple of num_generations"):
+        _trainer(tmp_path, per_device=6, steps_per_generation=2)
+
+
+def test_bad_estimator_and_eps_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        _trainer(tmp_path, estimator="grpo")
+    with pytest.raises(ValueError, match="eps"):
+        atrl.AsyncGRPOTrainer(estimator="gmc", eps=0.0)
+
+
+def test_weight_metrics_match_the_functionals():
+    ell = torch.tensor([[0.5, 0.4, -0.1, 0.2], [0.0, 0.0, 0.0, 0.0]], dtype=torch.float64).numpy()
+    m = atrl.weight_metrics(ell, "gmc", 0.2)
+    rho = torch.tensor(ell).exp()
+    rbar = rho.mean(1)
+    assert m["traj_is/cap_frac"] == pytest.approx(0.5)  # group 0 capped (ρ̄ > 1.2), group 1 not
+    assert m["traj_is/removed_mass/mean"] == pytest.approx(float((rbar[0] - 1.2) / 2))
+    assert m["traj_is/chi2/mean"] == pytest.approx(float(((rho - 1) ** 2).mean(1).mean()))
+    assert m["traj_is/ess/mean"] == pytest.approx(float((rho[0].sum() ** 2 / (rho[0] ** 2).sum() + 4) / 2))
