@@ -1,38 +1,46 @@
-"""Token-level baselines ``grpo``, ``gspo``, ``cispo``, ``m2po`` (THEORY.md §2).
+"""Token-level baselines ``grpo``, ``gspo``, ``cispo``, ``m2po`` and the loss :func:`policy_loss` (THEORY.md §2).
 
 These are not weight maps of the class ``𝒲_ε``; they act on per-token
 log-ratios ``ℓ_{i,t} = log π_θ(a_{i,t}|s_{i,t}) − log μ(a_{i,t}|s_{i,t})`` and
 are compared empirically. Every estimator of the project, trajectory- or
-token-level, is written in one form: stop-gradient per-token coefficients
-``c_{i,t}`` with
+token-level, is written in one form: stop-gradient per-token weights ``k_{i,t}``
+and a normaliser ``ν_{i,t}`` (the aggregation mode, :mod:`asyncgrpo.estimators.aggregation`),
 
-    ĝ = (1/G) Σ_i A_i Σ_t c_{i,t} ∇log π_θ(a_{i,t}|s_{i,t}),
+    ĝ = Σ_{i,t} ν_{i,t} A_i k_{i,t} ∇log π_θ(a_{i,t}|s_{i,t}),
 
-so for a trajectory-level map ``c_{i,t} = w_i``. With ``r_{i,t} = exp(ℓ_{i,t})``,
+so for a trajectory-level map ``k_{i,t} = w_i``. The default mode of the token-level
+baselines is ``seq-mean-token-mean`` (``ν = 1/(T_i N)``), so that ``c_{i,t} = k_{i,t}/T_i`` below are the
+coefficients of ``ĝ = (1/N) Σ_i A_i Σ_t c_{i,t} ∇log π_θ``. With ``r_{i,t} = exp(ℓ_{i,t})``,
 ``T_i`` the number of real tokens of trajectory ``i`` and ``ℓ_i = Σ_t ℓ_{i,t}``:
 
 =======  ======================================================================
-grpo     ``c = r_{i,t}·1{unclipped}/T_i``: the gradient of PPO's
-         ``min(r A, clip(r, 1−ε_low, 1+ε_high) A)``, length-normalised; the
-         clip binds (gradient 0) when ``A>0, r>1+ε_high`` or ``A<0, r<1−ε_low``.
-gspo     ``c = s_i·1{unclipped}/T_i`` with the sequence ratio
-         ``s_i = exp(ℓ_i/T_i)`` and the same two-sided clip rule on ``s_i``.
-cispo    ``c = min(r_{i,t}, 1+ε_high)/T_i``: truncated token IS weight,
-         stop-gradient, every token kept.
-m2po     ``c = r_{i,t}·k_{i,t}/T_i`` where ``k`` masks, over the whole batch, the
+grpo     ``k = r_{i,t}·1{unclipped}``: the gradient of PPO's
+         ``min(r A, clip(r, 1−ε_low, 1+ε_high) A)``; the clip binds (gradient 0) when
+         ``A>0, r>1+ε_high`` or ``A<0, r<1−ε_low``; with the dual clip ``clip_ratio_c = c``
+         also when ``A<0, r>c`` (verl's ``max(·, −A c)`` term).
+gspo     ``k = s_i·1{unclipped}`` with the sequence ratio ``s_i = exp(ℓ_i/T_i)`` and the same
+         clip rules on ``s_i``.
+cispo    ``k = clamp(r_{i,t}, lo, hi)``: truncated token IS weight, stop-gradient, every token
+         kept. ``cispo_clamp``: ``"upper"`` (default here: ``lo = 0, hi = 1+ε_high``),
+         ``"two-sided"`` (verl: ``[1−ε_low, 1+ε_high]``), ``"absolute"`` (TRL: ``hi = ε_high``,
+         the cap itself, not ``1+ε``; TRL recommends 5.0).
+m2po     ``k = r_{i,t}·keep_{i,t}`` where ``keep`` masks, over the whole batch, the
          tokens with the largest ``(log r)²`` until the batch mean of
          ``(log r)²`` over the kept tokens is ``≤ τ_M2`` (no clipping).
 =======  ======================================================================
 
-Choices this reconstruction makes (documented so they can be changed here,
-in one place): GRPO/GSPO/CISPO/M2PO are all normalised by ``1/T_i`` per
-sequence; ``grpo`` has no dual clip (for ``A<0`` the ratio is unbounded above,
-as in plain PPO); m2po's mask is computed once per batch; ties in the m2po
-ordering are broken by a stable sort on the flattened ``[N, T]`` index.
+A ratio exactly on a clip boundary (``ℓ = log(1+ε_high)``, ``log(1−ε_low)`` or ``log c``) counts as
+unclipped in every backend; comparisons are made on ``ℓ`` (log space), never on ``exp(ℓ)``.
+Other choices made here, in one place: the toolkit's ``grpo`` has no dual clip unless asked
+(verl's default is ``c = 3``); ``A = 0`` takes the ``A ≥ 0`` rule (irrelevant for the gradient, and
+never counted as clipped by :func:`loss_metrics`); m2po's mask is computed once per batch; ties in the
+m2po ordering are broken by a stable sort on the flattened ``[N, T]`` index.
 
 Three backends, tested equal: :func:`token_coefficients` (NumPy reference),
 :func:`token_coefficients_nb` (Numba), :func:`token_coefficients_torch`, and
-:func:`policy_loss`, the PyTorch surrogate whose autograd gradient is ``−ĝ``.
+:func:`policy_loss`, the PyTorch surrogate whose autograd gradient is ``−ĝ``; it also reports the
+objective value the peers log and peer-comparable metrics (:mod:`asyncgrpo.estimators.loss_metrics`).
+docs/losses.md has the tables (modes, clip variants, defaults of the toolkit, verl and TRL, metric names).
 """
 from __future__ import annotations
 
@@ -41,12 +49,24 @@ import math
 import numpy as np
 from numba import njit
 
+from asyncgrpo.estimators.aggregation import (
+    AGG_MODES,
+    LOSS_AGG_MODES,
+    THEORY_MODE,
+    TRL_LOSS_TYPES,
+    check_loss_agg_mode,
+    token_normaliser,
+)
 from asyncgrpo.validation import check_eps
 
 #: Names of the token-level baselines.
 TOKEN_ESTIMATORS: tuple[str, ...] = ("grpo", "gspo", "cispo", "m2po")
 #: Integer ids for Numba (disjoint from the trajectory-level ``CODES``).
 TOKEN_CODES = {"grpo": 10, "gspo": 11, "cispo": 12, "m2po": 13}
+#: CISPO clamp conventions: toolkit (``"upper"``), verl (``"two-sided"``), TRL (``"absolute"``).
+CISPO_CLAMPS: tuple[str, ...] = ("upper", "two-sided", "absolute")
+#: Methods that take the dual clip ``clip_ratio_c``.
+DUAL_CLIP_METHODS: frozenset[str] = frozenset({"grpo", "gspo"})
 
 
 # --------------------------------------------------------------------------- validation
@@ -55,6 +75,31 @@ def _check_params(eps_low, eps_high, tau_m2):
     if eps_low >= 1.0:
         raise ValueError(f"eps_low must be in (0, 1) so that 1 − eps_low > 0, got {eps_low!r}")
     return eps_low, check_eps(eps_high, "eps_high"), check_eps(tau_m2, "tau_m2")
+
+
+def _check_clip_options(name, clip_ratio_c, cispo_clamp):
+    """Validate the clip variants; return ``(log c or inf, cispo mode index)``."""
+    if clip_ratio_c is not None:
+        if name not in DUAL_CLIP_METHODS:
+            raise ValueError(f"clip_ratio_c (dual clip) applies to grpo and gspo only, not {name!r}; leave it None")
+        if isinstance(clip_ratio_c, bool) or not isinstance(clip_ratio_c, (int, float)) \
+                or not math.isfinite(float(clip_ratio_c)) or float(clip_ratio_c) <= 1.0:
+            raise ValueError(f"clip_ratio_c must be a finite number > 1 (verl's default is 3.0) or None, "
+                             f"got {clip_ratio_c!r}")
+    if cispo_clamp not in CISPO_CLAMPS:
+        raise ValueError(f"cispo_clamp must be one of {', '.join(CISPO_CLAMPS)}, got {cispo_clamp!r}")
+    if cispo_clamp != "upper" and name != "cispo":
+        raise ValueError(f"cispo_clamp applies to cispo only, not {name!r}; leave it 'upper'")
+    log_c = math.inf if clip_ratio_c is None else math.log(float(clip_ratio_c))
+    return log_c, CISPO_CLAMPS.index(cispo_clamp)
+
+
+def cispo_log_bounds(cispo_clamp: str, eps_low: float, eps_high: float) -> tuple[float, float]:
+    """``(log lo, log hi)`` of the CISPO clamp ``clamp(r, lo, hi)`` for the convention ``cispo_clamp``."""
+    if cispo_clamp == "absolute":
+        return -math.inf, math.log(eps_high)
+    lo = math.log1p(-eps_low) if cispo_clamp == "two-sided" else -math.inf
+    return lo, math.log1p(eps_high)
 
 
 def _check_inputs(name, tok_ell, mask, adv):
@@ -99,24 +144,31 @@ def _m2po_keep(tok_ell: np.ndarray, mask: np.ndarray, tau_m2: float) -> np.ndarr
     return keep.reshape(mask.shape)
 
 
-def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04) -> np.ndarray:
-    """Stop-gradient coefficients ``c_{i,t}`` of token-level estimator ``name`` (NumPy), shape ``[N, T]``."""
+def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
+                       clip_ratio_c=None, cispo_clamp="upper") -> np.ndarray:
+    """Stop-gradient coefficients ``c_{i,t} = k_{i,t}/T_i`` of token-level estimator ``name`` (NumPy), ``[N, T]``.
+
+    ``clip_ratio_c``: dual clip for grpo/gspo (``k = 0`` when ``A<0`` and the ratio exceeds ``c``);
+    ``cispo_clamp``: CISPO convention (module docstring).
+    """
     tok_ell, mask, adv = _check_inputs(name, tok_ell, mask, adv)
     eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
+    log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     ell = np.where(mask, tok_ell, 0.0)
     T_i = mask.sum(axis=1).astype(np.float64)[:, None]
     hi, lo = math.log1p(eps_high), math.log1p(-eps_low)
     pos = (adv >= 0)[:, None]
     with np.errstate(over="ignore"):
         if name == "grpo":
-            unclipped = np.where(pos, ell <= hi, ell >= lo)
+            unclipped = np.where(pos, ell <= hi, (ell >= lo) & (ell <= log_c))
             c = np.where(unclipped, np.exp(ell), 0.0)
         elif name == "gspo":
             seq = ell.sum(axis=1, keepdims=True) / T_i
-            unclipped = np.where(pos, seq <= hi, seq >= lo)
+            unclipped = np.where(pos, seq <= hi, (seq >= lo) & (seq <= log_c))
             c = np.broadcast_to(np.where(unclipped, np.exp(seq), 0.0), ell.shape)
         elif name == "cispo":
-            c = np.exp(np.minimum(ell, hi))
+            clo, chi = cispo_log_bounds(cispo_clamp, eps_low, eps_high)
+            c = np.exp(np.clip(ell, clo, chi))
         else:  # m2po
             c = np.where(_m2po_keep(ell, mask, tau_m2), np.exp(ell), 0.0)
     return np.where(mask, c / T_i, 0.0)
@@ -124,16 +176,24 @@ def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, 
 
 # --------------------------------------------------------------------------- Numba kernel
 @njit(cache=True)
-def token_coefficients_nb(code, tok_ell, mask, adv, eps_low, eps_high, tau_m2, out):
+def token_coefficients_nb(code, tok_ell, mask, adv, eps_low, eps_high, tau_m2, out, log_clip_c=math.inf,
+                          cispo_mode=0):
     """Numba version of :func:`token_coefficients`; ``code`` from ``TOKEN_CODES``.
 
     ``tok_ell``: ``ndarray(float64, (N, T))``; ``mask``: ``ndarray(bool, (N, T))``;
-    ``adv``: ``ndarray(float64, (N,))``; ``out`` is overwritten and returned.
+    ``adv``: ``ndarray(float64, (N,))``; ``out`` is overwritten and returned. ``log_clip_c``: ``log c`` of
+    the dual clip (``inf`` = off); ``cispo_mode``: index into ``CISPO_CLAMPS``.
     No validation: callers validate once.
     """
     N, T = tok_ell.shape
     hi = math.log1p(eps_high)
     lo = math.log1p(-eps_low)
+    c_lo = -math.inf
+    c_hi = hi
+    if cispo_mode == 1:
+        c_lo = lo
+    elif cispo_mode == 2:
+        c_hi = math.log(eps_high)
     keep = np.ones((N, T), dtype=np.bool_)
     if code == 13:
         # Batch-level mask, same stable order as the NumPy reference.
@@ -170,13 +230,13 @@ def token_coefficients_nb(code, tok_ell, mask, adv, eps_low, eps_high, tau_m2, o
                 continue
             e = tok_ell[i, t]
             if code == 10:
-                ok = e <= hi if pos else e >= lo
+                ok = e <= hi if pos else (e >= lo and e <= log_clip_c)
                 c = math.exp(e) if ok else 0.0
             elif code == 11:
-                ok = seq <= hi if pos else seq >= lo
+                ok = seq <= hi if pos else (seq >= lo and seq <= log_clip_c)
                 c = math.exp(seq) if ok else 0.0
             elif code == 12:
-                c = math.exp(e if e < hi else hi)
+                c = math.exp(min(max(e, c_lo), c_hi))
             elif code == 13:
                 c = math.exp(e) if keep[i, t] else 0.0
             else:
@@ -185,22 +245,51 @@ def token_coefficients_nb(code, tok_ell, mask, adv, eps_low, eps_high, tau_m2, o
     return out
 
 
-def token_coefficients_numba(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04) -> np.ndarray:
+def token_coefficients_numba(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
+                             clip_ratio_c=None, cispo_clamp="upper") -> np.ndarray:
     """Validated wrapper around :func:`token_coefficients_nb` (same contract as the NumPy reference)."""
     tok_ell, mask, adv = _check_inputs(name, tok_ell, mask, adv)
     eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
+    log_c, cmode = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     out = np.empty_like(tok_ell)
-    return token_coefficients_nb(TOKEN_CODES[name], tok_ell, mask, adv, eps_low, eps_high, tau_m2, out)
+    return token_coefficients_nb(TOKEN_CODES[name], tok_ell, mask, adv, eps_low, eps_high, tau_m2, out, log_c, cmode)
 
 
 # --------------------------------------------------------------------------- PyTorch
-def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04):
+def _token_weights_torch(name, ell, mask, adv, eps_low, eps_high, tau_m2, log_c, cispo_clamp):
+    """Detached ``k_{i,t}`` (no ``1/T_i``), 0 off-mask; rows with ``T_i = 0`` allowed (all 0). No validation."""
+    import torch
+
+    with torch.no_grad():
+        zero = torch.zeros_like(ell)
+        T_i = mask.sum(dim=1, keepdim=True).to(ell.dtype).clamp(min=1.0)
+        hi, lo = math.log1p(eps_high), math.log1p(-eps_low)
+        pos = (adv >= 0).unsqueeze(1)
+        if name == "grpo":
+            unclipped = torch.where(pos, ell <= hi, (ell >= lo) & (ell <= log_c))
+            k = torch.where(unclipped, torch.exp(ell), zero)
+        elif name == "gspo":
+            seq = ell.sum(dim=1, keepdim=True) / T_i
+            unclipped = torch.where(pos, seq <= hi, (seq >= lo) & (seq <= log_c))
+            k = torch.where(unclipped, torch.exp(seq), torch.zeros_like(seq)).expand_as(ell)
+        elif name == "cispo":
+            clo, chi = cispo_log_bounds(cispo_clamp, eps_low, eps_high)
+            k = torch.exp(torch.clamp(ell, min=clo, max=chi))
+        else:
+            keep = _m2po_keep(ell.double().cpu().numpy(), mask.cpu().numpy(), tau_m2)
+            k = torch.where(torch.as_tensor(keep, device=ell.device), torch.exp(ell), zero)
+        return torch.where(mask, k, zero)
+
+
+def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
+                             clip_ratio_c=None, cispo_clamp="upper"):
     """Detached ``c_{i,t}`` (PyTorch, batched ``[N, T]``), same definitions as the NumPy reference."""
     import torch
 
     if name not in TOKEN_CODES:
         raise ValueError(f"unknown token-level estimator {name!r}; known: {', '.join(TOKEN_ESTIMATORS)}")
     eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
+    log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     with torch.no_grad():
         tok_ell = tok_ell.detach()
         mask = mask.to(torch.bool)
@@ -214,43 +303,57 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=
         T_i = mask.sum(dim=1, keepdim=True).to(ell.dtype)
         if bool((T_i == 0).any()):
             raise ValueError("mask leaves a trajectory with no tokens: every trajectory needs T_i >= 1")
-        hi, lo = math.log1p(eps_high), math.log1p(-eps_low)
-        pos = (adv >= 0).unsqueeze(1)
-        zero = torch.zeros_like(ell)
-        if name == "grpo":
-            unclipped = torch.where(pos, ell <= hi, ell >= lo)
-            c = torch.where(unclipped, torch.exp(ell), zero)
-        elif name == "gspo":
-            seq = ell.sum(dim=1, keepdim=True) / T_i
-            unclipped = torch.where(pos, seq <= hi, seq >= lo)
-            c = torch.where(unclipped, torch.exp(seq), torch.zeros_like(seq)).expand_as(ell)
-        elif name == "cispo":
-            c = torch.exp(torch.clamp(ell, max=hi))
-        else:
-            keep = _m2po_keep(ell.double().cpu().numpy(), mask.cpu().numpy(), tau_m2)
-            c = torch.where(torch.as_tensor(keep, device=ell.device), torch.exp(ell), zero)
-        return torch.where(mask, c / T_i, zero)
+        k = _token_weights_torch(name, ell, mask, adv, eps_low, eps_high, tau_m2, log_c, cispo_clamp)
+        return k / T_i
+
+
+def _check_finite_tensor(x, mask, name: str) -> None:
+    import torch
+
+    bad = ~torch.isfinite(x.detach()) if mask is None else mask & ~torch.isfinite(x.detach())
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        where = "" if mask is None else " on real tokens (mask True)"
+        raise ValueError(f"{name} must be finite{where} (no NaN or inf); found {float(x.detach()[idx])} at {idx}")
 
 
 def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
-                group_size=None, length_normalize=False):
-    """Surrogate loss ``−(1/N) Σ_i A_i Σ_t sg(c_{i,t}) log π_θ(a_{i,t}|s_{i,t})`` for any estimator.
+                group_size=None, length_normalize=False, loss_agg_mode=None, loss_scale_factor=None,
+                batch_num_tokens=None, global_batch_size=None, clip_ratio_c=None, cispo_clamp="upper",
+                return_metrics=False):
+    """Surrogate loss ``L = −Σ_{i,t} ν_{i,t} A_i sg(k_{i,t}) log π_θ(a_{i,t}|s_{i,t})`` for any estimator.
 
-    ``logp_new`` (with grad) and ``logp_old`` (behaviour log-probs recorded at
-    generation) are ``[N, T]``, ``N = n_groups·G`` trajectories ordered group by
-    group; ``adv`` is ``[N]``, ``mask`` ``[N, T]``. Its gradient is ``−ĝ``
-    averaged over groups. Trajectory-level names take ``w_i`` from the registry
-    (:meth:`WeightMap.torch` on ``ℓ_i = Σ_t ℓ_{i,t}``, groups of ``group_size``)
-    and threshold ``eps``; token-level names use :func:`token_coefficients_torch`.
-    With ``length_normalize`` the trajectory-level coefficients become ``w_i/T_i`` (the same
-    per-sequence ``1/T_i`` the token-level baselines carry), so step sizes compare like for like;
-    THEORY's ``ĝ`` is the default (``False``). Log-ratios are formed in float32 or wider even when
-    the model runs in bf16.
+    Its autograd gradient is ``−ĝ``. ``logp_new`` (with grad) and ``logp_old`` (behaviour log-probs
+    recorded at generation) are ``[N, T]``, ``N = n_groups·G`` trajectories ordered group by group;
+    ``adv`` is ``[N]``, ``mask`` ``[N, T]``. Trajectory-level names take ``k_{i,t} = w_i`` from the
+    registry (:meth:`WeightMap.torch` on ``ℓ_i = Σ_t ℓ_{i,t}``, groups of ``group_size``, threshold
+    ``eps``); token-level names take ``k`` from the module table (``eps_low``, ``eps_high``, ``tau_m2``,
+    ``clip_ratio_c``, ``cispo_clamp``).
+
+    ``loss_agg_mode`` picks ``ν`` (:mod:`asyncgrpo.estimators.aggregation`: verl's ``token-mean``,
+    ``seq-mean-token-mean``, ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` and TRL's ``grpo``,
+    ``bnpo``, ``dapo``, ``dr_grpo``; ``loss_scale_factor``, ``batch_num_tokens``, ``global_batch_size``
+    as there). ``None`` keeps each method's default: ``seq-mean-token-mean`` for the token-level
+    baselines and THEORY's ``ĝ = (1/G) Σ_i w_i A_i s_θ(τ_i)`` (``ν = 1/N``) for the trajectory-level maps,
+    or ``ν = 1/(T_i N)`` with ``length_normalize=True`` (kept for older callers).
+
+    A row whose mask is all False is an absent trajectory: zero contribution and zero (finite)
+    gradient; it does not enter its group's ``ρ̄`` and is not counted by verl's ``seq-mean-*`` modes
+    (TRL's ``grpo``/``dr_grpo`` and THEORY's ``1/N`` still count every row, as those peers do).
+    NaN or inf in ``logp_new``/``logp_old`` on real tokens, or in ``adv``, raises ``ValueError`` naming
+    the tensor. Log-ratios are formed in float32 or wider even when the model runs in bf16.
+
+    With ``return_metrics=True`` returns ``(loss, metrics)``, ``metrics`` from
+    :func:`asyncgrpo.estimators.loss_metrics.loss_metrics`: the objective value the peers log
+    (``pg_loss``), the surrogate's value (``surrogate_loss``), clip fractions, KL, χ², ESS.
     """
     import torch
 
     from asyncgrpo import estimators as est
+    from asyncgrpo.estimators import loss_metrics as lm
 
+    if name not in TOKEN_CODES and name not in est.ESTIMATORS:
+        raise ValueError(f"unknown estimator {name!r}; known: {', '.join(est.ESTIMATORS + TOKEN_ESTIMATORS)}")
     if logp_new.shape != logp_old.shape or mask.shape != logp_new.shape or logp_new.ndim != 2:
         raise ValueError(
             "logp_new, logp_old and mask must share one shape [N, T]; got "
@@ -258,29 +361,71 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
         )
     if adv.shape != logp_new.shape[:1]:
         raise ValueError(f"adv must have shape [N] = [{logp_new.shape[0]}], got {tuple(adv.shape)}")
-    dtype = torch.promote_types(logp_new.dtype, torch.float32)
+    if mask.dtype != torch.bool and bool(((mask != 0) & (mask != 1)).any()):
+        raise ValueError("mask must be boolean (or hold only 0 and 1)")
     mask = mask.to(torch.bool)
-    tok_ell = torch.where(mask, (logp_new.detach().to(dtype) - logp_old.to(dtype)), torch.zeros((), dtype=dtype))
-    adv = adv.to(dtype)
-    if name in TOKEN_CODES:
-        c = token_coefficients_torch(name, tok_ell, mask, adv, eps_low=eps_low, eps_high=eps_high, tau_m2=tau_m2)
+    _check_finite_tensor(logp_new, mask, "logp_new")
+    _check_finite_tensor(logp_old, mask, "logp_old")
+    _check_finite_tensor(adv, None, "adv")
+    token = name in TOKEN_CODES
+    if loss_agg_mode is None:
+        mode = "seq-mean-token-mean" if (token or length_normalize) else THEORY_MODE
+    else:
+        mode = check_loss_agg_mode(loss_agg_mode)
+        if mode == THEORY_MODE:
+            raise ValueError(f"loss_agg_mode must be one of {', '.join(AGG_MODES)} or None; got {mode!r}")
+        if length_normalize and not token and mode != "seq-mean-token-mean":
+            raise ValueError(f"length_normalize=True means loss_agg_mode='seq-mean-token-mean'; "
+                             f"got loss_agg_mode={mode!r} too: pass only one")
+    eps_low_v, eps_high_v, tau_v = _check_params(eps_low, eps_high, tau_m2)
+    log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
+
+    dtype = torch.promote_types(logp_new.dtype, torch.float32)
+    zero = torch.zeros((), dtype=dtype, device=logp_new.device)
+    tok_ell = torch.where(mask, logp_new.detach().to(dtype) - logp_old.detach().to(dtype), zero)
+    adv = adv.detach().to(dtype)
+    rows = mask.any(dim=1)
+    N = logp_new.shape[0]
+    G = N if group_size is None else group_size
+    if isinstance(G, bool) or not isinstance(G, (int, np.integer)) or G < 1 or N % G:
+        raise ValueError(f"group_size must be >= 1 and divide N = {N} (an integer), got {group_size!r}")
+    G = int(G)
+    if token:
+        k = _token_weights_torch(name, tok_ell, mask, adv, eps_low_v, eps_high_v, tau_v, log_c, cispo_clamp)
+        w = None
     else:
         wm = est.get(name, eps)
-        N = logp_new.shape[0]
-        G = N if group_size is None else int(group_size)
-        if G < 1 or N % G:
-            raise ValueError(f"group_size must be >= 1 and divide N = {N}, got {group_size!r}")
         ell = tok_ell.sum(dim=1).reshape(N // G, G)
-        c = wm.torch(ell).reshape(N, 1).expand_as(tok_ell)
-        if length_normalize:
-            c = c / mask.sum(dim=1, keepdim=True).to(dtype)
-    per_token = torch.where(mask, c * logp_new.to(dtype), torch.zeros((), dtype=dtype))
-    return -(adv * per_token.sum(dim=1)).mean()
+        rmask = rows.reshape(N // G, G)
+        w = torch.zeros_like(ell)
+        live = rmask.any(dim=1)  # a group with no real row has no weights to compute
+        if bool(live.any()):
+            w[live] = wm.torch(ell[live], mask=rmask[live]).to(dtype)
+        w = w.reshape(N)
+        k = torch.where(mask, w[:, None].expand_as(tok_ell), zero)
+    nu = token_normaliser(mode, mask, loss_scale_factor=loss_scale_factor, batch_num_tokens=batch_num_tokens,
+                          global_batch_size=global_batch_size).to(dtype)
+    coef = nu * k * adv[:, None]  # stop-gradient: k and ν are detached, adv is data
+    loss = -torch.where(mask, coef * logp_new.to(dtype), zero).sum()
+    if not return_metrics:
+        return loss
+    metrics = lm.loss_metrics(name, tok_ell, mask, adv, k, nu, logp_new=logp_new.detach().to(dtype), w=w,
+                              group_size=G, eps=eps, eps_low=eps_low_v, eps_high=eps_high_v, tau_m2=tau_v,
+                              clip_ratio_c=clip_ratio_c, cispo_clamp=cispo_clamp)
+    metrics["surrogate_loss"] = float(loss.detach())
+    metrics["loss_agg_mode"] = mode
+    return loss, metrics
 
 
 __all__ = [
     "TOKEN_ESTIMATORS",
     "TOKEN_CODES",
+    "CISPO_CLAMPS",
+    "DUAL_CLIP_METHODS",
+    "LOSS_AGG_MODES",
+    "TRL_LOSS_TYPES",
+    "AGG_MODES",
+    "cispo_log_bounds",
     "token_coefficients",
     "token_coefficients_nb",
     "token_coefficients_numba",

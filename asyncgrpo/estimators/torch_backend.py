@@ -7,9 +7,13 @@ padding, so groups of unequal size share one tensor). Padded entries get weight
 loss ``(1/G) Σ w_i A_i log π_θ(τ_i)`` they scale the score but are not
 differentiated, exactly as in ``ĝ = (1/G) Σ w_i A_i s_θ(τ_i)``.
 
-Same log-space formulas as :mod:`asyncgrpo.estimators.reference`; computations
-run in the input dtype (use float64 to match NumPy to 1e-12; float32 log-probs
-are fine for training).
+Same log-space formulas as :mod:`asyncgrpo.estimators.reference`. Weights are
+computed in float64 (float32 on devices without float64, e.g. MPS) whatever the
+input dtype, then cast back to the input dtype rounding toward zero, so that a
+cast never raises a weight: ``w_i ≤ ρ_i`` and the group cap ``(1/G) Σ w_i ≤ 1+ε``
+of tis/tic/gmc survive float16/bfloat16/float32 outputs (docs/THEORY.md §2, the
+class ``𝒲_ε``). A plain round-to-nearest cast broke the gmc cap in float16
+(group mean 1.2005 > 1.2).
 """
 from __future__ import annotations
 
@@ -51,7 +55,35 @@ def log_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) ->
     return torch.where(mask, out, torch.full_like(out, -math.inf))
 
 
+_INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}
+
+
+def _wide_dtype(ell: torch.Tensor) -> torch.dtype:
+    return torch.float32 if ell.device.type == "mps" else torch.float64
+
+
+def cast_down(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Cast non-negative ``w`` to ``dtype`` rounding toward zero (each result ``≤`` the input).
+
+    Round-to-nearest may raise a weight by half an ulp, enough to push a capped group mean past
+    ``1+ε`` in float16; stepping a raised value one ulp down (integer view of the bits, valid for
+    non-negative floats) keeps every inequality ``w ≤ bound`` that held before the cast.
+    """
+    if w.dtype == dtype:
+        return w
+    out = w.to(dtype)
+    if dtype not in _INT_VIEW:
+        return out
+    up = (out.to(w.dtype) > w) & (out > 0)
+    if bool(up.any()):
+        bits = out.view(_INT_VIEW[dtype])
+        out = torch.where(up, (bits - 1).view(dtype), out)
+    return out
+
+
 def weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) -> torch.Tensor:
-    """Detached weights ``w = exp(log w)`` (0 where padded)."""
+    """Detached weights ``w = exp(log w)`` (0 where padded), in ``ell``'s dtype, never rounded up."""
     with torch.no_grad():
-        return torch.exp(log_weights(name, ell.detach(), eps, mask))
+        wide = torch.promote_types(ell.dtype, _wide_dtype(ell))
+        w = torch.exp(log_weights(name, ell.detach().to(wide), eps, mask))
+        return cast_down(w, ell.dtype)

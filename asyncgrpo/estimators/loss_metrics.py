@@ -1,0 +1,230 @@
+"""Per-batch metrics of :func:`asyncgrpo.estimators.token_level.policy_loss`, with verl/TRL names (docs/losses.md).
+
+Notation of docs/THEORY.md §1–§2: ``ℓ_{i,t}`` token log-ratios, ``r_{i,t} = exp ℓ_{i,t}``, ``ℓ_i = Σ_t ℓ_{i,t}``,
+``ρ_i = exp ℓ_i``, ``T_i`` real tokens of row ``i``, ``n_tok = Σ T_i``; means over "tokens" run over real
+tokens, over "rows" over rows with ``T_i > 0``. Everything is computed in float64 and in log space where
+a ratio could overflow (``|ℓ| ≤ 1e4`` gives finite or ``inf`` values, never NaN).
+
+=========================  ==========================================================================
+key                        definition
+=========================  ==========================================================================
+``pg_loss``                objective value the peers log, ``Σ ν ℓoss_{i,t}`` with ``ℓoss`` = PPO's
+                           ``max(−A r, −A clip(r))`` (and ``min(·, −A c)`` for ``A<0`` with the dual
+                           clip) for grpo/gspo (``s_i`` in place of ``r``), ``−sg(clamp r) A log π`` for
+                           cispo, ``−A r·keep`` for m2po, ``−A w_i log π`` for the trajectory maps
+``surrogate_loss``         value of the returned loss ``−Σ ν A sg(k) log π`` (its gradient is ``−ĝ``)
+``clipfrac``               share of real tokens with ``A ≠ 0`` whose weight is cut (grpo/gspo: the PPO
+                           clip binds, dual clip not included, as verl and TRL count it; cispo: clamped;
+                           m2po: masked; trajectory maps: ``w_i < ρ_i``)
+``clipfrac_low/high``      the same split by side (grpo/gspo: ``A<0, r<1−ε_low`` / ``A>0, r>1+ε_high``;
+                           cispo: below ``lo`` / above ``hi``)
+``clipfrac_dual``          share of real tokens with ``A<0`` and ratio ``> c`` (0 without dual clip)
+``clipfrac_seq_*``         gspo: the same over rows (TRL's sequence-level convention)
+``clipfrac_high_pos``      cispo: ``A>0`` and clamped above (TRL's ``cispo_clip_ratio``)
+``clamp_frac_all``         cispo: clamped on either side, any ``A`` (verl's cispo ``pg_clipfrac``)
+``m2po_masked_frac``       m2po: share of real tokens dropped by the second-moment mask
+``ppo_kl``                 ``mean_tokens(−ℓ)``: k1 estimate of ``KL(μ‖π_θ)`` (verl ``actor/ppo_kl``)
+``kl_k3``                  ``mean_tokens(r − 1 − ℓ)``: k3 estimate of ``KL(μ‖π_θ)`` (verl ``k3_kl``)
+``chi2_seq``               ``mean_rows ρ_i² − 1`` (verl ``rollout_corr/chi2_seq``, unclamped)
+``chi2_seq_centered``      ``mean_rows (ρ_i − 1)²``, the project's ``chi2``; both estimate
+                           ``χ²(π_θ‖μ) = E_μ ρ² − 1 = E_μ (ρ−1)²``
+``chi2_token``             ``mean_tokens r² − 1`` (verl ``rollout_corr/chi2_token``)
+``ess_batch_rho``          ``(mean_tokens ρ)² / mean_tokens ρ²`` with ``ρ_i`` on each of its tokens:
+                           verl's batch-wide token-weighted ESS fraction, in ``(0, 1]``
+``ess_batch_w``            the same for the estimator's weights ``k_{i,t}`` (``w_i`` or token weights)
+``ess_group_rho``          mean over groups of ``ESS(ρ)/G`` (the project's per-group ESS)
+``ess_group_w``            the same for ``w`` (trajectory maps only)
+=========================  ==========================================================================
+
+:data:`PEER_NAMES` and :func:`to_peer` rename these so a toolkit curve can be overlaid on a verl or TRL one.
+"""
+from __future__ import annotations
+
+import math
+
+#: toolkit key → peer key, per peer; method-specific entries in :func:`peer_names`.
+PEER_NAMES: dict[str, dict[str, str]] = {
+    "verl": {
+        "pg_loss": "actor/pg_loss",
+        "clipfrac": "actor/pg_clipfrac",
+        "clipfrac_dual": "actor/pg_clipfrac_lower",
+        "ppo_kl": "actor/ppo_kl",
+        "kl_k3": "rollout_corr/k3_kl",
+        "chi2_seq": "rollout_corr/chi2_seq",
+        "chi2_token": "rollout_corr/chi2_token",
+        "ess_batch_w": "rollout_corr/rollout_is_eff_sample_size",
+    },
+    "trl": {
+        "pg_loss": "loss",
+        "clipfrac_low": "clip_ratio/low_mean",
+        "clipfrac_high": "clip_ratio/high_mean",
+        "clipfrac": "clip_ratio/region_mean",
+    },
+}
+
+
+def peer_names(name: str, peer: str) -> dict[str, str]:
+    """toolkit key → ``peer`` key (``"verl"`` or ``"trl"``) for estimator ``name``.
+
+    Method-specific: verl's cispo ``pg_clipfrac`` counts ``A = 0`` tokens (``clamp_frac_all``) and
+    always logs ``pg_clipfrac_lower = 0`` for cispo/gspo; TRL's cispo logs only ``cispo_clip_ratio``
+    (``clipfrac_high_pos``) and its sequence-level (gspo) clip ratios are shares of rows.
+    """
+    if peer not in PEER_NAMES:
+        raise ValueError(f"peer must be one of {', '.join(PEER_NAMES)}, got {peer!r}")
+    out = dict(PEER_NAMES[peer])
+    if peer == "verl" and name == "cispo":
+        out.pop("clipfrac")
+        out["clamp_frac_all"] = "actor/pg_clipfrac"
+    if peer == "trl" and name == "cispo":
+        for key in ("clipfrac_low", "clipfrac_high", "clipfrac"):
+            out.pop(key)
+        out["clipfrac_high_pos"] = "cispo_clip_ratio"
+    if peer == "trl" and name == "gspo":
+        for side in ("low", "high"):
+            out.pop(f"clipfrac_{side}")
+            out[f"clipfrac_seq_{side}"] = f"clip_ratio/{side}_mean"
+        out.pop("clipfrac")
+        out["clipfrac_seq"] = "clip_ratio/region_mean"
+    return out
+
+
+def to_peer(metrics: dict, name: str, peer: str) -> dict:
+    """The entries of ``metrics`` that ``peer`` logs, under the peer's names (see :func:`peer_names`)."""
+    return {v: metrics[k] for k, v in peer_names(name, peer).items() if k in metrics}
+
+
+def _frac(x, mask, denom):
+    return float((x & mask).sum()) / denom
+
+
+def _log_mean_exp(x):
+    import torch
+
+    return float(torch.logsumexp(x, dim=0) - math.log(x.numel()))
+
+
+def _ess_fraction(logw):
+    """``(mean w)²/mean w²`` from ``log w`` (1-D, ``-inf`` = zero weight); 0 if every weight is 0."""
+    import torch
+
+    m = logw.max()
+    if not bool(torch.isfinite(m)):
+        return 0.0
+    u = torch.exp(logw - m)
+    return float(u.mean() ** 2 / (u * u).mean())
+
+
+def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_size, eps=0.2, eps_low=0.2,
+                 eps_high=0.28, tau_m2=0.04, clip_ratio_c=None, cispo_clamp="upper") -> dict:
+    """Metrics of one batch (module table); inputs as prepared by ``policy_loss`` (validated there).
+
+    ``tok_ell`` ``[N, T]`` (0 off-mask), ``mask`` bool, ``adv`` ``[N]``, ``k`` the stop-gradient weights
+    ``k_{i,t}``, ``nu`` the normaliser ``ν_{i,t}``, ``logp_new`` detached, ``w`` ``[N]`` trajectory weights
+    (``None`` for token-level names).
+    """
+    import torch
+
+    from asyncgrpo.estimators import token_level as tl
+    from asyncgrpo.estimators import torch_backend
+
+    f64 = torch.float64
+    ell_t = tok_ell.to(f64)
+    A = adv.to(f64)[:, None]
+    nu = nu.to(f64)
+    logp = logp_new.to(f64)
+    mask = mask.to(torch.bool)
+    rows = mask.any(dim=1)
+    N, T = mask.shape
+    n_tok = float(mask.sum())
+    T_i = mask.sum(dim=1, keepdim=True).to(f64).clamp(min=1.0)
+    nz = (A != 0).expand_as(mask)
+    pos, neg = (A > 0).expand_as(mask), (A < 0).expand_as(mask)
+    zero = torch.zeros((), dtype=f64, device=mask.device)
+    ninf = torch.full((), -math.inf, dtype=f64, device=mask.device)
+    out: dict = {}
+    hi, lo = math.log1p(eps_high), math.log1p(-eps_low)
+    log_c = math.inf if clip_ratio_c is None else math.log(float(clip_ratio_c))
+
+    def neg_adv_times(x):
+        # −A·x with 0 where A = 0, so that an overflowed ratio never gives 0·inf = NaN
+        return torch.where(A.expand_as(x) == 0, zero, -A * x)
+
+    if name in ("grpo", "gspo"):
+        lr = ell_t if name == "grpo" else (ell_t.sum(dim=1, keepdim=True) / T_i).expand_as(ell_t)
+        with torch.no_grad():
+            r = torch.exp(lr)
+            l1 = neg_adv_times(r)
+            l2 = neg_adv_times(torch.clamp(r, 1 - eps_low, 1 + eps_high))
+            lm = torch.maximum(l1, l2)
+            if clip_ratio_c is not None:
+                lm = torch.where(neg, torch.minimum(lm, neg_adv_times(torch.full_like(r, float(clip_ratio_c)))), lm)
+        high, low, dual = pos & (lr > hi), neg & (lr < lo), neg & (lr > log_c)
+        out["clipfrac_high"] = _frac(high, mask, n_tok)
+        out["clipfrac_low"] = _frac(low, mask, n_tok)
+        out["clipfrac"] = _frac(high | low, mask, n_tok)
+        out["clipfrac_dual"] = _frac(dual, mask, n_tok)
+        if name == "gspo":
+            n_rows = float(rows.sum())
+            for key, x in (("clipfrac_seq_high", high), ("clipfrac_seq_low", low), ("clipfrac_seq", high | low)):
+                out[key] = float((x[:, 0] & rows).sum()) / n_rows
+        loss_mat = lm
+        logk = torch.where(k > 0, lr, ninf)
+    elif name == "cispo":
+        clo, chi = tl.cispo_log_bounds(cispo_clamp, eps_low, eps_high)
+        above, below = ell_t > chi, ell_t < clo
+        out["clipfrac_high"] = _frac(above & nz, mask, n_tok)
+        out["clipfrac_low"] = _frac(below & nz, mask, n_tok)
+        out["clipfrac"] = _frac((above | below) & nz, mask, n_tok)
+        out["clipfrac_dual"] = 0.0
+        out["clipfrac_high_pos"] = _frac(above & pos, mask, n_tok)
+        out["clamp_frac_all"] = _frac(above | below, mask, n_tok)
+        loss_mat = neg_adv_times(k.to(f64)) * logp
+        logk = torch.clamp(ell_t, min=clo, max=chi)
+    elif name == "m2po":
+        dropped = mask & ~(k > 0)
+        out["m2po_masked_frac"] = _frac(dropped, mask, n_tok)
+        out["clipfrac"] = _frac(dropped & nz, mask, n_tok)
+        loss_mat = neg_adv_times(torch.where(dropped, zero, torch.exp(ell_t)))
+        logk = torch.where(dropped, ninf, ell_t)
+    else:
+        G = group_size
+        ell = ell_t.sum(dim=1)
+        rmask = rows.reshape(N // G, G)
+        logw = torch.full((N // G, G), -math.inf, dtype=f64, device=mask.device)
+        live = rmask.any(dim=1)
+        if bool(live.any()):
+            logw[live] = torch_backend.log_weights(name, ell.reshape(N // G, G)[live], eps, rmask[live])
+        logw = logw.reshape(N)
+        cut = (logw < ell) & rows
+        out["clipfrac"] = _frac(cut[:, None].expand_as(mask) & nz, mask, n_tok)
+        loss_mat = neg_adv_times(w.to(f64)[:, None].expand_as(logp)) * logp
+        logk = logw[:, None].expand_as(ell_t)
+        out["ess_group_w"] = _group_ess(logw, rows, G)
+
+    out["pg_loss"] = float(torch.where(mask, nu * loss_mat, zero).sum())
+    # KL and χ² between π_θ and μ from the ratios alone (method-independent)
+    lt = ell_t[mask]
+    out["ppo_kl"] = float((-lt).mean())
+    out["kl_k3"] = float((torch.expm1(lt) - lt).mean())
+    out["chi2_token"] = math.expm1(_log_mean_exp(2 * lt))
+    ell_rows = ell_t.sum(dim=1)[rows]
+    out["chi2_seq"] = math.expm1(_log_mean_exp(2 * ell_rows))
+    out["chi2_seq_centered"] = float(torch.expm1(ell_rows).pow(2).mean())
+    out["ess_batch_rho"] = _ess_fraction(ell_t.sum(dim=1, keepdim=True).expand_as(ell_t)[mask])
+    out["ess_batch_w"] = _ess_fraction(logk[mask])
+    out["ess_group_rho"] = _group_ess(ell_t.sum(dim=1), rows, group_size)
+    return out
+
+
+def _group_ess(logw, rows, G):
+    """Mean over groups (with a real row) of ``ESS/G_real`` from ``log w`` ``[N]``; rows without tokens skipped."""
+    vals = []
+    for g in range(logw.numel() // G):
+        sel = rows[g * G:(g + 1) * G]
+        if bool(sel.any()):
+            vals.append(_ess_fraction(logw[g * G:(g + 1) * G][sel]))
+    return float(sum(vals) / len(vals))
+
+
+__all__ = ["PEER_NAMES", "peer_names", "to_peer", "loss_metrics"]
