@@ -8,7 +8,9 @@ For one group with log-ratios ``ℓ`` (shape ``(G,)``) and weights ``w``:
 - effective sample size of the weights ``(Σw)²/Σw²``;
 - advantages ``A_i = R_i − R̄`` (or ``/(std(R)+δ)``, the GRPO option).
 
-Everything is computed from ``ℓ`` and ``log w`` so that ``|ℓ| ≤ 1e4`` is safe.
+Everything is computed from ``ℓ`` and ``log w`` in log space, so that ``|ℓ| ≤ 1e4`` never gives NaN;
+a result that exceeds float64 (𝔅 of ``onpolicy`` at ``ℓ = −800``) is ``+inf``, and
+:func:`log_bias_functional` gives its finite logarithm.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 from asyncgrpo.estimators.reference import log_group_mass
 from asyncgrpo.validation import check_finite, check_log_ratios, check_log_weights
 
-__all__ = ["group_mass", "log_group_mass", "bias_functional", "removed_mass", "ess", "advantages"]
+__all__ = ["group_mass", "log_group_mass", "bias_functional", "log_bias_functional", "removed_mass", "ess", "advantages"]
 
 
 def group_mass(log_ratios) -> float:
@@ -27,27 +29,64 @@ def group_mass(log_ratios) -> float:
         return float(np.exp(log_group_mass(ell)))
 
 
-def _shortfall(ell: np.ndarray, logw: np.ndarray) -> np.ndarray:
-    # f_i = 1 − w_i/ρ_i, from a log difference so that tiny or huge ρ_i stay exact.
-    return -np.expm1(logw - ell)
+def _log_abs_gap(ell: np.ndarray, logw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(log|ρ_i − w_i|, sign(ρ_i − w_i))`` without forming ``ρ_i`` or ``w_i``.
+
+    ``log|ρ − w| = a + log(1 − e^{b−a})`` with ``a = max(ℓ, log w)``, ``b = min(ℓ, log w)``: finite
+    for any finite ``ℓ`` (``|ℓ| = 1e4`` included) even when ``ρ`` or ``w`` under/overflows, and
+    ``−inf`` exactly when ``w_i = ρ_i``.
+    """
+    a, b = np.maximum(ell, logw), np.minimum(ell, logw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = b - a  # <= 0, or -inf for a zero weight
+        # log(1 − e^x): log(−expm1(x)) near 0 and log1p(−e^x) far from it (both accurate there).
+        log1mexp = np.where(x > -np.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+    return a + log1mexp, np.sign(ell - logw)
+
+
+def _log_mean_exp(v: np.ndarray) -> float:
+    """``log((1/G) Σ_i e^{v_i})``; ``−inf`` when every ``v_i = −inf``."""
+    m = np.max(v)
+    if m == -np.inf:
+        return -np.inf
+    return float(m + np.log(np.sum(np.exp(v - m))) - np.log(v.size))
+
+
+def log_bias_functional(log_ratios, log_w) -> float:
+    """``log 𝔅(w;ρ)`` with ``𝔅 = (1/G) Σ_i (ρ_i − w_i)²/ρ_i`` (C2): finite for ``|ℓ_i| ≤ 1e4``.
+
+    Each term is ``exp(2 log|ρ_i − w_i| − ℓ_i)``; ``−inf`` when ``w = ρ``.
+    """
+    ell = check_log_ratios(log_ratios)
+    lg, _ = _log_abs_gap(ell, check_log_weights(log_w, ell.shape))
+    return _log_mean_exp(2.0 * lg - ell)
 
 
 def bias_functional(log_ratios, log_w) -> float:
-    """``𝔅(w;ρ) = (1/G) Σ_i (ρ_i − w_i)²/ρ_i = (1/G) Σ_i ρ_i (1 − w_i/ρ_i)²``."""
-    ell = check_log_ratios(log_ratios)
-    f = _shortfall(ell, check_log_weights(log_w, ell.shape))
-    with np.errstate(over="ignore", invalid="ignore"):
-        terms = np.where(f != 0.0, np.exp(ell) * f * f, 0.0)
-    return float(np.mean(terms))
+    """``𝔅(w;ρ) = (1/G) Σ_i (ρ_i − w_i)²/ρ_i``, from :func:`log_bias_functional`.
+
+    Never NaN for finite ``ℓ``; ``+inf`` only when ``𝔅`` itself exceeds float64 (e.g. ``onpolicy``
+    at ``ℓ = −800``: ``𝔅 ≈ e^{800}/G``). Use :func:`log_bias_functional` there.
+    """
+    with np.errstate(over="ignore"):
+        return float(np.exp(log_bias_functional(log_ratios, log_w)))
 
 
 def removed_mass(log_ratios, log_w) -> float:
-    """``(1/G) Σ_i (ρ_i − w_i) = (1/G) Σ_i ρ_i (1 − w_i/ρ_i)``."""
+    """``(1/G) Σ_i (ρ_i − w_i)`` (C2, C7), summed in log space by sign.
+
+    Positive and negative terms are each summed as a log-mean-exp and the two totals subtracted in
+    log space, so the result is finite whenever it fits in float64 (``|ℓ_i| ≤ 1e4``: no NaN).
+    """
     ell = check_log_ratios(log_ratios)
-    f = _shortfall(ell, check_log_weights(log_w, ell.shape))
-    with np.errstate(over="ignore", invalid="ignore"):
-        terms = np.where(f != 0.0, np.exp(ell) * f, 0.0)
-    return float(np.mean(terms))
+    lg, sign = _log_abs_gap(ell, check_log_weights(log_w, ell.shape))
+    lp = _log_mean_exp(np.where(sign > 0, lg, -np.inf))
+    ln = _log_mean_exp(np.where(sign < 0, lg, -np.inf))
+    if lp == ln:  # includes both −inf: no gap at all
+        return 0.0
+    hi, lo, s = (lp, ln, 1.0) if lp > ln else (ln, lp, -1.0)
+    with np.errstate(over="ignore", divide="ignore"):
+        return s * float(np.exp(hi + np.log1p(-np.exp(lo - hi))))
 
 
 def ess(log_w) -> float:

@@ -1,36 +1,101 @@
 """Input checks shared by every public entry point.
 
-Each check raises ``ValueError`` naming the parameter and its valid range, so
-bad input never turns into a silent NaN deep inside a kernel. Kernels
-themselves never validate (STYLE §1): the public wrapper does it once.
+Each check raises ``ValueError`` naming the parameter and its valid range, so bad input never
+turns into a silent NaN deep inside a kernel. Kernels themselves never validate: the public
+wrapper does it once. Types are checked, not coerced: a bool is not a number (``eps=True``), a
+complex number is not real, ``2.5`` is not a group size, ``0.5`` is not a mask entry, and a
+Python int too large for a float (``10**400``) is out of range rather than an ``OverflowError``.
 """
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
+#: Largest accepted integer parameter: counts are stored as int64 by the kernels.
+INT_MAX = 2**63 - 1
+
+
+def _show(value) -> str:
+    # A 400-digit integer or a large array should not flood the one-line error.
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}…({len(text)} chars)"
+
+
+def _unwrap(value):
+    # A 0-d NumPy array (e.g. from arr.sum()) is a scalar in all but type.
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
+
+
+def _real(value, name: str, must: str) -> float:
+    """``value`` as a float if it is a real number (not bool, complex, str), else ``ValueError``."""
+    value = _unwrap(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be {must}, got {type(value).__name__} {_show(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be {must}, got {_show(value)} (too large for a float)") from None
+
+
+def check_real(value, name: str) -> float:
+    """Return ``value`` as a float if it is a finite real number, else raise."""
+    out = _real(value, name, "a finite real number")
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be a finite real number, got {_show(value)}")
+    return out
+
 
 def check_eps(eps, name: str = "eps") -> float:
-    """Return ``eps`` as a float if it is a finite number > 0, else raise."""
-    try:
-        value = float(eps)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {eps!r}") from None
+    """Return ``eps`` as a float if it is a finite real number > 0, else raise."""
+    must = f"a finite number > 0 (valid range: 0 < {name} < inf)"
+    value = _real(eps, name, must)
     if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"{name} must be a finite number > 0 (valid range: 0 < {name} < inf), got {eps!r}")
+        raise ValueError(f"{name} must be {must}, got {_show(eps)}")
     return value
 
 
 def check_group_size(G, name: str = "G") -> int:
-    """Return ``G`` as an int if it is an integer ≥ 1, else raise."""
-    try:
-        ok = not isinstance(G, bool) and float(G).is_integer() and int(G) >= 1
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must be an integer >= 1, got {G!r}")
-    return int(G)
+    """Return ``G`` as an int if it is an integer ``1 ≤ G ≤ 2**63 − 1`` (``8`` or ``8.0``), else raise.
+
+    ``G = 1`` is accepted: a group of one has ``A_1 = 0`` (THEORY §1) and every functional is defined.
+    """
+    valid = f"an integer >= 1 (valid range: 1 <= {name} <= 2**63 - 1)"
+    G = _unwrap(G)
+    if isinstance(G, (bool, np.bool_)) or not isinstance(G, numbers.Real):
+        raise ValueError(f"{name} must be {valid}, got {type(G).__name__} {_show(G)}")
+    if isinstance(G, numbers.Integral):
+        value = int(G)
+    else:
+        g = float(G)
+        if not (math.isfinite(g) and g.is_integer()):
+            raise ValueError(f"{name} must be {valid}, got {_show(G)}")
+        value = int(g)
+    if not 1 <= value <= INT_MAX:
+        raise ValueError(f"{name} must be {valid}, got {_show(G)}")
+    return value
+
+
+def _real_array(values, name: str) -> np.ndarray:
+    """``values`` as a float64 array if every entry is a real number (no bool, complex, str)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{name} must be real numbers, got complex values {_show(values)}")
+    if arr.dtype.kind == "b":
+        raise ValueError(f"{name} must be real numbers, got booleans {_show(values)}")
+    if arr.dtype.kind in "OUSV":
+        if arr.dtype.kind == "O" and all(
+            isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) for x in arr.ravel()
+        ):
+            try:
+                return arr.astype(np.float64)
+            except OverflowError:
+                raise ValueError(f"{name} must be real numbers within float range, got {_show(values)}") from None
+        raise ValueError(f"{name} must be real numbers, got {arr.dtype} values {_show(values)}")
+    return arr.astype(np.float64, copy=False)
 
 
 def check_log_ratios(log_ratios, name: str = "log_ratios") -> np.ndarray:
@@ -39,7 +104,7 @@ def check_log_ratios(log_ratios, name: str = "log_ratios") -> np.ndarray:
     ``ℓ_i = log π_θ(τ_i) − log μ(τ_i)`` must be finite: ±inf means a trajectory
     with zero probability under one policy, which a sampled group cannot hold.
     """
-    arr = np.asarray(log_ratios, dtype=np.float64)
+    arr = _real_array(log_ratios, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of one group's log-ratios, got shape {arr.shape}")
     if arr.size == 0:
@@ -60,17 +125,32 @@ def check_finite(arr: np.ndarray, name: str) -> None:
 
 def check_log_weights(log_w, shape: tuple, name: str = "log_w") -> np.ndarray:
     """Return ``log w`` as float64 if it has ``shape`` and no NaN or ``+inf`` (``-inf`` = zero weight)."""
-    arr = np.asarray(log_w, dtype=np.float64)
+    arr = _real_array(log_w, name)
     if arr.shape != tuple(shape):
         raise ValueError(f"{name} must have the shape of the log-ratios {tuple(shape)}, got {arr.shape}")
     bad = np.isnan(arr) | (arr == np.inf)
     if bad.any():
-        i = int(np.argwhere(bad)[0][0])
+        i = int(np.argwhere(bad.ravel())[0][0])
         raise ValueError(f"{name} must be finite or -inf (a zero weight); found {float(arr.flat[i])!r} at index {i}")
     return arr
 
 
-def check_same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
-    """Raise unless ``a`` and ``b`` have the same shape."""
-    if np.shape(a) != np.shape(b):
-        raise ValueError(f"{name_a} and {name_b} must have the same shape, got {np.shape(a)} and {np.shape(b)}")
+def check_mask(mask, shape: tuple | None = None, name: str = "mask"):
+    """Return ``mask`` as booleans if every entry is ``True``/``False`` or exactly ``0``/``1``, else raise.
+
+    Works for NumPy array-likes and for ``torch`` tensors (returned as a bool tensor on the same
+    device) without importing torch: a mask of ``0.5`` or NaN is an error, never silently ``True``.
+    """
+    if not hasattr(mask, "dtype"):
+        mask = np.asarray(mask)
+    if shape is not None and tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(mask.shape)}")
+    if str(mask.dtype) in ("bool", "torch.bool"):
+        return mask
+    if isinstance(mask, np.ndarray) and mask.dtype.kind not in "iufc":
+        raise ValueError(f"{name} must hold booleans or 0/1, got dtype {mask.dtype}")
+    bad = (mask != 0) & (mask != 1)
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in (np.argwhere(bad)[0] if isinstance(bad, np.ndarray) else bad.nonzero()[0]))
+        raise ValueError(f"{name} must hold booleans or exactly 0/1; found {mask[idx].item()!r} at index {idx}")
+    return mask != 0
