@@ -1,6 +1,6 @@
 """Numeric versions of every theory/ bound, lambdified from the sympy derivations (never retyped).
 
-Plain floats or NumPy arrays in, the same out (broadcasting). Notation of THEORY.md:
+Plain floats or NumPy arrays in, the same out (broadcasting). Notation of docs/THEORY.md §1–§3:
 σ² = Var_μ(ρ), μ₄ = E_μ(ρ−1)⁴, ``second_moment`` = E_π[A²‖s_θ‖²], M₂(ε) = (1+ε)·second_moment.
 These feed simulate/ (bound next to measurement) and figures/.
 """
@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 from scipy.optimize import minimize_scalar
+from sympy.codegen.rewriting import expm1_opt, log1p_opt, optimize
 
 from . import c1_second_moment as c1
 from . import c4_bias as c4
-from . import c5_tuning as c5
+from . import c5_symbolic as c5
 from . import c6_overlap as c6
 from . import c7_large_group as c7
 from . import symbols as sy
@@ -93,10 +94,19 @@ def _fourth_moments(sigma2, mu4):
 _COMPILED: dict = {}
 
 
+def exact_tails(expr: sp.Expr) -> sp.Expr:
+    """``expr`` with every ``e^x − 1`` written ``expm1(x)`` and ``log(1 + x)`` written ``log1p(x)``.
+
+    Floating-point ``exp(x) − 1`` loses all digits as x → 0 (relative error ~1e-16/x: 0.1 at x = 1e-15);
+    ``expm1``/``log1p`` keep full relative precision. sympy's codegen rewriter does the pattern matching,
+    so every lambdified bound gets it, not only the ones known to need it today."""
+    return optimize(expr, [expm1_opt, log1p_opt])
+
+
 def _lam(key, args, expr_fn):
-    """Lambdify ``expr_fn()`` over ``args`` once per ``key`` (derivations are cached, so this is cheap)."""
+    """Lambdify ``exact_tails(expr_fn())`` over ``args`` once per ``key`` (derivations are cached)."""
     if key not in _COMPILED:
-        _COMPILED[key] = sp.lambdify(args, expr_fn(), modules="numpy")
+        _COMPILED[key] = sp.lambdify(args, exact_tails(expr_fn()), modules="numpy")
     return _COMPILED[key]
 
 
@@ -207,10 +217,26 @@ def gmc_removed_mass_bound(eps, G, sigma2):
     return fn(_eps(eps), _G(G), _nonneg(sigma2, "sigma2"))
 
 
-def overlap_sigma2_bound(kappa, eta, d, M):
-    """C6: ``σ² ≤ (e^{κηdM} − 1)²``. κ, η, d, M ≥ 0 (finite)."""
-    fn = _lam("overlap", (sy.kappa, sy.eta, sy.d, sy.M), lambda: c6.SIGMA2_BOUND)
+def _overlap(key, expr, kappa, eta, d, M):
+    fn = _lam(key, (sy.kappa, sy.eta, sy.d, sy.M), lambda: expr)
     return fn(_nonneg(kappa, "kappa"), _nonneg(eta, "eta"), _nonneg(d, "d"), _nonneg(M, "M"))
+
+
+def overlap_sigma2_bound(kappa, eta, d, M):
+    """C6: ``σ² ≤ (e^{κηdM} − 1)²``, evaluated as ``expm1(κηdM)²`` (full relative precision as κηdM → 0).
+    κ, η, d, M ≥ 0 (finite)."""
+    return _overlap("overlap", c6.SIGMA2_BOUND, kappa, eta, d, M)
+
+
+def overlap_mu4_bound(kappa, eta, d, M):
+    """C6: ``μ₄ = E_μ(ρ−1)⁴ ≤ (e^{κηdM} − 1)⁴`` (as ``expm1(κηdM)⁴``). κ, η, d, M ≥ 0 (finite)."""
+    return _overlap("overlap mu4", c6.MU4_BOUND, kappa, eta, d, M)
+
+
+def overlap_m_tic_bound(kappa, eta, d, M):
+    """C6: ``E_μ[ρ(ρ−1)⁴] ≤ e^{κηdM}(e^{κηdM} − 1)⁴`` (as ``e^{κηdM}·expm1(κηdM)⁴``). κ, η, d, M ≥ 0."""
+    return _overlap("overlap m_tic", c6.M_TIC_BOUND, kappa, eta, d, M)
+
 
 _ARGS = (sy.eta, sy.K, sy.d, sy.eps, sy.G, sy.dJ, sy.L, sy.S, sy.C, sy.c_G)
 

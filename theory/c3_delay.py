@@ -10,7 +10,7 @@ import functools
 
 import sympy as sp
 
-from . import c5_tuning as c5
+from . import c5_symbolic as c5
 from .c1_second_moment import M2
 from .proof import Derivation, is_zero
 from .symbols import G, K, L, c_B, c_G, d, dJ, eps, eta

@@ -25,16 +25,18 @@ import functools
 import numpy as np
 import sympy as sp
 
-from . import c4_bias as c4
+from .bounds import assembled_bound, eta_star_numeric
 from .c1_second_moment import M2
+from .c5_symbolic import (EXPECTED_TUNED_EXPONENTS, assembled, delay_term, eps_star_gmc_expr, eta_star_expr,
+                          log_exponent, tuned_expr, variance_only_expr)
 from .proof import Derivation, is_zero
 from .symbols import C, G, K, L, S, c_G, d, dJ, eps, eta
 
-EXPECTED_TUNED_EXPONENTS = {
-    "gmc": (sp.Rational(-4, 5), sp.Rational(4, 5), sp.Rational(-2, 5), sp.Rational(-2, 5)),
-    "tis": (sp.Rational(-4, 5), sp.Rational(4, 5), sp.Rational(-2, 5), 0),
-    "tic": (sp.Rational(-4, 5), sp.Rational(4, 5), sp.Rational(-4, 5), 0),
-}
+__all__ = ["EXPECTED_TUNED_EXPONENTS", "FIT_BASE", "FIT_REGIMES", "FIT_SWEEP", "FIT_TOL", "FIT_VARS", "assembled",
+           "closed_form_slopes", "delay_term", "derive", "eps_star_gmc_expr", "eta_star_expr", "fit_key",
+           "fitted_exponents", "log_exponent", "tuned_expr", "variance_only_expr", "C", "G", "K", "L", "S", "c_G",
+           "d", "dJ", "eps", "eta", "M2"]
+
 #: regimes of the numeric fit with LηM₂ kept, set by E_π[A²‖s‖²] (``second_moment``) at otherwise equal
 #: constants; each variable is swept over FIT_SWEEP's decades with the others at the base value.
 #: At the base point η₀ (delay only) ≈ 0.018 and η_v (variance only) ≈ 0.014/√S, so S = 1e−9 is
@@ -53,58 +55,6 @@ FIT_VARS = ("K", "d", "eps", "G")
 FIT_TOL = 0.05
 
 
-@functools.cache
-def delay_term(name: str) -> sp.Expr:
-    """Leading-order C4 delay term ``C η⁴ d⁴ ε^{p_ε} G^{p_G}`` with exponents read off by sympy."""
-    b = c4.bias_bound_expr(name, "fourth")
-    pe, pg = c4.exponent(b, eps, 0), c4.exponent(b, G, sp.oo)
-    return C * eta**4 * d**4 * eps**pe * G**pg
-
-
-def assembled(name: str, m2: sp.Expr = M2) -> sp.Expr:
-    """The C5 bound ``2ΔJ/(ηK) + LηM₂(ε) + delay + c_G/G`` for estimator ``name``."""
-    return 2 * dJ / (eta * K) + L * eta * m2 + delay_term(name) + c_G / G
-
-
-@functools.cache
-def eta_star_expr(name: str) -> sp.Expr:
-    """Closed-form minimiser over η of ``2ΔJ/(ηK) + delay`` (variance term dropped)."""
-    obj = 2 * dJ / (eta * K) + delay_term(name)
-    sols = sp.solve(sp.diff(obj, eta), eta)
-    if len(sols) != 1:
-        raise ArithmeticError(f"expected one positive stationary point, got {sols}")
-    return sp.simplify(sols[0])
-
-
-@functools.cache
-def tuned_expr(name: str) -> sp.Expr:
-    """``min_η [2ΔJ/(ηK) + delay]``: the tuned delay-dependent term."""
-    return sp.simplify((2 * dJ / (eta * K) + delay_term(name)).subs(eta, eta_star_expr(name)))
-
-
-@functools.cache
-def eps_star_gmc_expr() -> sp.Expr:
-    """Minimiser over ε of ``LηM₂(ε) + Cη⁴d⁴/(ε²G²)`` (the GMC ε/G trade-off)."""
-    obj = L * eta * M2 + delay_term("gmc")
-    (sol,) = sp.solve(sp.diff(obj, eps), eps)
-    return sp.simplify(sol)
-
-
-def log_exponent(expr: sp.Expr, var: sp.Symbol) -> sp.Expr:
-    """Elasticity ``∂ log expr/∂ log var`` (a constant for a monomial)."""
-    return sp.simplify(var * sp.diff(sp.log(expr), var))
-
-
-@functools.cache
-def variance_only_expr() -> sp.Expr:
-    """``min_η [2ΔJ/(ηK) + LηM₂(ε)] = 2√(2ΔJ·L·M₂(ε)/K)``: the tuned bound when the delay term is negligible."""
-    obj = 2 * dJ / (eta * K) + L * eta * M2
-    sols = [r for r in sp.solve(sp.diff(obj, eta), eta) if r.is_positive is not False]
-    if len(sols) != 1:
-        raise ArithmeticError(f"expected one positive stationary point, got {sols}")
-    return sp.simplify(obj.subs(eta, sols[0]))
-
-
 def _grid(lo, hi):
     return np.geomspace(lo, hi, 7)
 
@@ -112,8 +62,6 @@ def _grid(lo, hi):
 def fitted_exponents(name: str, base=None, sweep=None) -> dict[str, float]:
     """Least-squares slopes of log min_η B(η) against log K, d, ε, G from the scipy optimum (variance kept),
     ``B = 2ΔJ/(ηK) + LηM₂(ε) + delay`` (``c_G/G`` is η-independent and left out); 7 log-spaced points per sweep."""
-    from .bounds import assembled_bound, eta_star_numeric  # numeric layer, built from this module
-
     base = dict(FIT_BASE if base is None else base)
     sweep = FIT_SWEEP if sweep is None else sweep
     out = {}
