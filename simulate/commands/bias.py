@@ -1,75 +1,95 @@
 """``bias``: Monte Carlo bias, second moment and 𝔅 of estimators under controlled staleness.
 
 Wraps :func:`simulate.montecarlo.bias_table`: for each ``(G, d)`` one pass samples groups from
-``μ = π_{θ−d·η·u}`` and evaluates every ``(estimator, ε)`` on the same groups; the printed table
-puts each measurement (± standard error) next to the exact value and theory's bound.
+``μ = π_{θ−d·η·u}`` and evaluates every ``(estimator, ε)`` on the same groups. Printed: the bias
+decomposed into its baseline part ``‖∇J‖/G`` (C8) and its weighting part ``‖E[ĝ_w − ĝ_is]‖`` (C7) next
+to the total, then each measurement (± standard error) next to the exact value and theory's bound.
 """
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 
 from asyncgrpo import estimators as est
 from simulate import montecarlo as mc
 
 NAME = "bias"
-HELP = "Monte Carlo of E[ĝ] bias, E‖ĝ‖², 𝔅(w;ρ) and removed mass under staleness, with exact values and bounds"
+HELP = "Monte Carlo of E[ĝ] bias (baseline and weighting parts), E‖ĝ‖², 𝔅(w;ρ) and removed mass under staleness"
+DEFAULT_QUANTITIES = "grad_bias,baseline_bias,weighting_bias,sq_norm,bias_functional,removed_mass"
+#: Above this many sampled tokens the command says how long it will take (about 50 M tokens/s/core).
+_LONG_RUN_TOKENS = 10**10
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+def _list(convert, option: str, what: str):
+    def parse(text: str):
+        try:
+            out = [convert(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option}: expected a comma list of {what}, got {text!r}") from None
+        if not out:
+            raise argparse.ArgumentTypeError(f"{option}: give at least one value ({what}), got {text!r}")
+        return out
+    return parse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance", default="token-mdp", choices=sorted(mc.INSTANCES), help="synthetic instance (default token-mdp)")
-    p.add_argument("--estimators", default="gmc,tic,tis", help=f"comma list or 'all' (known: {', '.join(est.ESTIMATORS)})")
-    p.add_argument("--eps", type=_floats, default=[0.2], help="comma list of ε > 0 (default 0.2)")
-    p.add_argument("--G", type=_ints, default=[4, 16, 64], help="comma list of group sizes (default 4,16,64)")
-    p.add_argument("--delay", type=_ints, default=[0, 2, 8], help="comma list of delays d >= 0 (default 0,2,8)")
+    p.add_argument("--estimators", default="gmc,tic,tis", help=f"comma list or 'all' (default gmc,tic,tis; known: {', '.join(est.ESTIMATORS)})")
+    p.add_argument("--eps", type=_list(float, "--eps", "thresholds ε > 0"), default=[0.2], help="comma list of ε > 0 (default 0.2)")
+    p.add_argument("--G", type=_list(int, "--G", "group sizes G >= 1"), default=[4, 16, 64], help="comma list of group sizes (default 4,16,64)")
+    p.add_argument("--delay", type=_list(int, "--delay", "delays d >= 0"), default=[0, 2, 8], help="comma list of delays d >= 0 (default 0,2,8)")
     p.add_argument("--n-groups", type=int, default=20_000, help="groups per (G, d) (default 20000)")
-    p.add_argument("--eta", type=float, default=None, help="step size η of the staleness pair (default: the instance's)")
+    p.add_argument("--eta", type=float, default=None, help="step size η of the staleness pair (default: the instance's, bandit 0.15, token-mdp 0.1)")
     p.add_argument("--direction", default="grad", choices=("grad", "random"), help="direction u of θ − dηu (default grad)")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    p.add_argument("--tail", default="fourth", choices=("fourth", "second"), help="tail inequality of theory's C4 bounds")
-    p.add_argument(
-        "--quantities",
-        default="grad_bias,stale_bias,sq_norm,bias_functional,removed_mass",
-        help="comma list of quantities to print, or 'all' (the CSV always has all)",
-    )
-    p.add_argument("--no-exact", action="store_true", help="skip exact expectations (faster on large instances)")
-    p.add_argument("--out", default=None, help="also write the full tidy table to this CSV file")
+    p.add_argument("--tail", default="fourth", choices=("fourth", "second"), help="tail inequality of theory's C4 bounds (default fourth)")
+    p.add_argument("--quantities", default=DEFAULT_QUANTITIES,
+                   help=f"comma list of quantities to print, or 'all'; the CSV always has all (default {DEFAULT_QUANTITIES})")
+    p.add_argument("--no-exact", action="store_true", help="skip exact expectations (default: compute them where a method applies)")
+    p.add_argument("--out", default=None, help="also write the full tidy table to this CSV file (default: none)")
 
 
 def main(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    names = est.ESTIMATORS if args.estimators == "all" else [s.strip() for s in args.estimators.split(",") if s.strip()]
+    text = args.estimators.strip()
+    names = list(est.ESTIMATORS) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"--estimators: give a comma list of estimators or 'all' (known: {', '.join(est.ESTIMATORS)}), got {args.estimators!r}")
+    unknown = [nm for nm in names if nm not in est.ESTIMATORS]
+    if unknown:
+        raise ValueError(f"--estimators: unknown estimator {unknown[0]!r}; known: {', '.join(est.ESTIMATORS)}")
     if args.n_groups < 2:
         raise ValueError(f"--n-groups must be an integer >= 2, got {args.n_groups}")
-    df = mc.bias_table(
-        args.instance,
-        names,
-        args.eps,
-        args.G,
-        args.delay,
-        n_groups=args.n_groups,
-        seed=args.seed,
-        eta=args.eta,
-        direction=args.direction,
-        tail=args.tail,
-        exact=not args.no_exact,
-        n_chunks=min(32, args.n_groups),
-        progress=True,
-    )
+    if any(g < 1 for g in args.G):
+        raise ValueError(f"--G: group sizes must be integers >= 1, got {args.G}")
+    mdp = mc.make_instance(args.instance)
+    n_chunks = min(32, args.n_groups)
+    n_slots = len(mc.slots_of(names, args.eps)[2]) + 1  # + the `is` slot the weighting part is measured against
+    for G in args.G:  # up front, before any work: the largest pass must fit in memory
+        mc.check_memory(mc.plan_memory(mdp.T, mdp.S, mdp.V, n_slots, G, n_chunks, True, mc.choose_route(G, mdp.T, n_slots))[1], "--G")
+    tokens = args.n_groups * max(args.G) * mdp.T * len(args.delay)
+    if tokens > _LONG_RUN_TOKENS:
+        print(f"note: --G {max(args.G)} × --n-groups {args.n_groups} samples about {tokens:.2g} tokens per G; "
+              f"expect roughly {tokens / 5e7 / 60:.0f} CPU-minutes", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", mc.ExactLimitWarning)
+        df = mc.bias_table(args.instance, names, args.eps, args.G, args.delay, n_groups=args.n_groups, seed=args.seed,
+                           eta=args.eta, direction=args.direction, tail=args.tail, exact=not args.no_exact,
+                           n_chunks=n_chunks, progress=True)
+    for w in caught:
+        if issubclass(w.category, mc.ExactLimitWarning):
+            print(f"warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if args.out:
         df.to_csv(args.out, index=False)
-    shown = df if args.quantities == "all" else df[df.quantity.isin(args.quantities.split(",") + ["chi2"])]
-    with pd.option_context("display.width", 200, "display.max_rows", None, "display.float_format", "{:.4g}".format):
-        print(shown.drop(columns=["instance", "n"]).to_string(index=False))
-    print(f"instance {df.instance.iloc[0]}, n = {df.n.iloc[0]} groups per (G, d); se = σ̂/√n; NaN bound/exact: none available")
+    print("bias = baseline part (C8) + weighting part (C7); value ± se [exact]")
+    print(mc.format_decomposition(df))
+    print()
+    quantities = None if args.quantities == "all" else args.quantities.split(",") + ["chi2"]
+    print(mc.format_table(df, quantities))
+    print(f"instance {df.instance.iloc[0]}, n = {df.n.iloc[0]} groups per (G, d); se = σ̂/√n; "
+          "—: no bound in theory for that row, or exact value not computed (exact_note in the CSV says why)")
     if args.out:
         print(f"wrote {len(df)} rows to {args.out}")
     return 0
