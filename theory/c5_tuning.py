@@ -25,6 +25,7 @@ import functools
 import numpy as np
 import sympy as sp
 
+from . import c5_local
 from .bounds import assembled_bound, eta_star_numeric
 from .c1_second_moment import M2
 from .c5_symbolic import (EXPECTED_TUNED_EXPONENTS, assembled, delay_term, eps_star_gmc_expr, eta_star_expr,
@@ -53,6 +54,7 @@ FIT_BASE = FIT_REGIMES["bias-dominated"]
 FIT_SWEEP = {"K": (1e3, 1e6), "d": (1.0, 1e2), "eps": (1e-3, 1e-1), "G": (1.0, 1e2)}
 FIT_VARS = ("K", "d", "eps", "G")
 FIT_TOL = 0.05
+LOCAL_TOL = 0.05  # |e(G) + 2/5| within which the −2/5 law is said to hold at G
 
 
 def _grid(lo, hi):
@@ -92,6 +94,28 @@ def closed_form_slopes(expr: sp.Expr, base=None, sweep=None) -> dict[str, float]
                                     ("K", "d", "eps", "G", "dJ", "C", "L", "second_moment"))), xs.shape)
         out[var] = float(np.polyfit(np.log(xs), np.log(vals), 1)[0])
     return out
+
+
+def range_key(regime: str) -> str:
+    """Result key of the G range where gmc's local exponent is within c5_local's tolerance of −2/5."""
+    return f"G range |e(G)+2/5| ≤ {LOCAL_TOL} ({regime}, r₁={c5_local.RATIOS[regime]:g})"
+
+
+def _local(der: Derivation) -> None:
+    """C5 as a curve: the local G-exponent e(G) of the tuned bound per regime (:mod:`theory.c5_local`)."""
+    grid = np.geomspace(*c5_local.G_RANGE, 41)
+    for rg in c5_local.REGIMES:
+        e = c5_local.local_exponent_at(grid, rg)
+        der.add(f"{rg}: local exponent e(G) ∈ [−2/5, 0] and non-decreasing on G ∈ [1, 1e4]",
+                bool(np.all(e >= -0.4 - 1e-9) and np.all(e <= 0) and np.all(np.diff(e) >= -1e-9)),
+                f"e(1)={e[0]:.3f}, e(1e4)={e[-1]:.3g}")
+        rng = c5_local.c5_exponent_range(rg, LOCAL_TOL)
+        der.results[range_key(rg)] = rng if rng == "none" else f"[{rng[0]:.4g}, {rng[1]:.4g}]"
+        pts = c5_local.local_exponent_at([1.0, 10.0, 100.0, 1e4], rg)
+        der.results[f"e(G) at G=1,10,100,1e4 ({rg})"] = [round(float(x), 3) + 0.0 for x in pts]
+    # the single-slope fit's own 'comparable' base: its G slope over [1, 100] averages a curve that runs to 0
+    pts = c5_local.local_exponent_at([1.0, 10.0, 100.0], FIT_REGIMES["comparable"])
+    der.results["e(G) at G=1,10,100 (fit base, comparable)"] = [round(float(x), 3) + 0.0 for x in pts]
 
 
 def fit_key(name: str, regime: str) -> str:
@@ -145,6 +169,7 @@ def derive(expected=None) -> Derivation:
     der.add("gmc: ε* ∝ G^{−2/3} d^{4/3} η",
             [log_exponent(es, v) for v in (G, d, eta)] == [sp.Rational(-2, 3), sp.Rational(4, 3), 1])
     der.results["ε* gmc"] = es
+    _local(der)
     der.results["variance-only limit (K,d,ε,G)"] = tuple(log_exponent(variance_only_expr(), v) for v in (K, d, eps, G))
     der.results["bound"] = assembled("gmc")
     return der
