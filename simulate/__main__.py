@@ -15,11 +15,14 @@ from simulate.commands import run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m simulate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m simulate", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         mod = importlib.import_module(f"simulate.commands.{info.name}")
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        # Defaults appear in --help from the parser itself, so help texts never restate them.
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP,
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
         mod.add_arguments(p)
         p.set_defaults(_main=mod.main)
     return parser

@@ -337,7 +337,7 @@ def test_c9_verdict_prints_enough_digits():
 
 def test_commands_run(capsys, tmp_path):
     out = tmp_path / "curve.csv"
-    assert cli(["train", "--steps", "20", "--d", "3", "--out", str(out)]) == 0
+    assert cli(["train", "--steps", "20", "--delay", "3", "--out", str(out)]) == 0
     assert pd.read_csv(out).shape[0] == 21
     assert cli(["tune", "--quick", "--seeds", "2", "--ds", "0,4", "--steps", "20"]) == 0
     assert "gmc" in capsys.readouterr().out
