@@ -1,0 +1,152 @@
+"""C5 in training as two pre-declared tests, judged only where its premise holds (docs/THEORY.md §3 C5).
+
+The delay cost at group size G is ``Δ_s(G) = nauc_s(d = 0) − nauc_s(d)`` on evaluation seed ``s``
+(paired by seed), at the protocol's ``[c5]`` delay ``d`` and ε.
+
+- **Premise.** Local overlap: the median over gmc's evaluation runs at ``d`` (all C5 group sizes) of
+  each run's median ``χ²(π_θ‖μ)`` is at most ``local_chi2``. Otherwise C5 is ``out of scope`` on that
+  instance, with the measured χ² — a failed premise is never a refutation.
+All C5 runs use the same number of learner steps ``K = c5.steps`` for every G (the bound's K; under
+a fixed sample budget the bound's own delay term would grow as ``G^{2/5}``).
+
+- **Test A (fixed η).** η fixed at gmc's tuned η of the cell ``(d = 0, G = middle C5 G)``. The change of
+  Δ over the G range, ``slope(Δ on log₂G)·log₂(G_max/G_min)`` with a bootstrap interval over seeds:
+  for gmc the claim is that it is below ``−flat_margin`` (the delay cost falls with G); for tic that
+  it lies within ``±flat_margin`` (flat: holds if the interval is inside, refuted if it is entirely
+  outside).
+- **Test B (η re-tuned per G, paired by seed).** The slope of ``log Δ̄(G)`` against ``log G`` for gmc
+  minus that for tic, bootstrapped jointly over seeds; the claim (GMC ``G^{−2/5}``, TIC ``G⁰``) is
+  that it is below ``−slope_margin``. When ``Δ̄ ≤ 0`` at some G the log is undefined and test B is
+  ``inconclusive`` with that reason. The measured gmc slope is reported next to the local exponent
+  of the tuned bound at the same G (theory), for reference only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from simulate import verdicts as vd
+from simulate.protocol.c9 import eval_values
+from simulate.protocol.spec import Protocol
+
+__all__ = ["c5_premise", "delta_matrix", "test_a", "test_b", "c5_instance", "c5_verdicts", "fixed_eta"]
+
+
+def fixed_eta(table: pd.DataFrame, proto: Protocol) -> float:
+    """Test A's η: gmc's tuned η in C5's cell ``(d = 0, G = middle of c5.G)`` (tuning seeds only)."""
+    Gs = sorted(proto.c5["G"])
+    sel = table[(table.estimator == "gmc") & (table.d == 0) & (table.G == int(Gs[len(Gs) // 2]))
+                & np.isclose(table.eps, float(proto.c5["eps"]))]
+    if sel.empty:
+        raise ValueError("the table has no gmc cell at d = 0 and the middle C5 G: run C5's cells first")
+    return float(sel.eta_tuned.iloc[0])
+
+
+def c5_premise(table: pd.DataFrame, proto: Protocol) -> tuple[bool, float]:
+    """``(in scope, median χ²)`` of gmc's evaluation runs at the C5 delay (module docstring)."""
+    c = proto.c5
+    vals = [eval_values(table, "gmc", int(c["d"]), float(c["eps"]), int(G), "chi2_med") for G in c["G"]]
+    chi2 = float(np.median(np.concatenate([v.to_numpy() for v in vals]))) if vals else math.nan
+    return bool(chi2 <= proto.local_chi2), chi2
+
+
+def delta_matrix(table: pd.DataFrame, estimator: str, proto: Protocol, eta_kind: str = "tuned") -> np.ndarray:
+    """``Δ[s, j] = nauc_s(d=0, G_j) − nauc_s(d, G_j)`` over the seeds common to every cell."""
+    c = proto.c5
+    cols = []
+    for G in c["G"]:
+        a = eval_values(table, estimator, 0, float(c["eps"]), int(G), eta_kind=eta_kind)
+        b = eval_values(table, estimator, int(c["d"]), float(c["eps"]), int(G), eta_kind=eta_kind)
+        cols.append(a - b)
+    seeds = sorted(set.intersection(*[set(x.dropna().index) for x in cols]))
+    return np.column_stack([x[seeds].to_numpy() for x in cols])
+
+
+def test_a(fixed: pd.DataFrame, proto: Protocol) -> pd.DataFrame:
+    """Test A from the fixed-η runs (``phase = "fixed"`` rows): one row per estimator."""
+    c = proto.c5
+    x = np.log2(np.asarray(c["G"], dtype=float))
+    span = float(x.max() - x.min())
+    fm = float(c["flat_margin"])
+    rows = []
+    for e in c["estimators"]:
+        D = delta_matrix(fixed, e, proto, eta_kind="fixed")
+        slope, lo, hi = vd.bootstrap_slope(x, D, seed=0, level=1 - 2 * proto.alpha)
+        ch, clo, chi = slope * span, lo * span, hi * span
+        if e == "gmc":
+            verdict = vd.interval_verdict(clo, chi, -fm, above=False)
+            claim = f"Δ falls by more than {fm} over G ∈ {list(c['G'])}"
+        else:
+            verdict = (vd.HOLDS if -fm < clo and chi < fm else vd.REFUTED if (clo > fm or chi < -fm)
+                       else vd.INCONCLUSIVE)
+            claim = f"Δ changes by less than ±{fm} over G ∈ {list(c['G'])}"
+        rows.append(dict(test="A", estimator=e, claim=claim, change=ch, lo=clo, hi=chi,
+                         delta_by_G=list(np.round(D.mean(axis=0), 4)), n=D.shape[0], verdict=verdict))
+    return pd.DataFrame(rows)
+
+
+def _log_slopes(D_gmc: np.ndarray, D_tic: np.ndarray, logG: np.ndarray, idx) -> tuple[float, float]:
+    xc = logG - logG.mean()
+    w = xc / float(xc @ xc)
+    mg = np.maximum(D_gmc[idx].mean(axis=0), 1e-9)  # Δ̄ → 0+ counts as its limit (slope → −∞)
+    mt = np.maximum(D_tic[idx].mean(axis=0), 1e-9)
+    return float(np.log(mg) @ w), float(np.log(mt) @ w)
+
+
+def test_b(table: pd.DataFrame, proto: Protocol, local_exponent=None) -> dict:
+    """Test B (module docstring); ``local_exponent(Gs) -> array`` optionally gives theory's local
+    G-exponent of the tuned bound at the same G, reported next to the measured gmc slope."""
+    c = proto.c5
+    logG = np.log(np.asarray(c["G"], dtype=float))
+    Dg, Dt = delta_matrix(table, "gmc", proto), delta_matrix(table, "tic", proto)
+    n = min(len(Dg), len(Dt))
+    Dg, Dt = Dg[:n], Dt[:n]
+    out = dict(test="B", claim=f"slope(gmc) − slope(tic) of log Δ̄ on log G below −{c['slope_margin']}",
+               delta_gmc=list(np.round(Dg.mean(axis=0), 4)), delta_tic=list(np.round(Dt.mean(axis=0), 4)), n=n)
+    if local_exponent is not None:
+        out["theory_local_exponent"] = [float(v) for v in np.atleast_1d(local_exponent(np.asarray(c["G"])))]
+    bad = [G for G, m in zip(c["G"], Dg.mean(axis=0)) if m <= 0] + [G for G, m in zip(c["G"], Dt.mean(axis=0)) if m <= 0]
+    sg, st = _log_slopes(Dg, Dt, logG, np.arange(n))
+    out.update(slope_gmc=sg, slope_tic=st, diff=sg - st)
+    if bad:
+        out.update(lo=math.nan, hi=math.nan, verdict=vd.INCONCLUSIVE,
+                   reason=f"mean Δ ≤ 0 at G = {sorted(set(bad))}: log Δ undefined")
+        return out
+
+    def stat(idx, axis=-1):
+        idx = np.atleast_2d(idx)
+        return np.array([np.subtract(*_log_slopes(Dg, Dt, logG, i)) for i in idx])
+
+    res = stats.bootstrap((np.arange(n),), stat, n_resamples=2000, confidence_level=1 - 2 * proto.alpha,
+                          method="percentile", vectorized=True, rng=np.random.default_rng(0))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    out.update(lo=lo, hi=hi, verdict=vd.interval_verdict(lo, hi, -float(c["slope_margin"]), above=False), reason="")
+    return out
+
+
+def c5_instance(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None) -> dict:
+    """C5 on one instance: premise, tests A and B, and the instance verdict."""
+    ok, chi2 = c5_premise(table, proto)
+    res = dict(in_scope=ok, chi2_median=chi2)
+    if not ok:
+        res.update(verdict=vd.OUT_OF_SCOPE, reason=f"premise not met: median χ²(π_θ‖μ) = {chi2:.3g} > "
+                   f"{proto.local_chi2:g} at d = {proto.c5['d']}")
+        return res
+    a = test_a(fixed, proto) if fixed is not None and len(fixed) else None
+    b = test_b(table, proto, local_exponent)
+    parts = ([] if a is None else list(a.verdict)) + [b["verdict"]]
+    res.update(test_a=a, test_b=b, verdict=vd.combine(parts), reason="")
+    return res
+
+
+def c5_verdicts(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None) -> dict:
+    """C5 per instance and aggregated (:func:`simulate.verdicts.aggregate`)."""
+    per = {}
+    for inst, t in table.groupby("instance", sort=False):
+        f = None if fixed is None else fixed[fixed.instance == inst]
+        per[inst] = c5_instance(t, f, proto, local_exponent)
+    agg = vd.aggregate([r["verdict"] for r in per.values()], proto.min_fraction) if per else vd.OUT_OF_SCOPE
+    return dict(per_instance=per, verdict=agg)

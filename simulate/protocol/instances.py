@@ -1,0 +1,233 @@
+"""Training instances as data: the named problems the C5/C9 protocol runs on (docs/protocol.md).
+
+A :class:`TrainingInstance` is a deterministic tabular MDP (docs/THEORY.md §1) with
+
+- a return ``R(τ) = Σ_t r_t(s_t, a_t) + R_T(s_T) ∈ [0, 1]`` (per-step and terminal parts),
+- optionally **Bernoulli rewards**: the learner sees ``R ~ Bernoulli(E R(τ))`` (a noisy verifier),
+  while ``J(θ)`` stays the exact expected return,
+- optionally a **feature (log-linear) policy** ``π_w(a|s,t) ∝ exp(Σ_j Φ[(t,s,a), j] w_j)``: the
+  logits are ``θ = Φw``, so one update moves every state that shares features, as in a language
+  model. Its score is ``Φᵀ(e_{a_t} − π(·|s_t))`` per token and ``∇_w J = Φᵀ ∇_θ J`` (chain rule);
+  ``J`` and ``∇J`` stay exact by dynamic programming over the state.
+
+``J*`` is the largest return of any path (a DP over the state), the optimum of the tabular class;
+for a feature policy it is an upper bound on ``sup_w J``, and normalised metrics divide by
+``J* − J(θ_0)`` all the same (every estimator shares the denominator).
+
+:data:`INSTANCES` lists the registered instances; :func:`get_instance` builds one by name and
+:func:`from_mdp` wraps a user's :class:`simulate.instances.TabularMDP`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulate import instances as tab
+from simulate.training import count_frac_mdp
+
+__all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_token_mdp", "exact_J_grad_w"]
+
+
+@dataclass(frozen=True, eq=False)
+class TrainingInstance:
+    """One named training problem (module docstring). Identity is the only equality (holds arrays)."""
+
+    name: str
+    """Registry id, e.g. ``"count-frac"``."""
+    description: str
+    """One sentence for tables and the report."""
+    next_state: np.ndarray
+    """``ndarray(int64, (T, S, V))``: ``s_{t+1} = next_state[t, s_t, a_t]``."""
+    reward: np.ndarray
+    """``ndarray(float64, (S,))``: terminal part ``R_T(s_T)``."""
+    s0: int
+    """Initial state."""
+    step_reward: np.ndarray | None = None
+    """``ndarray(float64, (T, S, V))`` per-step part ``r_t(s, a)``, or ``None``."""
+    features: np.ndarray | None = None
+    """``ndarray(float64, (T·S·V, p))`` feature matrix ``Φ`` of a log-linear policy, or ``None`` (tabular)."""
+    bernoulli: bool = False
+    """The learner sees ``R ~ Bernoulli(E R(τ))`` instead of ``R(τ)``."""
+    J_star: float = field(init=False, default=math.nan)
+    """Largest return of any path (computed)."""
+
+    def __post_init__(self):
+        mdp = tab.TabularMDP(self.name, self.next_state, self.reward, self.s0)  # validates the shapes
+        object.__setattr__(self, "next_state", mdp.next_state)
+        object.__setattr__(self, "reward", mdp.reward)
+        object.__setattr__(self, "s0", mdp.s0)
+        shape = mdp.theta_shape
+        if self.step_reward is not None:
+            r = np.ascontiguousarray(self.step_reward, dtype=np.float64)
+            if r.shape != shape:
+                raise ValueError(f"step_reward must have shape (T, S, V) = {shape}, got {r.shape}")
+            if not np.all(np.isfinite(r)) or r.min() < 0:
+                raise ValueError("step_reward must be finite and >= 0")
+            r.setflags(write=False)
+            object.__setattr__(self, "step_reward", r)
+        if self.features is not None:
+            phi = np.ascontiguousarray(self.features, dtype=np.float64)
+            if phi.ndim != 2 or phi.shape[0] != mdp.n_params or phi.shape[1] < 1:
+                raise ValueError(f"features must have shape (T·S·V, p) = ({mdp.n_params}, p >= 1), got {phi.shape}")
+            if not np.all(np.isfinite(phi)):
+                raise ValueError("features must be finite")
+            phi.setflags(write=False)
+            object.__setattr__(self, "features", phi)
+        J_star = _best_return(self)
+        if not 0.0 <= J_star <= 1.0 + 1e-12:
+            raise ValueError(f"the largest return must lie in [0, 1] (docs/THEORY.md §1), got {J_star}")
+        object.__setattr__(self, "J_star", float(J_star))
+
+    # the TabularMDP-like surface the training simulator reads
+    @property
+    def T(self) -> int:
+        """Horizon."""
+        return self.next_state.shape[0]
+
+    @property
+    def S(self) -> int:
+        """Number of states."""
+        return self.next_state.shape[1]
+
+    @property
+    def V(self) -> int:
+        """Vocabulary size."""
+        return self.next_state.shape[2]
+
+    @property
+    def theta_shape(self) -> tuple[int, int, int]:
+        """Shape ``(T, S, V)`` of the logits."""
+        return (self.T, self.S, self.V)
+
+    @property
+    def n_params(self) -> int:
+        """Number of trainable parameters: ``p`` for a feature policy, ``T·S·V`` for a tabular one."""
+        return self.features.shape[1] if self.features is not None else self.T * self.S * self.V
+
+    def build(self) -> "TrainingInstance":
+        """Itself (the training simulator calls ``config.instance.build()``)."""
+        return self
+
+    def logits(self, w) -> np.ndarray:
+        """``θ = Φw`` (feature policy) or ``w`` reshaped to ``(T, S, V)`` (tabular)."""
+        w = np.asarray(w, dtype=np.float64)
+        if w.shape != (self.n_params,):
+            raise ValueError(f"w must have shape (n_params,) = ({self.n_params},), got {w.shape}")
+        return (self.features @ w if self.features is not None else w).reshape(self.theta_shape)
+
+    def exact_J_grad(self, w) -> tuple[float, np.ndarray]:
+        """``(J(w), ∇_w J(w))`` exactly (:func:`exact_J_grad_w`)."""
+        return exact_J_grad_w(self, w)
+
+    @property
+    def label(self) -> str:
+        """The registry id (tables use it)."""
+        return self.name
+
+
+def exact_J_grad_w(inst: TrainingInstance, w) -> tuple[float, np.ndarray]:
+    """Exact ``J(w)`` and ``∇_w J = Φᵀ ∇_θ J`` by forward–backward DP over the state
+    (``simulate.instances.exact_J_grad_steps_nb``); ``w`` has shape ``(n_params,)``."""
+    theta = inst.logits(w)
+    logp = tab.log_softmax_nb(theta, np.empty_like(theta))
+    grad = np.empty_like(theta)
+    step = np.zeros(theta.shape) if inst.step_reward is None else inst.step_reward
+    J = tab.exact_J_grad_steps_nb(logp, inst.next_state, step, inst.reward, inst.s0, grad)
+    g = inst.features.T @ grad.ravel() if inst.features is not None else grad.ravel()
+    return float(J), g
+
+
+def _best_return(inst: TrainingInstance) -> float:
+    """``max_τ R(τ)`` by a backward max-DP: ``B_T = R_T``, ``B_t(s) = max_a r_t(s,a) + B_{t+1}(next)``."""
+    best = np.asarray(inst.reward, dtype=np.float64).copy()
+    step = np.zeros(inst.theta_shape) if inst.step_reward is None else inst.step_reward
+    for t in range(inst.T - 1, -1, -1):
+        best = np.max(step[t] + best[inst.next_state[t]], axis=1)
+    return float(best[inst.s0])
+
+
+def prev_token_mdp(V: int, T: int) -> tuple[np.ndarray, int]:
+    """Transitions of a token MDP whose state is the previous token: ``S = V + 1`` (state ``V`` is
+    "no token yet", the start), ``next_state[t, s, a] = a``; returns ``(next_state, s0)``."""
+    ns = np.broadcast_to(np.arange(V, dtype=np.int64), (T, V + 1, V)).copy()
+    return ns, V
+
+
+def bigram_rewards(V: int, T: int, seed: int, power: float = 2.0) -> np.ndarray:
+    """Random per-step rewards ``r_t(s, a) = u_{s,a}^power / T`` with ``u ~ U(0,1)`` from ``seed``,
+    the same for every ``t`` (a bigram preference): ``R(τ) ∈ [0, 1]``; ``power > 1`` makes a few
+    bigrams worth much more than the rest, so credit assignment matters."""
+    u = np.random.default_rng(seed).uniform(size=(V + 1, V))
+    return np.broadcast_to(u**power / T, (T, V + 1, V)).copy()
+
+
+def shared_features(V: int, T: int, m: int, seed: int) -> np.ndarray:
+    """Features of a bilinear "LM head": ``Φ[(t,s,a), (a',j)] = 1{a = a'}·e_s[j]`` with random state
+    embeddings ``e_s ∈ R^m`` (``N(0, 1/m)`` from ``seed``, shared over ``t``): ``p = V·m`` parameters,
+    ``θ[t,s,a] = ⟨w_a, e_s⟩``, so an update for one state moves every state with a similar embedding."""
+    S = V + 1
+    emb = np.random.default_rng(seed).normal(0.0, 1.0 / math.sqrt(m), size=(S, m))
+    phi = np.zeros((T, S, V, V, m))
+    for a in range(V):
+        phi[:, :, a, a, :] = emb[None, :, :]
+    return phi.reshape(T * S * V, V * m)
+
+
+def from_mdp(mdp, name: str | None = None, description: str = "user instance", bernoulli: bool = False,
+             features=None) -> TrainingInstance:
+    """Wrap a :class:`simulate.instances.TabularMDP` (terminal reward) as a training instance."""
+    if isinstance(mdp, TrainingInstance):
+        return mdp
+    if not isinstance(mdp, tab.TabularMDP):
+        raise ValueError(f"instance must be a TrainingInstance or a simulate.instances.TabularMDP, got {type(mdp).__name__}")
+    return TrainingInstance(name or mdp.name, description, mdp.next_state, mdp.reward, mdp.s0,
+                            features=features, bernoulli=bernoulli)
+
+
+def _count_frac(bernoulli: bool) -> TrainingInstance:
+    m = count_frac_mdp(3, 6, state="count")
+    if bernoulli:
+        return TrainingInstance("count-frac-bernoulli", "count of token 0 over T = 6, V = 3, paid as a coin flip "
+                                "R ~ Bernoulli(#0/T)", m.next_state, m.reward, m.s0, bernoulli=True)
+    return TrainingInstance("count-frac", "control: partial credit R = #0-tokens / T, V = 3, T = 6, state = count",
+                            m.next_state, m.reward, m.s0)
+
+
+def _prev_random(seed: int) -> TrainingInstance:
+    V, T = 4, 6
+    ns, s0 = prev_token_mdp(V, T)
+    return TrainingInstance(f"prev-random-{seed}", f"state = previous token, V = 4, T = 6, random bigram rewards "
+                            f"(generator seed {seed})", ns, np.zeros(V + 1), s0, step_reward=bigram_rewards(V, T, seed))
+
+
+def _feature_policy(seed: int = 3) -> TrainingInstance:
+    V, T, m = 4, 6, 3
+    ns, s0 = prev_token_mdp(V, T)
+    return TrainingInstance("feature-loglinear", f"log-linear policy θ[t,s,a] = ⟨w_a, e_s⟩ (p = {V * m} shared "
+                            f"parameters), previous-token state, random bigram rewards (seed {seed})", ns,
+                            np.zeros(V + 1), s0, step_reward=bigram_rewards(V, T, seed),
+                            features=shared_features(V, T, m, seed))
+
+
+#: Registered instances: name → constructor (built on demand, cached by :func:`get_instance`).
+INSTANCES = {
+    "count-frac": lambda: _count_frac(False),
+    "count-frac-bernoulli": lambda: _count_frac(True),
+    "prev-random-1": lambda: _prev_random(1),
+    "prev-random-2": lambda: _prev_random(2),
+    "feature-loglinear": lambda: _feature_policy(3),
+}
+_BUILT: dict[str, TrainingInstance] = {}
+
+
+def get_instance(name: str | TrainingInstance) -> TrainingInstance:
+    """The registered instance ``name`` (built once per process), or ``name`` itself if it is one."""
+    if isinstance(name, TrainingInstance):
+        return name
+    if name not in INSTANCES:
+        raise ValueError(f"instance must be one of {', '.join(INSTANCES)} (or a TrainingInstance), got {name!r}")
+    if name not in _BUILT:
+        _BUILT[name] = INSTANCES[name]()
+    return _BUILT[name]

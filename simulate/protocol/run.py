@@ -1,0 +1,154 @@
+"""Run the protocol: every cell through the sweep engine (cached, resumable, local or Dask), then the
+verdicts. The public entry points are :func:`run_protocol`, :func:`run_c9` and :func:`run_c5`.
+
+Registered instances (:data:`simulate.protocol.instances.INSTANCES`) go through :mod:`sweep`, so a
+finished cell is never recomputed and an interrupted run resumes; a user's own instance object
+(a :class:`~simulate.protocol.instances.TrainingInstance` or a
+:class:`simulate.instances.TabularMDP`) runs in-process with the same code::
+
+    from simulate.protocol import run_c9, from_mdp
+    from simulate.instances import token_mdp
+    frame, verdicts = run_c9(instance=token_mdp(3, 5, state="prev", reward="sum_mod"), quick=True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from simulate.protocol import cells as pc
+from simulate.protocol.c5 import c5_verdicts, fixed_eta
+from simulate.protocol.c9 import c9_verdicts
+from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance
+from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
+
+__all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell"]
+
+
+@dataclass
+class ProtocolResult:
+    """Everything one protocol run produced: the tidy tables and the verdict structures."""
+
+    protocol: Protocol
+    table: pd.DataFrame
+    """One row per run of the grid (``phase`` tune/eval)."""
+    fixed: pd.DataFrame
+    """C5 test A runs at a fixed η (``phase = "fixed"``)."""
+    c5_table: pd.DataFrame = None
+    """C5's tuned cells at a fixed number of steps ``K = c5.steps`` (test B)."""
+    c9: dict = field(default_factory=dict)
+    c5: dict = field(default_factory=dict)
+
+
+def _proto(protocol, quick: bool) -> Protocol:
+    if isinstance(protocol, Protocol):
+        return protocol
+    return load_protocol(protocol, quick=quick)
+
+
+def sweep_cell(instance: str, estimator: str, d: int, eps: float, G: int, protocol_path: str, quick: bool,
+               protocol_sha256: str, K: int | None = None) -> pd.DataFrame:
+    """Sweep cell function: :func:`simulate.protocol.cells.run_cell` for a registered instance; the
+    protocol is read from ``protocol_path`` and must still hash to ``protocol_sha256``."""
+    proto = load_protocol(protocol_path, quick=quick)
+    if proto.sha256 != protocol_sha256:
+        raise ValueError(f"protocol file {protocol_path} changed during the run (sha256 {proto.sha256[:12]} ≠ "
+                         f"{protocol_sha256[:12]})")
+    return pc.run_cell(instance, estimator, d, eps, G, proto, K=K)
+
+
+def sweep_fixed_cell(instance: str, estimator: str, d: int, eps: float, G: int, eta: float, protocol_path: str,
+                     quick: bool, protocol_sha256: str, K: int | None = None) -> pd.DataFrame:
+    """Sweep cell function for C5 test A (:func:`simulate.protocol.cells.eval_at`)."""
+    proto = load_protocol(protocol_path, quick=quick)
+    if proto.sha256 != protocol_sha256:
+        raise ValueError(f"protocol file {protocol_path} changed during the run")
+    return pc.eval_at(instance, estimator, d, eps, G, eta, proto, K=K)
+
+
+def _fixed_cells(proto: Protocol, name: str, eta: float) -> list[dict]:
+    c = proto.c5
+    return [dict(instance=name, estimator=e, d=int(d), eps=float(c["eps"]), G=int(G), eta=float(eta), K=int(c["steps"]))
+            for e in c["estimators"] for G in c["G"] for d in (0, int(c["d"]))]
+
+
+def _run_cells(fn, cells: list[dict], proto: Protocol, path: Path, sweep_id: str, sweep_kw: dict) -> pd.DataFrame:
+    from sweep import Cell, Sweep, run_sweep
+
+    fixed = dict(protocol_path=str(path), quick=proto.quick, protocol_sha256=proto.sha256)
+    sw = Sweep(sweep_id, fn, tuple(Cell(",".join(f"{k}={v}" for k, v in c.items()), {**c, **fixed}) for c in cells))
+    kw = dict(backend="serial")
+    kw.update(sweep_kw)
+    return run_sweep(sw, **kw).table
+
+
+def _inline(fn, cells: list[dict], proto: Protocol, progress: bool, desc: str) -> pd.DataFrame:
+    from tqdm.auto import tqdm
+
+    return pd.concat([fn(**c, proto=proto) for c in tqdm(cells, desc=desc, disable=not progress, leave=False)],
+                     ignore_index=True)
+
+
+def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool = False, instances=None,
+                 progress: bool = True, local_exponent=None, **sweep_kw) -> ProtocolResult:
+    """Run the whole protocol (C9 grid, then C5 test A) on ``instances`` (default: the protocol's)
+    and return tables and verdicts. ``sweep_kw`` go to :func:`sweep.run_sweep` (``root``, ``backend``,
+    ``dask_local``, ``scheduler``…) for registered instances; instance objects run in-process."""
+    path = DEFAULT_PATH if protocol is None or isinstance(protocol, Protocol) else Path(protocol)
+    proto = _proto(protocol, quick)
+    insts = list(proto.instances if instances is None else instances)
+    if not insts:
+        raise ValueError("instances must name at least one instance")
+    tag = f"protocol-{proto.name}-{proto.sha256[:12]}" + ("-quick" if proto.quick else "")
+    tables, c5_tables, fixed = [], [], []
+    want_c5 = set(proto.c5["estimators"]) <= set(proto.estimators)
+    for inst in insts:
+        registered = isinstance(inst, str)
+        if registered:
+            get_instance(inst)  # unknown names fail here, before any work
+        obj = inst if registered else from_mdp(inst) if not isinstance(inst, TrainingInstance) else inst
+        name = obj if registered else obj.name
+
+        def cells_of(fn_ref, fn_inline, cells, suffix, desc):
+            if registered:
+                return _run_cells(fn_ref, cells, proto, path, f"{tag}-{name}{suffix}", dict(progress=progress, **sweep_kw))
+            return _inline(fn_inline, cells, proto, progress, desc)
+
+        t = cells_of("simulate.protocol.run:sweep_cell",
+                     lambda **c: pc.run_cell(obj, c["estimator"], c["d"], c["eps"], c["G"], c["proto"]),
+                     proto.cells(name), "", f"C9 {name}")
+        tables.append(t.assign(instance=name))
+        if want_c5:
+            t5 = cells_of("simulate.protocol.run:sweep_cell",
+                          lambda **c: pc.run_cell(obj, c["estimator"], c["d"], c["eps"], c["G"], c["proto"], K=c["K"]),
+                          proto.c5_cells(name), "-c5", f"C5 {name}").assign(instance=name)
+            c5_tables.append(t5)
+            f = cells_of("simulate.protocol.run:sweep_fixed_cell",
+                         lambda **c: pc.eval_at(obj, c["estimator"], c["d"], c["eps"], c["G"], c["eta"], c["proto"],
+                                                K=c["K"]),
+                         _fixed_cells(proto, name, fixed_eta(t5, proto)), "-c5a", f"C5A {name}")
+            fixed.append(f.assign(instance=name))
+    table = pd.concat(tables, ignore_index=True)
+    res = ProtocolResult(proto, table, pd.concat(fixed, ignore_index=True) if fixed else pd.DataFrame(),
+                         pd.concat(c5_tables, ignore_index=True) if c5_tables else pd.DataFrame())
+    res.c9 = c9_verdicts(table, proto)
+    if c5_tables:
+        res.c5 = c5_verdicts(res.c5_table, res.fixed, proto, local_exponent)
+    return res
+
+
+def run_c9(instance=None, protocol=None, *, quick: bool = False, **kw) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """C9 on one instance (a registry name, a TrainingInstance or a TabularMDP) or, with
+    ``instance=None``, on the protocol's instances: ``(tidy run table, verdict table)``."""
+    res = run_protocol(protocol, quick=quick, instances=None if instance is None else [instance], **kw)
+    return res.table, res.c9["comparisons"]
+
+
+def run_c5(instance=None, protocol=None, *, quick: bool = False, **kw) -> tuple[pd.DataFrame, dict]:
+    """C5 on one instance or the protocol's instances: ``(tidy fixed-η table, verdicts)``."""
+    res = run_protocol(protocol, quick=quick, instances=None if instance is None else [instance], **kw)
+    return res.fixed, res.c5
+
+
+INSTANCE_NAMES = tuple(INSTANCES)

@@ -1,0 +1,143 @@
+"""The protocol as a frozen object read from the committed, hashed data file (docs/protocol.md).
+
+:func:`load_protocol` reads ``protocol.toml`` (or a user's file), validates every field and
+returns a :class:`Protocol`; ``quick=True`` overlays the file's ``[quick]`` table (fewer seeds, a
+smaller grid, the same rules). ``Protocol.sha256`` is the hash of the file's bytes, printed in the
+report, so a reader can tell which pre-registered rules produced a verdict.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from simulate.training import ALL_ESTIMATORS
+
+DEFAULT_PATH = Path(__file__).with_name("protocol.toml")
+
+__all__ = ["Protocol", "load_protocol", "DEFAULT_PATH"]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Every choice of the training-claims protocol (field docs in ``protocol.toml``)."""
+
+    name: str
+    registered: str
+    instances: tuple[str, ...]
+    estimators: tuple[str, ...]
+    eps_estimators: tuple[str, ...]
+    delays: tuple[int, ...]
+    eps: tuple[float, ...]
+    G: tuple[int, ...]
+    budget: int
+    n_prompts: int
+    tune_seeds: tuple[int, ...]
+    eval_seeds: tuple[int, ...]
+    eta_log2: tuple[float, float]
+    eta_log2_token: tuple[float, float]
+    eta_step_log2: float
+    max_widen: int
+    window_delta: float
+    metric: str
+    collapse_drop: float
+    neighbour_step_log2: float
+    margin: float
+    alpha: float
+    failure_p0: float
+    local_chi2: float
+    min_fraction: float
+    primary: dict = field(hash=False)
+    c5: dict = field(hash=False)
+    quick: bool = False
+    sha256: str = ""
+
+    def __post_init__(self):
+        _check(set(self.estimators) <= set(ALL_ESTIMATORS), "estimators", f"a subset of {', '.join(ALL_ESTIMATORS)}")
+        _check(set(self.eps_estimators) <= set(self.estimators), "eps_estimators", "a subset of estimators")
+        _check(len(self.delays) >= 2 and min(self.delays) == 0 and all(int(d) == d >= 0 for d in self.delays),
+               "delays", "at least two integers >= 0 including 0")
+        _check(all(0 < e < math.inf for e in self.eps), "eps", "numbers in (0, inf)")
+        _check(all(int(g) == g >= 1 for g in self.G), "G", "integers >= 1")
+        _check(all(self.budget % g == 0 for g in self.G), "budget",
+               "a multiple of every G (K = budget / G steps)")
+        _check(len(self.tune_seeds) >= 2 and len(self.eval_seeds) >= 2, "tune_seeds/eval_seeds", "at least 2 seeds each")
+        _check(not set(self.tune_seeds) & set(self.eval_seeds), "tune_seeds/eval_seeds",
+               "disjoint sets (tuning seeds must not be evaluation seeds)")
+        for nm in ("eta_log2", "eta_log2_token"):
+            lo, hi = getattr(self, nm)
+            _check(lo < hi and ((hi - lo) / self.eta_step_log2).is_integer(), nm,
+                   "[lo, hi] with lo < hi a whole number of eta_step_log2 apart")
+        _check(self.eta_step_log2 > 0, "eta_step_log2", "a number > 0")
+        _check(self.metric == "nauc", "metric", "'nauc'")
+        _check(0 < self.collapse_drop <= 1, "collapse_drop", "(0, 1]")
+        _check(0 < self.alpha < 0.5, "alpha", "(0, 0.5)")
+        _check(0 < self.failure_p0 < 1, "failure_p0", "(0, 1)")
+        _check(self.margin >= 0 and self.window_delta >= 0, "margin", "a number >= 0")
+        p = self.primary
+        _check(p["d"] in self.delays and p["G"] in self.G and p["eps"] in self.eps, "primary",
+               "a cell of the grid (d in delays, G in G, eps in eps)")
+        c = self.c5
+        _check(set(c["estimators"]) <= set(self.estimators) and c["d"] in self.delays and c["eps"] in self.eps
+               and len(c["G"]) >= 2 and int(c["steps"]) >= 1, "c5", "estimators, d, eps from the grid, >= 2 G, steps >= 1")
+
+    def etas(self, lo: float | None = None, hi: float | None = None) -> list[float]:
+        """The half-octave grid ``2^{lo}, 2^{lo+step}, …, 2^{hi}``."""
+        lo = self.eta_log2[0] if lo is None else lo
+        hi = self.eta_log2[1] if hi is None else hi
+        n = int(round((hi - lo) / self.eta_step_log2))
+        return [2.0 ** (lo + i * self.eta_step_log2) for i in range(n + 1)]
+
+    def start_grid(self, estimator: str) -> tuple[float, float]:
+        """The initial ``log₂ η`` range of ``estimator`` (token-level maps have their own)."""
+        from simulate.training import TOKEN_ESTIMATORS
+
+        return self.eta_log2_token if estimator in TOKEN_ESTIMATORS else self.eta_log2
+
+    def c5_cells(self, instance: str) -> list[dict]:
+        """C5's cells: ``c5.estimators × c5.G × {0, c5.d}`` at ``c5.eps``, all with ``K = c5.steps``."""
+        c = self.c5
+        return [dict(instance=instance, estimator=e, d=int(d), eps=float(c["eps"]), G=int(G), K=int(c["steps"]))
+                for e in c["estimators"] for G in c["G"] for d in (0, int(c["d"]))]
+
+    def cells(self, instance: str) -> list[dict]:
+        """Every cell ``(instance, estimator, d, eps, G)`` of the grid; ε is kept only for
+        ``eps_estimators`` (the others run once per (d, G), at ε = the primary ε, which they ignore)."""
+        out = []
+        for e in self.estimators:
+            epss = self.eps if e in self.eps_estimators else (self.primary["eps"],)
+            for d in self.delays:
+                for G in self.G:
+                    for eps in epss:
+                        out.append(dict(instance=instance, estimator=e, d=int(d), eps=float(eps), G=int(G)))
+        return out
+
+    @property
+    def label(self) -> str:
+        """``name@sha256[:12]`` (``+quick``)."""
+        return f"{self.name}@{self.sha256[:12]}" + ("+quick" if self.quick else "")
+
+
+def _check(ok: bool, name: str, valid: str) -> None:
+    if not ok:
+        raise ValueError(f"protocol field {name} must be {valid}")
+
+
+def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protocol:
+    """Read and validate the protocol file (default: the committed ``protocol.toml``)."""
+    path = DEFAULT_PATH if path is None else Path(path)
+    raw = path.read_bytes()
+    data = tomllib.loads(raw.decode("utf-8"))
+    quick_table = data.pop("quick", {})
+    tuples = ("instances", "estimators", "eps_estimators", "delays", "eps", "G", "tune_seeds", "eval_seeds", "eta_log2", "eta_log2_token")
+    try:
+        kw = {k: (tuple(data[k]) if k in tuples else data[k]) for k in Protocol.__dataclass_fields__
+              if k not in ("quick", "sha256")}
+    except KeyError as exc:
+        raise ValueError(f"protocol file {path} lacks the field {exc.args[0]!r}") from None
+    proto = Protocol(**kw, sha256=hashlib.sha256(raw).hexdigest())
+    if quick:
+        proto = replace(proto, quick=True, **{k: tuple(v) if k in tuples else v for k, v in quick_table.items()})
+    return proto
