@@ -51,6 +51,14 @@ def make_instance(name: str, **kwargs) -> ins.TabularMDP:
     return INSTANCES[name][0](**kwargs)
 
 
+def _limit_name(reason: str) -> str:
+    """The size limit a reason of :func:`~.exact.exact_table` names (its last word in parentheses)."""
+    for name in ("MAX_ENUM_PATHS", "MAX_GROUP_ATOMS", "MAX_COUNT_STATES"):
+        if name in reason:
+            return name
+    return reason
+
+
 def _f(x):
     return float("nan") if x is None else float(x)
 
@@ -190,11 +198,15 @@ def bias_table(
                     if ex is None:
                         note = why.get(key, "exact values not requested (exact=False)") if exact else "exact values not requested (exact=False)"
                         if exact and key != "ess":
-                            limits.setdefault(note, set()).add(q)
+                            lim = limits.setdefault(_limit_name(note), dict(first=note, qs=set(), at=set()))
+                            lim["qs"].add(q)
+                            lim["at"].add(f"G={G}")
                     rows.append(dict(base, estimator=nm, eps=eps, quantity=q, value=val, se=se,
                                      bound=_bound(nm, q, eps, G, S, mom, tail), exact=_f(ex), exact_note=note))
-    for reason, qs in limits.items():
-        warnings.warn(f"exact {', '.join(sorted(qs))} not computed: {reason}", ExactLimitWarning, stacklevel=2)
+    for lim in limits.values():  # one warning per limit reached, however many cells it touched
+        at = ", ".join(sorted(lim["at"], key=lambda x: int(x[2:])))
+        warnings.warn(f"exact {', '.join(sorted(lim['qs']))} not computed at {at}: {lim['first']}", ExactLimitWarning,
+                      stacklevel=2)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
