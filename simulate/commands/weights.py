@@ -17,16 +17,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--estimator",
         default="gmc",
-        help=f"estimator name, comma list, or 'all' (known: {', '.join(est.ESTIMATORS)}); default gmc",
+        help=f"estimator name, comma list, or 'all' (known: {', '.join(est.ESTIMATORS)})",
     )
-    p.add_argument("--eps", type=float, default=0.2, help="ratio threshold ε > 0 (default 0.2)")
+    p.add_argument("--eps", type=float, default=0.2, help="ratio threshold ε > 0")
     p.add_argument(
         "--log-ratios",
         type=float,
         nargs="+",
         required=True,
         metavar="ℓ",
-        help="the group's log-ratios ℓ_i = log π_θ(τ_i) − log μ(τ_i), i = 1..G",
+        help="the group's log-ratios ℓ_i = log π_θ(τ_i) − log μ(τ_i), i = 1..G (negative values as they are: "
+        "--log-ratios 0.1 -1e4)",
     )
 
 
