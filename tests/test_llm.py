@@ -93,10 +93,10 @@ def test_tokenizer_roundtrip_and_garbage_decode():
 def test_bad_config_and_missing_checkpoint_raise(tmp_path):
     with pytest.raises(ValueError, match="estimator"):
         TrainConfig(estimator="ppo")
-    with pytest.raises(ValueError, match="delay"):
-        TrainConfig(delay=5, max_delay=2)
-    with pytest.raises(ValueError, match="group_size"):
-        TrainConfig(group_size=0)
+    with pytest.raises(ValueError, match="d must be in 0..D"):
+        TrainConfig(d=5, D=2)
+    with pytest.raises(ValueError, match="G must be an integer"):
+        TrainConfig(G=0)
     with pytest.raises(ValueError, match="not a directory"):
         check_checkpoint(str(tmp_path / "nope"))
     (tmp_path / "config.json").write_text("{}")
@@ -208,20 +208,20 @@ def warm(tmp_path_factory):
 
 
 def test_delay_schedules():
-    d = delay_schedule(TrainConfig(delay_mode="actors", n_actors=4, max_delay=8, steps=400))
+    d = delay_schedule(TrainConfig(delay="queue", n_actors=4, D=8, steps=400))
     assert d.min() >= 0 and d.max() <= 8 and len(np.unique(d)) > 2
     assert 1.5 < d[50:].mean() < 5.0  # 4 actors in flight: about n_actors − 1 versions old on average
-    r = delay_schedule(TrainConfig(delay_mode="random", max_delay=5, steps=400))
+    r = delay_schedule(TrainConfig(delay="uniform", D=5, steps=400))
     assert set(np.unique(r)) == set(range(6))
     # simulate.delays clips at k (no policy older than θ_0 exists), so fixed d=3 reads 0, 1, 2, 3, 3, …
-    np.testing.assert_array_equal(delay_schedule(TrainConfig(delay=3, steps=10)), np.minimum(np.arange(10), 3))
+    np.testing.assert_array_equal(delay_schedule(TrainConfig(d=3, steps=10)), np.minimum(np.arange(10), 3))
 
 
-@pytest.mark.parametrize("mode", ["fixed", "actors"])
+@pytest.mark.parametrize("mode", ["fixed", "queue"])
 def test_behaviour_snapshot_is_exactly_d_versions_old(warm, tmp_path, mode):
     cfg0, model0, tok, _ = warm
-    cfg = cfg0.replace(steps=8, delay_mode=mode, delay=3, max_delay=3, n_actors=3, lr=1e-3, prompts_per_step=4,
-                       group_size=4, eval_every=100, out_dir=str(tmp_path))
+    cfg = cfg0.replace(steps=8, delay=mode, d=3 if mode == "fixed" else 0, D=3, n_actors=3, eta=1e-3, n_prompts=4,
+                       G=4, eval_every=100, out_dir=str(tmp_path))
     at_version: dict[int, list[torch.Tensor]] = {}
     seen = []
 
@@ -244,7 +244,7 @@ def test_behaviour_snapshot_is_exactly_d_versions_old(warm, tmp_path, mode):
 
 def test_resume_reproduces_uninterrupted_run(warm, tmp_path):
     cfg0, model0, tok, _ = warm
-    base = cfg0.replace(steps=6, delay=2, max_delay=2, prompts_per_step=4, group_size=4, eval_every=100, lr=1e-3)
+    base = cfg0.replace(steps=6, d=2, D=2, n_prompts=4, G=4, eval_every=100, eta=1e-3)
     a = base.replace(out_dir=str(tmp_path / "a"))
     b = base.replace(out_dir=str(tmp_path / "b"))
     train(a, model=copy.deepcopy(model0), tok=tok, progress=False)
@@ -254,8 +254,8 @@ def test_resume_reproduces_uninterrupted_run(warm, tmp_path):
     rb = [json.loads(s) for s in open(tmp_path / "b" / "metrics.jsonl")]
     keys = ("step", "version", "delay", "reward", "loss", "ell_mean", "chi2")
     assert [tuple(r[k] for k in keys) for r in ra] == [tuple(r[k] for k in keys) for r in rb]
-    ca = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["model"]
-    cb = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["model"]
+    ca = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["model"]
+    cb = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["model"]
     assert all(torch.equal(ca[k], cb[k]) for k in ca)
 
 
@@ -268,7 +268,7 @@ def test_rl_from_warm_start_improves_heldout_accuracy(warm, tmp_path):
     (Measured on this seed: 0.215 → 0.305.)
     """
     cfg0, model0, tok, info = warm
-    cfg = cfg0.replace(steps=40, delay=0, lr=1e-4, eval_every=40, out_dir=str(tmp_path))
+    cfg = cfg0.replace(steps=40, d=0, eta=1e-4, eval_every=40, out_dir=str(tmp_path))
     s = train(cfg, model=copy.deepcopy(model0), tok=tok, progress=False)
     assert s["initial_acc"] == pytest.approx(info["heldout_accuracy"])
     assert 0.05 < s["initial_acc"] < 0.6  # a warm start with non-trivial, improvable success
@@ -284,7 +284,7 @@ def test_length_normalize_field_reaches_the_loss(warm, tmp_path):
     cfg0, model0, tok, _ = warm
     assert TrainConfig().length_normalize is False  # THEORY's un-normalised ĝ stays the config default
     for flag in (True, False):
-        cfg = cfg0.replace(steps=1, estimator="is", length_normalize=flag, prompts_per_step=8, group_size=4,
+        cfg = cfg0.replace(steps=1, estimator="is", length_normalize=flag, n_prompts=8, G=4,
                            eval_every=100, out_dir=str(tmp_path / str(flag)))
         seen = {}
 

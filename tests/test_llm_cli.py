@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -12,17 +13,45 @@ from simulate.llm.config import TrainConfig
 
 
 def test_cli_mirrors_config_defaults():
-    args = build_parser().parse_args(["train"])
-    assert config_from_args(args) == TrainConfig()
-    args = build_parser().parse_args(["train", "--estimator", "tic", "--delay", "3", "--group-size", "4",
-                                      "--no-normalize-adv", "--model", "/some/dir"])
+    """Every CLI default is read from the dataclasses (issue 15): parsing no flags gives the default
+    config, and each option's default equals its field's default, one by one."""
+    import dataclasses
+
+    from simulate.llm.__main__ import NESTED
+
+    parser = build_parser()
+    for command in ("train", "warmstart"):
+        args = parser.parse_args([command])
+        assert config_from_args(args) == TrainConfig()
+        d = TrainConfig()
+        for f in dataclasses.fields(TrainConfig):
+            if f.name not in ("task", "warmstart"):
+                assert getattr(args, f.name) == getattr(d, f.name), f.name
+        for dest, cls, name in NESTED:
+            assert getattr(args, dest) == getattr(cls(), name), dest
+    args = parser.parse_args(["train", "--estimator", "tic", "--d", "3", "--G", "4", "--eta", "1e-4",
+                              "--no-adv-norm", "--model", "/some/dir"])
     cfg = config_from_args(args)
-    assert (cfg.estimator, cfg.delay, cfg.group_size, cfg.model_path) == ("tic", 3, 4, "/some/dir")
+    assert (cfg.estimator, cfg.d, cfg.G, cfg.eta, cfg.model_path) == ("tic", 3, 4, 1e-4, "/some/dir")
+
+
+def test_theory_names_match_the_tabular_config():
+    """One vocabulary: fields that name the same concept as simulate.training.TrainConfig have its name."""
+    import dataclasses
+
+    from simulate.training import TrainConfig as TabularConfig
+
+    lm = {f.name for f in dataclasses.fields(TrainConfig)}
+    tab = {f.name for f in dataclasses.fields(TabularConfig)}
+    for name in ("estimator", "eps", "eps_low", "eps_high", "tau_m2", "G", "n_prompts", "eta", "steps", "seed",
+                 "adv_norm"):
+        assert name in lm and name in tab, name
+    assert not lm & {"group_size", "lr", "prompts_per_step", "normalize_adv", "max_delay", "delay_mode"}
 
 
 def test_cli_bad_input_is_one_clear_error(capsys):
-    assert main(["train", "--delay", "9", "--max-delay", "2"]) == 2
-    assert "delay must be in 0..max_delay" in capsys.readouterr().err
+    assert main(["train", "--d", "9", "--D", "2"]) == 2
+    assert "d must be in 0..D" in capsys.readouterr().err
     assert main(["train", "--model", "/definitely/not/here", "--steps", "1"]) == 2
     assert "not a directory" in capsys.readouterr().err
 
@@ -33,68 +62,97 @@ def test_gpu_check_dry_run_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "throughput:" in out and "tokens/s" in out and "d=0" in out and "d=2" in out and "C9" in out
     df = pd.read_csv(tmp_path / "dry" / "results.csv")
-    assert len(df) == 4 and set(df.estimator) == {"gmc", "tic"} and set(df.delay) == {0, 2}
+    assert len(df) == 4 and set(df.estimator) == {"gmc", "tic"} and set(df.d) == {0, 2}
     assert df["final_acc"].between(0, 1).all()
 
 
-def test_c9_verdict_reads_the_table():
+def _table(gmc, others, d0=None, seeds=8, init=0.3):
+    """A synthetic results table: per-seed metric of gmc and each other estimator at d=8 (and d=0)."""
     rows = []
-    for seed, (g, t, i) in enumerate([(0.40, 0.30, 0.05), (0.42, 0.31, 0.04), (0.41, 0.29, 0.06)]):
-        for name, acc in (("gmc", g), ("tic", t), ("is", i)):
-            rows.append({"estimator": name, "delay": 8, "seed": seed, "final_acc": acc, "initial_acc": 0.3,
-                         "gain": acc - 0.3, "skipped_steps": 0})
-    df = pd.DataFrame(rows)
-    line = ex.c9_verdict(df)
-    assert line.startswith("C9 at d=8: HOLDS") and "some seed: is" in line
-    df.loc[df.estimator == "tic", "final_acc"] = [0.50, 0.53, 0.51]
-    r = ex.c9_result(df)
-    assert r.verdict == "violated" and r.rival == "tic" and "tic significantly ahead" in r.line
-    df.loc[df.estimator == "tic", "final_acc"] = [0.50, 0.32, 0.43]  # tic best by mean, lead within noise
-    assert ex.c9_result(df).verdict == "inconclusive"
-    df.loc[df.estimator == "tic", "final_acc"] = [0.30, 0.50, 0.30]  # gmc better by mean, not beyond noise
-    assert ex.c9_result(df).verdict == "inconclusive"
-    # paired gaps 0.10, 0.02, 0.06: beyond 1.96·SE (0.045) but inside t_2·SE (0.099) -> inconclusive with 3 seeds
-    df.loc[df.estimator == "tic", "final_acc"] = [0.30, 0.40, 0.35]
-    r = ex.c9_result(df)
-    assert r.gap == pytest.approx(0.06) and 1.96 * r.se < r.gap < 4.303 * r.se and r.verdict == "inconclusive"
-    df.loc[df.estimator == "gmc", "initial_acc"] = 0.9  # gmc below half its warm start: collapsed
-    assert ex.c9_result(df).verdict == "violated"
-    assert "d=8" in ex.table(df)
+    for s in range(seeds):
+        for name, vals in {"gmc": gmc, **others}.items():
+            for d, v in ((8, vals[s]), (0, (d0 or {}).get(name, [0.6] * seeds)[s])):
+                rows.append({"estimator": name, "d": d, "seed": s, "auc": v, "final_acc": v, "initial_acc": init,
+                             "gain": v - init, "skipped_steps": 0})
+    return pd.DataFrame(rows)
 
 
-def test_figure_quick_saves_png_pdf_and_sidecar(tmp_path, monkeypatch):
-    """The figure's whole path on its quick grid, shrunk further (warm start, steps, eval set) to keep the
-    test in seconds; the real quick mode was measured at ~21 s from scratch on 2 cores."""
+def test_c9_verdict_agrees_with_its_interval():
+    """Clear win → holds; clear loss → refuted; noise around the margin → inconclusive; and every
+    comparison's verdict agrees with the interval printed beside it (issue 11)."""
+    from simulate import verdicts as vd
+    from simulate.llm.protocol import LMProtocol
+
+    rng = np.random.default_rng(0)
+    proto = LMProtocol(estimators=("onpolicy", "tic", "gmc"), degrading=("onpolicy", "tic"))
+    noise = lambda: 0.005 * rng.standard_normal(8)  # noqa: E731
+    # gmc ahead of both by 0.10 at d=8; both rivals lose 0.3 from d=0 to d=8; gmc stable
+    df = _table(0.6 + noise(), {"onpolicy": 0.5 + noise(), "tic": 0.5 + noise()},
+                d0={"onpolicy": 0.8 + noise(), "tic": 0.8 + noise(), "gmc": 0.6 + noise()})
+    r = ex.c9_result(df, proto)
+    assert [c.verdict for c in r.comparisons] == [vd.HOLDS] * 4 and r.verdict == vd.HOLDS
+    # gmc behind tic by 0.10: "gmc not worse than tic" is refuted, and so is the claim
+    df2 = _table(0.4 + noise(), {"onpolicy": 0.3 + noise(), "tic": 0.5 + noise()},
+                 d0={"onpolicy": 0.8 + noise(), "tic": 0.8 + noise(), "gmc": 0.6 + noise()})
+    r2 = ex.c9_result(df2, proto)
+    by = {c.name: c for c in r2.comparisons}
+    assert by["gmc not worse than tic at d=8"].verdict == vd.REFUTED and r2.verdict == vd.REFUTED
+    # gmc − tic spread widely around −δ: inconclusive
+    df3 = _table(0.5 + 0.1 * rng.standard_normal(8), {"onpolicy": 0.3 + noise(), "tic": 0.52 + noise()})
+    by3 = {c.name: c for c in ex.c9_result(df3, proto).comparisons}
+    assert by3["gmc not worse than tic at d=8"].verdict == vd.INCONCLUSIVE
+    for res in (r, r2, ex.c9_result(df3, proto)):
+        for c in res.comparisons:
+            assert (c.verdict == vd.HOLDS) == (c.lo > c.threshold) and (c.verdict == vd.REFUTED) == (c.hi < c.threshold)
+        for line, c in zip(res.lines, res.comparisons):
+            assert f"[{c.lo:+.3f}, {c.hi:+.3f}]" in line and line.endswith(c.verdict)
+    assert "quick: not a verdict" in ex.c9_result(df, proto, quick=True).line
+    assert "quick: not a verdict" not in r.line and r.protocol_hash in r.line
+    # a collapsed gmc seed (below half its warm start) counts in the stability rate
+    df4 = df.copy()
+    df4.loc[(df4.estimator == "gmc") & (df4.d == 8), "final_acc"] = [0.1] * 7 + [0.6]
+    rate = next(x for x in ex.c9_result(df4, proto).rates if x.name.startswith("gmc"))
+    assert rate.failures == 7 and rate.verdict == vd.REFUTED  # Clopper–Pearson 90 %: [0.53, 0.99] > 0.5
+    text = ex.table(df)
+    assert "d=8" in text and "auc" in text
+
+
+def test_protocol_hash_is_content_and_comparisons_are_declared():
+    from simulate.llm.protocol import PROTOCOL, LMProtocol
+
+    assert PROTOCOL.content_hash() == LMProtocol().content_hash()
+    assert LMProtocol(margin=0.03).content_hash() != PROTOCOL.content_hash()
+    assert len(PROTOCOL.seeds) >= 8 and PROTOCOL.margin == 0.02
+    names = [c[0] for c in PROTOCOL.comparisons()]
+    assert {f"gmc not worse than {x} at d={PROTOCOL.d_max}" for x in PROTOCOL.estimators if x != "gmc"} <= set(names)
+    with pytest.raises(ValueError, match="metric"):
+        LMProtocol(metric="reward")
+
+
+def test_figure_quick_saves_png_pdf_and_sidecar(tmp_path):
+    """The figure's whole path on a shrunk protocol (2 estimators, 2 seeds, 2 steps) to keep the test in
+    seconds; the sidecar carries the verdict, the protocol hash and 'quick: not a verdict'."""
     import json
 
     import matplotlib
 
     matplotlib.use("Agg")
     from figures import fig_llm_delay
+    from simulate.llm.protocol import LMProtocol
 
-    original = fig_llm_delay.settings
-    shrunk = {**original(True), "steps": 2, "warmstart_steps": 20, "n_eval": 20, "prompts_per_step": 2}
-    monkeypatch.setattr(fig_llm_delay, "settings", lambda q=False: shrunk if q else original(q))
+    proto = LMProtocol(estimators=("onpolicy", "gmc"), degrading=("onpolicy",), quick_seeds=(0, 1), quick_steps=2,
+                       quick_warmstart_steps=20, quick_n_eval=20, quick_n_prompts=2, eval_every=1)
     res = fig_llm_delay.main(tmp_path / "fig", quick=True, results_root=str(tmp_path / "results"),
-                             sweep_opts={"backend": "serial", "progress": False})
+                             sweep_opts={"backend": "serial", "progress": False}, protocol=proto)
     names = sorted(os.path.basename(f) for f in res.files)
     assert names == ["fig_llm_delay.json", "fig_llm_delay.pdf", "fig_llm_delay.png"]
     meta = json.loads((tmp_path / "fig" / "fig_llm_delay.json").read_text())
-    assert meta["seeds"] == [0] and "git_commit" in meta and "d=8" in meta["table"] and meta["c9"].startswith("C9")
+    assert meta["seeds"] == [0, 1] and "git_commit" in meta and "d=8" in meta["table"]
+    assert meta["protocol_hash"] == proto.content_hash() and meta["verdict"].startswith("quick: not a verdict")
+    assert all(ev["claim"] == "C9" and ev["verdict"] in ("holds", "refuted", "inconclusive", "out of scope")
+               for ev in meta["evidence"])
     df = pd.read_csv(tmp_path / "results" / "llm" / "fig_llm_delay_quick" / "results.csv")
-    assert len(df) == 4 and df["final_acc"].between(0, 1).all()
-
-
-def test_plot_returns_fig_and_ax_without_saving():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from figures import fig_llm_delay
-
-    s = pd.DataFrame({"estimator": ["gmc", "gmc", "tic", "tic"], "delay": [0, 8, 0, 8], "mean": [0.3, 0.25, 0.3, 0.1],
-                      "half_ci": [0.01, 0.02, 0.01, 0.05]})
-    fig, ax = fig_llm_delay.plot(s, warm_start_acc=0.2)
-    assert len(ax.get_lines()) >= 3 and ax.get_xlabel().startswith("delay")
+    assert len(df) == 8 and df["final_acc"].between(0, 1).all() and df["auc"].between(0, 1).all()
 
 
 def test_local_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path):
@@ -120,7 +178,7 @@ def test_local_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path):
     loaded, tok = load_model(str(ckpt))
     ids = tok.encode_prompt("Compute 12+34.")
     assert ids[-1] == vocab[":"] and tok.decode(tok.encode_completion("46")) == "46"  # chat template, EOS stops
-    cfg = TrainConfig(model_path=str(ckpt), steps=2, prompts_per_step=2, group_size=2, eval_every=100,
+    cfg = TrainConfig(model_path=str(ckpt), steps=2, n_prompts=2, G=2, eval_every=100,
                       task=TaskConfig(n_eval=4), warmstart=WarmStartConfig(steps=2, batch_size=4),
                       cache_dir=str(tmp_path / "cache"), out_dir=str(tmp_path / "run"))
     s = train(cfg, progress=False)
@@ -132,10 +190,14 @@ def test_local_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path):
 
 
 def test_experiment_cli_defaults_compare_like_for_like():
+    """The experiment's defaults are the pre-registered protocol's (read from it, not restated)."""
+    from simulate.llm.protocol import PROTOCOL
+
     args = build_parser().parse_args(["experiment"])
     cfg = config_from_args(args)
+    assert cfg.replace(cache_dir="x") == ex.protocol_base().replace(cache_dir="x")
     assert cfg.length_normalize is True and config_from_args(build_parser().parse_args(["train"])).length_normalize is False
-    assert {"gmc", "tic", "is", "onpolicy", "grpo", "cispo"} <= set(args.estimators.split(","))
+    assert tuple(args.estimators.split(",")) == PROTOCOL.estimators and args.seeds == len(PROTOCOL.seeds)
     args = build_parser().parse_args(["experiment", "--no-length-normalize"])
     assert config_from_args(args).length_normalize is False
 
@@ -145,7 +207,7 @@ def test_config_settings_round_trip():
 
     cfg = TrainConfig(estimator="cispo", max_grad_norm=float("inf"), warmstart_seed=None, model_path=None,
                       length_normalize=True, task=TaskConfig(task="countdown", n_eval=7),
-                      warmstart=WarmStartConfig(steps=3, lr=1e-2))
+                      warmstart=WarmStartConfig(steps=3, eta=1e-2))
     s = ex.config_settings(cfg)
     assert s["task.task"] == "countdown" and s["warmstart.steps"] == 3
     assert ex.config_from_settings(s) == cfg
@@ -159,7 +221,7 @@ def test_experiment_runs_through_the_sweep_engine_and_resumes(tmp_path, monkeypa
     from sweep import load_cells
     from simulate.llm.config import TaskConfig, WarmStartConfig
 
-    base = TrainConfig(steps=2, prompts_per_step=2, group_size=4, eval_every=100, max_delay=2, warmstart_seed=0,
+    base = TrainConfig(steps=2, n_prompts=2, G=4, eval_every=100, D=2, warmstart_seed=0,
                        length_normalize=True, task=TaskConfig(n_eval=8), warmstart=WarmStartConfig(steps=3, batch_size=8),
                        cache_dir=str(tmp_path / "cache"))
     sw = ex.Sweep(estimators=("gmc", "grpo"), delays=(0, 2), seeds=(0,), base=base, out_dir=str(tmp_path / "exp"))

@@ -1,9 +1,12 @@
 """``python -m simulate.llm train|warmstart|experiment|gpu-check``: the LLM validation harness.
 
-The CLI mirrors :class:`simulate.llm.config.TrainConfig`: every field is a ``--flag`` with its
-docstring default. Example (tiny model, stale rollouts, CPU, a couple of minutes)::
+The CLI mirrors :class:`simulate.llm.config.TrainConfig`: every field is a ``--flag`` of the same
+name (``--G``, ``--eta``, ``--d``, ``--D``, ``--n-prompts``, …) whose default is read from the
+dataclass, never restated. Every input is checked before a model is built: the config's own
+checks, then :func:`simulate.llm.config.check_runtime` (CUDA present, output folders writable).
+Example (tiny model, stale rollouts, CPU, a couple of minutes)::
 
-    python -m simulate.llm train --estimator gmc --delay 4 --steps 40
+    python -m simulate.llm train --estimator gmc --d 4 --steps 40
 """
 from __future__ import annotations
 
@@ -13,8 +16,22 @@ import os
 import sys
 
 from simulate.commands import run_cli
+from simulate.llm.config import (ALL_ESTIMATORS, DELAY_MODES, DEVICES, PRESETS, TASKS, TaskConfig, TrainConfig,
+                                 WarmStartConfig, check_runtime, check_writable)
 
-from simulate.llm.config import ALL_ESTIMATORS, DELAY_MODES, PRESETS, TASKS, TaskConfig, TrainConfig, WarmStartConfig
+#: Nested config fields exposed as flat flags: ``(flag dest, dataclass, field)``.
+NESTED = (("task", TaskConfig, "task"), ("digits", TaskConfig, "digits"), ("n_eval", TaskConfig, "n_eval"),
+          ("warmstart_steps", WarmStartConfig, "steps"), ("warmstart_eta", WarmStartConfig, "eta"),
+          ("warmstart_batch_size", WarmStartConfig, "batch_size"))
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+_CHOICES = {"estimator": ALL_ESTIMATORS, "delay": DELAY_MODES, "preset": tuple(PRESETS), "device": DEVICES,
+            "dtype": ("float32", "bfloat16"), "task": TASKS}
+
+
+def _flag_type(f: dataclasses.Field):
+    """The argparse type of a field from its annotation (``int | None`` → ``int``)."""
+    base = str(f.type).replace(" ", "").split("|")[0]
+    return _TYPES[base]
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -25,41 +42,43 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
         default = getattr(d, f.name)
         flag = "--" + f.name.replace("_", "-")
         if f.name == "model_path":
-            p.add_argument("--model", dest="model_path", default=None, metavar="PATH",
+            p.add_argument("--model", dest="model_path", default=default, metavar="PATH",
                            help="local checkpoint directory (config, weights, tokenizer); never downloaded")
-        elif isinstance(default, bool):
+        elif _flag_type(f) is bool:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         else:
-            kw = {"type": int if default is None else type(default), "default": default}
-            if f.name == "estimator":
-                kw["choices"] = ALL_ESTIMATORS
-            if f.name == "delay_mode":
-                kw["choices"] = DELAY_MODES
-            if f.name == "preset":
-                kw["choices"] = tuple(PRESETS)
-            p.add_argument(flag, help=f"(default {default})", **kw)
-    p.add_argument("--task", choices=TASKS, default=TaskConfig.task)
-    p.add_argument("--digits", type=int, default=TaskConfig.digits)
-    p.add_argument("--n-eval", type=int, default=TaskConfig.n_eval)
-    p.add_argument("--warmstart-steps", type=int, default=WarmStartConfig.steps)
-    p.add_argument("--warmstart-lr", type=float, default=WarmStartConfig.lr)
-    p.add_argument("--warmstart-batch-size", type=int, default=WarmStartConfig.batch_size)
+            p.add_argument(flag, dest=f.name, type=_flag_type(f), default=default, choices=_CHOICES.get(f.name),
+                           help=f"(default {default})")
+    for dest, cls, name in NESTED:
+        f = next(x for x in dataclasses.fields(cls) if x.name == name)
+        default = getattr(cls(), name)
+        p.add_argument("--" + dest.replace("_", "-"), dest=dest, type=_flag_type(f), default=default,
+                       choices=_CHOICES.get(dest), help=f"(default {default})")
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Build the frozen config from parsed flags (validated by the dataclasses)."""
     kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name not in ("task", "warmstart")}
     kw["task"] = TaskConfig(task=args.task, digits=args.digits, n_eval=args.n_eval)
-    kw["warmstart"] = WarmStartConfig(steps=args.warmstart_steps, lr=args.warmstart_lr,
+    kw["warmstart"] = WarmStartConfig(steps=args.warmstart_steps, eta=args.warmstart_eta,
                                       batch_size=args.warmstart_batch_size)
     return TrainConfig(**kw)
 
 
+def checked_config(args: argparse.Namespace) -> TrainConfig:
+    """:func:`config_from_args` plus the machine checks, all before any model is built."""
+    cfg = config_from_args(args)
+    check_runtime(cfg)
+    return cfg
+
+
 def cmd_train(args) -> int:
+    cfg = checked_config(args)
     from simulate.llm.train import train
 
-    cfg = config_from_args(args)
-    s = train(cfg, resume=args.resume)
+    print(f"delay model: {cfg.delay_label}" + (f", d_k capped at D={cfg.D}" if cfg.delay != "uniform" else ""),
+          file=sys.stderr)
+    s = train(cfg, resume=args.resume, force=args.force)
     print(f"held-out accuracy: start {s['initial_acc']} -> final {s['final_acc']:.3f} "
           f"(mean realised delay {s['mean_realised_delay']:.2f}, skipped steps {s['skipped_steps']}); "
           f"metrics in {cfg.out_dir}/metrics.csv")
@@ -67,28 +86,50 @@ def cmd_train(args) -> int:
 
 
 def cmd_warmstart(args) -> int:
+    cfg = checked_config(args)
     from simulate.llm.warmstart import warm_start
 
-    _, _, info = warm_start(config_from_args(args), use_cache=not args.no_cache)
+    _, _, info = warm_start(cfg, use_cache=not args.no_cache)
     print(f"warm start: held-out accuracy {info['heldout_accuracy']:.3f}; cached at {info['path']}")
     return 0
 
 
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"{option} must be a comma list of integers, got {text!r}") from None
+    return out
+
+
 def cmd_experiment(args) -> int:
     from simulate.llm import experiment as ex
+    from simulate.llm.protocol import PROTOCOL
 
-    base = config_from_args(args)
-    sweep = ex.Sweep(estimators=tuple(args.estimators.split(",")), delays=tuple(int(x) for x in args.delays.split(",")),
-                     seeds=tuple(range(args.seeds)), base=base, out_dir=args.experiment_dir)
-    bad = [e for e in sweep.estimators if e not in ALL_ESTIMATORS]
-    if bad:
-        raise ValueError(f"estimators must be among {', '.join(ALL_ESTIMATORS)}, got {bad}")
+    base = checked_config(args)
+    check_writable(args.experiment_dir, "--experiment-dir")
+    estimators = tuple(x for x in args.estimators.split(",") if x)
+    bad = [e for e in estimators if e not in ALL_ESTIMATORS]
+    if bad or not estimators:
+        raise ValueError(f"--estimators must be a comma list among {', '.join(ALL_ESTIMATORS)}, got {args.estimators!r}")
+    delays = _int_list(args.delays, "--delays")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    seeds = tuple(range(args.seeds))
+    sweep = ex.Sweep(estimators=estimators, delays=delays, seeds=seeds, base=base.replace(D=max(max(delays), base.D)),
+                     out_dir=args.experiment_dir)
     opts = {"backend": args.backend}  # None: ex.run picks by device
     if args.workers is not None:
+        if args.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {args.workers}")
         opts["n_workers"] = args.workers
     df = ex.run(sweep, root=args.cells, **opts)
-    print(ex.table(df))
-    print(ex.c9_verdict(df))
+    print(ex.table(df, PROTOCOL.metric))
+    is_protocol = (estimators, delays, seeds) == (PROTOCOL.estimators, PROTOCOL.delays, PROTOCOL.seeds)
+    if not is_protocol:
+        print("note: this grid differs from the pre-registered protocol (simulate/llm/protocol.py); "
+              "the lines below apply its comparisons to the runs present")
+    print(ex.c9_verdict(df, PROTOCOL, quick=len(seeds) < len(PROTOCOL.seeds)))
     print(f"tidy results: {sweep.out_dir}/results.csv (cells: {args.cells or os.path.join(sweep.out_dir, 'cells')})")
     return 0
 
@@ -99,26 +140,39 @@ def cmd_gpu_check(args) -> int:
     return gpu_main(dry_run=args.dry_run, out_dir=args.experiment_dir)
 
 
+def _experiment_defaults(p: argparse.ArgumentParser) -> None:
+    """The experiment's run settings default to the pre-registered protocol's (read, not restated)."""
+    from simulate.llm.experiment import protocol_base
+
+    b = protocol_base()
+    p.set_defaults(**{f.name: getattr(b, f.name) for f in dataclasses.fields(TrainConfig)
+                      if f.name not in ("task", "warmstart", "cache_dir")},
+                   task=b.task.task, digits=b.task.digits, n_eval=b.task.n_eval, warmstart_steps=b.warmstart.steps,
+                   warmstart_eta=b.warmstart.eta, warmstart_batch_size=b.warmstart.batch_size)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from simulate.llm import experiment as ex_defaults  # light: torch is imported only by the cells
+    from simulate.llm.protocol import PROTOCOL
 
     parser = argparse.ArgumentParser(prog="python -m simulate.llm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("train", help="one asynchronous RL run (warm start cached)")
     _add_config_args(p)
-    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT_DIR/checkpoint.pt (refused if missing or if the config differs)")
+    p.add_argument("--force", action="store_true", help="with --resume: continue although the config differs")
     p.set_defaults(_main=cmd_train)
     p = sub.add_parser("warmstart", help="the supervised warm start only (cached)")
     _add_config_args(p)
     p.add_argument("--no-cache", action="store_true")
     p.set_defaults(_main=cmd_warmstart)
-    p = sub.add_parser("experiment", help="held-out accuracy against delay, estimators x delays x seeds (C9)")
+    p = sub.add_parser("experiment", help="C9 at LM scale: the pre-registered protocol (estimators x delays x seeds)")
     _add_config_args(p)
-    # length-normalised trajectory maps: like-for-like step sizes with the token-level baselines
-    p.set_defaults(steps=30, lr=3e-4, eval_every=1000, max_delay=8, length_normalize=True)
-    p.add_argument("--estimators", default=",".join(ex_defaults.MAIN_ESTIMATORS))
-    p.add_argument("--delays", default="0,4,8")
-    p.add_argument("--seeds", type=int, default=3, help="number of seeds 0..n-1")
+    _experiment_defaults(p)
+    p.add_argument("--estimators", default=",".join(PROTOCOL.estimators))
+    p.add_argument("--delays", default=",".join(str(d) for d in PROTOCOL.delays))
+    p.add_argument("--seeds", type=int, default=len(PROTOCOL.seeds), help="number of seeds 0..n-1")
     p.add_argument("--experiment-dir", default="results/llm/experiment")
     p.add_argument("--backend", choices=("serial", "local"), default=None,
                    help=f"sweep engine backend (default {ex_defaults.DEFAULT_BACKEND} on CPU, serial on CUDA)")

@@ -2,14 +2,20 @@
 
 ``PRESETS`` is the size dial for the random-init Qwen3-architecture models; ``--model PATH``
 replaces it by a local checkpoint. ``TrainConfig`` holds every setting of one asynchronous RL
-run (THEORY §1: group size ``G``, delay model for ``d_k``, estimator and its thresholds).
-Derived values are properties, never fields filled in later.
+run in the notation of docs/THEORY.md §1–2 and of :class:`simulate.training.TrainConfig` where the
+concept is the same: group size ``G``, groups per step ``n_prompts``, step size ``eta``, thresholds
+``eps``/``eps_low``/``eps_high``/``tau_m2``, delay model ``delay`` with its parameters ``d``, ``D``,
+``n_actors`` (the kinds of :mod:`simulate.delays`). Derived values are properties, never fields
+filled in later. Checks that need the machine (CUDA present, ``out_dir`` writable) are in
+:func:`check_runtime`, which every entry point calls before it builds a model.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import math
+import os
 from dataclasses import dataclass, field
 
 from asyncgrpo import estimators as est
@@ -18,8 +24,11 @@ from asyncgrpo import estimators as est
 #: so that the CLI can list them before torch is imported).
 TOKEN_NAMES: tuple[str, ...] = ("grpo", "gspo", "cispo", "m2po")
 ALL_ESTIMATORS: tuple[str, ...] = tuple(est.ESTIMATORS) + TOKEN_NAMES
-DELAY_MODES: tuple[str, ...] = ("fixed", "random", "actors")
+#: Delay models (kinds of :mod:`simulate.delays`): ``fixed`` uses ``d``, ``uniform`` uses ``D``,
+#: ``queue`` uses ``n_actors`` (lognormal generation times, log-sd 1).
+DELAY_MODES: tuple[str, ...] = ("fixed", "uniform", "queue")
 TASKS: tuple[str, ...] = ("arithmetic", "countdown", "mixed")
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,21 @@ PRESETS: dict[str, ModelPreset] = {
 }
 
 
+def _check_int(obj, name: str, low: int) -> None:
+    value = getattr(obj, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _check_positive(obj, name: str, *, allow_inf: bool = False) -> None:
+    value = getattr(obj, name)
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+          and (allow_inf or math.isfinite(value)))
+    if not ok:
+        what = "a number > 0 (inf allowed)" if allow_inf else "a finite number > 0"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class TaskConfig:
     """Procedural tasks with verifiable rewards (see :mod:`simulate.llm.tasks`)."""
@@ -62,14 +86,14 @@ class TaskConfig:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
-        if not 1 <= self.digits <= 6:
+        if isinstance(self.digits, bool) or not isinstance(self.digits, int) or not 1 <= self.digits <= 6:
             raise ValueError(f"digits must be an integer in 1..6, got {self.digits!r}")
-        if not 2 <= self.countdown_numbers <= 5:
+        if (isinstance(self.countdown_numbers, bool) or not isinstance(self.countdown_numbers, int)
+                or not 2 <= self.countdown_numbers <= 5):
             raise ValueError(f"countdown_numbers must be an integer in 2..5, got {self.countdown_numbers!r}")
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ValueError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction!r}")
-        if self.n_eval < 1:
-            raise ValueError(f"n_eval must be >= 1, got {self.n_eval!r}")
+        _check_int(self, "n_eval", 1)
 
 
 @dataclass(frozen=True)
@@ -80,21 +104,18 @@ class WarmStartConfig:
     """Optimiser steps of the supervised phase."""
     batch_size: int = 64
     """Problems per supervised step."""
-    lr: float = 3e-3
-    """AdamW learning rate of the supervised phase."""
+    eta: float = 3e-3
+    """AdamW step size ``η`` of the supervised phase."""
 
     def __post_init__(self) -> None:
-        if self.steps < 0:
-            raise ValueError(f"warm-start steps must be >= 0, got {self.steps!r}")
-        if self.batch_size < 1:
-            raise ValueError(f"warm-start batch_size must be >= 1, got {self.batch_size!r}")
-        if not self.lr > 0:
-            raise ValueError(f"warm-start lr must be > 0, got {self.lr!r}")
+        _check_int(self, "steps", 0)
+        _check_int(self, "batch_size", 1)
+        _check_positive(self, "eta")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One asynchronous RL run (THEORY §1–2)."""
+    """One asynchronous RL run (docs/THEORY.md §1–2); names as in :class:`simulate.training.TrainConfig`."""
 
     estimator: str = "gmc"
     """Trajectory-level (``onpolicy, is, tis, tic, gmc, snis``) or token-level (``grpo, gspo, cispo, m2po``)."""
@@ -106,14 +127,22 @@ class TrainConfig:
     """Token-level clip above: ``r_t ≤ 1+ε_high`` (grpo, gspo, cispo)."""
     tau_m2: float = 0.04
     """m2po: mask tokens until the batch mean of ``(log r_t)²`` is ≤ ``τ_M2``."""
-    group_size: int = 8
-    """``G``: trajectories per prompt (one group)."""
-    prompts_per_step: int = 16
-    """Groups per learner step (``n_groups``)."""
+    loss_agg_mode: str | None = None
+    """Aggregation of per-token terms in ``policy_loss`` (verl names ``token-mean``, ``seq-mean-token-mean``,
+    ``seq-mean-token-sum``, ``seq-mean-token-sum-norm``; TRL aliases ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``).
+    ``None``: the loss's own default (THEORY's ``ĝ`` for trajectory-level maps). Needs a ``policy_loss``
+    that accepts ``loss_agg_mode``."""
+    clip_ratio_c: float | None = None
+    """Dual clip: for ``A < 0`` the token ratio is capped at ``clip_ratio_c`` (verl's default 3.0);
+    ``None``: off. Needs a ``policy_loss`` that accepts ``clip_ratio_c``."""
+    G: int = 8
+    """Group size: trajectories per prompt."""
+    n_prompts: int = 16
+    """Groups per learner step."""
     steps: int = 40
     """Learner updates ``K``."""
-    lr: float = 3e-4
-    """AdamW learning rate ``η`` of the RL phase (1e-3 collapsed the tiny model's accuracy in one trial)."""
+    eta: float = 3e-4
+    """AdamW step size ``η`` of the RL phase (1e-3 collapsed the tiny model's accuracy in one trial)."""
     weight_decay: float = 0.0
     """AdamW weight decay of the RL phase."""
     max_grad_norm: float = 1.0
@@ -123,16 +152,19 @@ class TrainConfig:
     (``policy_loss(length_normalize=True)``), the same per-sequence ``1/T_i`` the token-level baselines
     carry, so that with AdamW and the grad-norm clip all estimators take steps of comparable size.
     ``False`` is THEORY's ``ĝ`` (``Σ_t``, no ``1/T_i``); token-level estimators are unaffected."""
-    normalize_adv: bool = False
+    adv_norm: bool = False
     """``A_i = (R_i−R̄)/(std R + δ)`` (GRPO option) instead of ``R_i − R̄`` (THEORY §1)."""
-    delay_mode: str = "fixed"
-    """``fixed`` (``d_k = d``), ``random`` (uniform on ``0..max_delay``) or ``actors`` (actor–learner queue)."""
-    delay: int = 0
-    """``d`` for ``fixed``; ignored otherwise."""
-    max_delay: int = 8
-    """``D``: largest delay kept in the snapshot store (``random`` draws up to it; ``actors`` is capped at it)."""
+    delay: str = "fixed"
+    """Delay model of ``d_k`` (:mod:`simulate.delays`): ``fixed`` (``d_k = d``), ``uniform``
+    (``d_k ~ U{0..D}``) or ``queue`` (actor–learner queue with ``n_actors`` actors)."""
+    d: int = 0
+    """``fixed``: the delay of every step. Only the ``fixed`` model reads it (another model with
+    ``d > 0`` is refused, so a parameter never goes silently unused)."""
+    D: int = 8
+    """Largest delay: ``uniform`` draws ``d_k`` in ``0..D``; snapshots of the last ``D`` versions are kept
+    and every model's ``d_k`` is capped at ``D``."""
     n_actors: int = 4
-    """``actors`` mode: concurrent rollout workers; staleness emerges from the queue."""
+    """``queue``: concurrent rollout workers; staleness emerges from the queue."""
     temperature: float = 1.0
     """Sampling temperature; ``π`` and ``μ`` are both the tempered softmax so ``ℓ`` stays exact."""
     max_new_tokens: int = 8
@@ -154,8 +186,9 @@ class TrainConfig:
     device: str = "cpu"
     """``cpu`` or ``cuda``."""
     threads: int = 1
-    """``torch.set_num_threads`` on CPU (1: the tiny model gains little from more, and one thread per run
-    avoids oversubscribing a shared machine, where intra-op threads contend badly)."""
+    """``torch.set_num_threads`` on CPU. Fixed (not "all cores") because CPU kernels may sum in a
+    thread-count-dependent order: one thread per run gives the same numbers on every machine, and
+    avoids oversubscribing a shared one, where intra-op threads contend badly."""
     out_dir: str = "results/llm/runs/default"
     """Where metrics (JSONL, CSV), the config and checkpoints go."""
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -166,33 +199,45 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.estimator not in ALL_ESTIMATORS:
             raise ValueError(f"estimator must be one of {', '.join(ALL_ESTIMATORS)}, got {self.estimator!r}")
-        for name in ("eps", "eps_low", "eps_high", "tau_m2", "lr", "temperature", "max_grad_norm"):
-            value = getattr(self, name)
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
+        for name in ("eps", "eps_low", "eps_high", "tau_m2", "eta", "temperature"):
+            _check_positive(self, name)
+        _check_positive(self, "max_grad_norm", allow_inf=True)
         if self.eps_low >= 1:
             raise ValueError(f"eps_low must be in (0, 1), got {self.eps_low!r}")
-        for name, low in (("group_size", 1), ("prompts_per_step", 1), ("steps", 0), ("delay", 0),
-                          ("max_delay", 0), ("n_actors", 1), ("max_new_tokens", 1), ("eval_every", 1),
-                          ("checkpoint_every", 0), ("threads", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if self.delay_mode not in DELAY_MODES:
-            raise ValueError(f"delay_mode must be one of {', '.join(DELAY_MODES)}, got {self.delay_mode!r}")
-        if self.delay_mode == "fixed" and self.delay > self.max_delay:
-            raise ValueError(f"delay must be in 0..max_delay={self.max_delay} (snapshots kept), got {self.delay}")
+        if self.clip_ratio_c is not None:
+            _check_positive(self, "clip_ratio_c")
+            if self.clip_ratio_c <= 1:
+                raise ValueError(f"clip_ratio_c must be a finite number > 1 (dual-clip cap), got {self.clip_ratio_c!r}")
+        if self.loss_agg_mode is not None and not isinstance(self.loss_agg_mode, str):
+            raise ValueError(f"loss_agg_mode must be a mode name or None, got {self.loss_agg_mode!r}")
+        for name, low in (("G", 1), ("n_prompts", 1), ("steps", 1), ("d", 0), ("D", 0), ("n_actors", 1),
+                          ("max_new_tokens", 1), ("eval_every", 1), ("checkpoint_every", 0), ("threads", 1),
+                          ("seed", 0)):
+            _check_int(self, name, low)
+        if self.warmstart_seed is not None:
+            _check_int(self, "warmstart_seed", 0)
+        if not (isinstance(self.weight_decay, (int, float)) and math.isfinite(self.weight_decay)
+                and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
+        if self.delay not in DELAY_MODES:
+            raise ValueError(f"delay must be one of {', '.join(DELAY_MODES)}, got {self.delay!r}")
+        if self.delay == "fixed" and self.d > self.D:
+            raise ValueError(f"d must be in 0..D={self.D} (snapshots kept), got {self.d}")
+        if self.delay != "fixed" and self.d != 0:
+            need = "D (d_k ~ U{0..D})" if self.delay == "uniform" else "n_actors"
+            raise ValueError(f"d={self.d} is the fixed model's parameter; delay={self.delay} does not read it "
+                             f"(it uses {need}): drop d or use delay=fixed")
         if self.preset not in PRESETS and self.model_path is None:
             raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
 
     @property
     def n_traj(self) -> int:
-        """Trajectories per learner step ``N = n_groups·G``."""
-        return self.prompts_per_step * self.group_size
+        """Trajectories per learner step ``N = n_prompts·G``."""
+        return self.n_prompts * self.G
 
     @property
     def init_seed(self) -> int:
@@ -204,6 +249,12 @@ class TrainConfig:
         """Whether the estimator is a token-level baseline (not in the registry of §2)."""
         return self.estimator in TOKEN_NAMES
 
+    @property
+    def delay_label(self) -> str:
+        """Short id of the delay model, e.g. ``fixed(d=4)``, ``uniform(D=8)``, ``queue(n=4)``."""
+        return {"fixed": f"fixed(d={self.d})", "uniform": f"uniform(D={self.D})",
+                "queue": f"queue(n={self.n_actors})"}[self.delay]
+
     def to_dict(self) -> dict:
         """Plain nested dict (JSON-serialisable)."""
         return dataclasses.asdict(self)
@@ -213,8 +264,61 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
+def config_diff(saved: dict, current: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """``[(key, saved value, current value)]`` for every differing key of two nested config dicts."""
+    out = []
+    for k in sorted(set(saved) | set(current)):
+        a, b = saved.get(k, "<absent>"), current.get(k, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_diff(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append((f"{prefix}{k}", a, b))
+    return out
+
+
+def check_writable(path: str, name: str = "out_dir") -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``path`` is (or can be created as) a writable directory."""
+    p = os.path.abspath(path)
+    if os.path.exists(p) and not os.path.isdir(p):
+        raise ValueError(f"{name} {path!r} exists and is not a directory")
+    probe = p
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f"{name} {path!r} cannot be created: {probe!r} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{name} {path!r} is not writable ({probe!r} denies writing)")
+
+
+def check_runtime(cfg: TrainConfig) -> None:
+    """Checks that need the machine, done before any model is built: the device exists and
+    ``out_dir``/``cache_dir`` are writable. Raises ``ValueError`` naming the option."""
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("device 'cuda' requested but torch.cuda.is_available() is False on this machine; "
+                             "use --device cpu")
+    check_writable(cfg.out_dir, "out_dir")
+    check_writable(cfg.cache_dir, "cache_dir")
+
+
+def _source_hash(modules: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for m in modules:
+        with open(os.path.join(here, m), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+#: Source files that determine the warm start's weights: a change in them is a new cache entry, so a
+#: stale cache from older code can never give different numbers than a fresh run of this commit.
+WARMSTART_SOURCES: tuple[str, ...] = ("model.py", "warmstart.py", "tasks.py", "tokenizer.py")
+
+
 def warmstart_key(cfg: TrainConfig) -> str:
-    """Cache key of the warm start: everything that determines its weights, nothing else."""
+    """Cache key of the warm start: everything that determines its weights (settings and code), nothing else."""
     payload = {
         "task": dataclasses.asdict(cfg.task),
         "warmstart": dataclasses.asdict(cfg.warmstart),
@@ -223,7 +327,8 @@ def warmstart_key(cfg: TrainConfig) -> str:
         "dtype": cfg.dtype,
         "seed": cfg.init_seed,
         "max_new_tokens": cfg.max_new_tokens,
-        "version": 1,
+        "code": _source_hash(WARMSTART_SOURCES),
+        "version": 2,
     }
     blob = json.dumps(payload, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -1,22 +1,19 @@
-"""Held-out accuracy against delay, every estimator, over seeds: the C9 check at LM scale.
+"""Held-out accuracy against delay over estimators × delays × seeds: the C9 check at LM scale.
 
 A sweep is data (STYLE §5): :func:`grid` lists the runs as ``(run_id, TrainConfig)`` and
-:func:`to_sweep` turns them into an :class:`asyncgrpo.sweep.Sweep` whose cells are single runs
-(cell function :func:`run_cell`, one tidy row per ``(estimator, delay, seed)``). :func:`run`
-executes it through the project's one sweep engine (:func:`asyncgrpo.sweep.run_sweep`), which owns
-caching by hash of settings + code version, atomic writes, resume and the serial / local-process /
-Dask backends. The warm start is computed once in the driver before any cell runs (one per init
-seed; ``warmstart_seed`` shares one across seeds) and the cells load it from its cache. Each run
-still writes its per-step ``metrics.jsonl``/``metrics.csv`` under ``out_dir/runs/<run_id>`` (useful
-for diagnostics), but the results table is the engine's. :func:`summarise`, :func:`c9_verdict` and
-:func:`table` are pure functions of that table.
+:func:`to_sweep` turns them into a sweep-engine ``Sweep`` whose cells are single runs (cell function
+:func:`run_cell`, one tidy row per ``(estimator, d, seed)``). :func:`run` executes it through the
+project's one sweep engine, which owns caching by hash of settings + code version, atomic writes,
+resume and the serial / local-process / Dask backends. The warm start is computed once in the driver
+before any cell runs (one per init seed; ``warmstart_seed`` shares one across seeds) and the cells
+load it from its cache. Each run still writes its per-step ``metrics.jsonl``/``metrics.csv`` under
+``out_dir/runs/<run_id>`` (diagnostics), but the results table is the engine's.
 
-C9 at LM scale (THEORY §3) is read as: at the largest delay, ``gmc`` has the highest mean final
-held-out accuracy among the *stable* estimators (no skipped step, final accuracy not collapsed
-below half the warm start in any seed), and the verdict says whether the paired gap to the best
-rival exceeds ``z·SE`` over seeds (HOLDS), is positive but within it (CONSISTENT, NOT SIGNIFICANT),
-or another estimator is best by mean (NOT SUPPORTED — "significantly" when its paired lead over
-``gmc`` exceeds ``z·SE``, else "WITHIN NOISE").
+The verdict follows the pre-registered :class:`simulate.llm.protocol.LMProtocol` (seeds, delays,
+estimators, metric, margin, comparisons) and the project's one verdict module
+(:mod:`simulate.verdicts`): paired per-seed comparisons, Holm over the family, Clopper–Pearson for
+instability rates. :func:`summarise`, :func:`c9_result`, :func:`c9_verdict` and :func:`table` are
+pure functions of the results table.
 """
 from __future__ import annotations
 
@@ -29,12 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from simulate import verdicts as vd
 from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
+from simulate.llm.protocol import PROTOCOL, LMProtocol
 
-MAIN_ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tic", "gmc", "grpo", "cispo")
+MAIN_ESTIMATORS: tuple[str, ...] = PROTOCOL.estimators
 #: Columns of the one row a cell returns (the engine adds ``cell`` and the flattened config).
 ROW_COLUMNS: tuple[str, ...] = (
-    "run_id", "estimator", "delay", "seed", "initial_acc", "final_acc", "gain", "skipped_steps",
+    "run_id", "estimator", "d", "seed", "initial_acc", "final_acc", "auc", "gain", "skipped_steps",
     "mean_realised_delay", "chi2_mean", "ell_max", "clip_frac_mean", "grad_norm_max", "reward_last10", "seconds",
 )
 #: Default backend of :func:`run`. Measured on 2 cores (18 tiny-model runs of 40 steps, 16×8 rollouts,
@@ -44,19 +43,34 @@ ROW_COLUMNS: tuple[str, ...] = (
 DEFAULT_BACKEND = "local"
 
 
+def protocol_base(protocol: LMProtocol = PROTOCOL, quick: bool = False, cache_dir: str = "results/llm/cache") -> TrainConfig:
+    """The run settings of ``protocol`` as a :class:`TrainConfig` (``quick``: its shorter runs)."""
+    q = quick
+    return TrainConfig(steps=protocol.quick_steps if q else protocol.steps, eta=protocol.eta,
+                       n_prompts=protocol.quick_n_prompts if q else protocol.n_prompts, G=protocol.G,
+                       eval_every=protocol.eval_every, D=max(protocol.delays), preset=protocol.preset,
+                       length_normalize=protocol.length_normalize, warmstart_seed=protocol.warmstart_seed,
+                       threads=protocol.threads,
+                       task=TaskConfig(task=protocol.task, digits=protocol.digits,
+                                       n_eval=protocol.quick_n_eval if q else protocol.n_eval),
+                       warmstart=WarmStartConfig(steps=protocol.quick_warmstart_steps if q else protocol.warmstart_steps),
+                       cache_dir=cache_dir)
+
+
 @dataclass(frozen=True)
 class Sweep:
     """Settings of an accuracy-against-delay sweep (the table of runs is :func:`grid`).
 
-    ``base.length_normalize=True`` by default: trajectory-level maps then carry the same ``1/T_i``
-    as the token-level baselines, so AdamW + grad-norm clip see gradients of one scale (THEORY's
+    Defaults are the pre-registered protocol's (:data:`simulate.llm.protocol.PROTOCOL`);
+    ``base.length_normalize=True``: trajectory-level maps then carry the same ``1/T_i`` as the
+    token-level baselines, so AdamW + grad-norm clip see gradients of one scale (THEORY's
     un-normalised ``ĝ`` is ``base.replace(length_normalize=False)``).
     """
 
-    estimators: tuple[str, ...] = MAIN_ESTIMATORS
-    delays: tuple[int, ...] = (0, 4, 8)
-    seeds: tuple[int, ...] = (0, 1, 2)
-    base: TrainConfig = TrainConfig(steps=30, lr=3e-4, eval_every=1000, max_delay=8, length_normalize=True)
+    estimators: tuple[str, ...] = PROTOCOL.estimators
+    delays: tuple[int, ...] = PROTOCOL.delays
+    seeds: tuple[int, ...] = PROTOCOL.seeds
+    base: TrainConfig = protocol_base()
     out_dir: str = "results/llm/experiment"
 
     @property
@@ -64,6 +78,14 @@ class Sweep:
         """Directory name of the stored cells (the engine's sweep id): the last part of ``out_dir``."""
         name = os.path.basename(os.path.abspath(self.out_dir))
         return name if name and not name.startswith(".") else "llm_experiment"
+
+
+def protocol_sweep(protocol: LMProtocol = PROTOCOL, quick: bool = False, out_dir: str = "results/llm/experiment",
+                   cache_dir: str = "results/llm/cache") -> Sweep:
+    """The sweep that ``protocol`` pre-declares (``quick``: its seeds and run lengths for a path check)."""
+    return Sweep(estimators=protocol.estimators, delays=protocol.delays,
+                 seeds=protocol.quick_seeds if quick else protocol.seeds,
+                 base=protocol_base(protocol, quick, cache_dir), out_dir=out_dir)
 
 
 def grid(sweep: Sweep) -> list[tuple[str, TrainConfig]]:
@@ -74,9 +96,8 @@ def grid(sweep: Sweep) -> list[tuple[str, TrainConfig]]:
         for d in sweep.delays:
             for name in sweep.estimators:
                 rid = f"{name}-d{d}-s{seed}"
-                runs.append((rid, sweep.base.replace(estimator=name, delay=d, max_delay=max(D, sweep.base.max_delay),
-                                                     delay_mode="fixed", seed=seed,
-                                                     out_dir=os.path.join(sweep.out_dir, "runs", rid))))
+                runs.append((rid, sweep.base.replace(estimator=name, d=d, D=max(D, sweep.base.D), delay="fixed",
+                                                     seed=seed, out_dir=os.path.join(sweep.out_dir, "runs", rid))))
     return runs
 
 
@@ -104,20 +125,32 @@ def config_from_settings(settings: dict) -> TrainConfig:
 
 
 def to_sweep(sweep: Sweep):
-    """The experiment as an :class:`asyncgrpo.sweep.Sweep`: one cell per run, id ``<estimator>-d<d>-s<seed>``."""
-    from asyncgrpo.sweep import Cell
-    from asyncgrpo.sweep import Sweep as EngineSweep
+    """The experiment as an :class:`sweep.Sweep`: one cell per run, id ``<estimator>-d<d>-s<seed>``."""
+    from sweep import Cell
+    from sweep import Sweep as EngineSweep
 
     return EngineSweep(sweep.sweep_id, "simulate.llm.experiment:run_cell",
                        tuple(Cell(rid, config_settings(cfg)) for rid, cfg in grid(sweep)))
 
 
+def accuracy_auc(initial_acc: float, metrics: pd.DataFrame, steps: int) -> float:
+    """``(1/K) ∫_0^K acc(k) dk`` by the trapezoid rule over ``k = 0`` (the warm start) and every evaluated
+    step (``heldout_acc`` of step ``j`` is measured after ``j + 1`` updates), ``K = steps``."""
+    ev = metrics.loc[metrics["heldout_acc"].notna(), ["step", "heldout_acc"]]
+    x = np.concatenate([[0.0], ev["step"].to_numpy(dtype=float) + 1.0])
+    y = np.concatenate([[float(initial_acc)], ev["heldout_acc"].to_numpy(dtype=float)])
+    if x[-1] != steps:
+        raise ValueError(f"the last evaluated step must be K={steps} (got {x[-1]:g}): the run did not finish")
+    return float(np.trapezoid(y, x) / steps)
+
+
 def run_cell(**settings) -> pd.DataFrame:
     """One cell: train the run of ``settings`` (a flattened :class:`TrainConfig`) and return its tidy row.
 
-    Row: final and initial greedy held-out accuracy, ``gain = final − initial``, skipped updates,
-    mean realised delay, and per-run diagnostics from the step metrics (mean ``χ̂²``, max ``ℓ_i``,
-    mean clip fraction, max pre-clip grad norm, mean reward of the last 10 steps), plus wall seconds.
+    Row: final and initial greedy held-out accuracy, the accuracy AUC (:func:`accuracy_auc`),
+    ``gain = final − initial``, skipped updates, mean realised delay, and per-run diagnostics from the
+    step metrics (mean ``χ̂²``, max ``ℓ_i``, mean clip fraction, max pre-clip grad norm, mean reward of
+    the last 10 steps), plus wall seconds (the only column that is not a function of the settings).
     """
     from simulate.llm.train import train
 
@@ -126,8 +159,9 @@ def run_cell(**settings) -> pd.DataFrame:
     s = train(cfg, progress=False)
     m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
     row = {
-        "run_id": os.path.basename(cfg.out_dir), "estimator": cfg.estimator, "delay": cfg.delay, "seed": cfg.seed,
+        "run_id": os.path.basename(cfg.out_dir), "estimator": cfg.estimator, "d": cfg.d, "seed": cfg.seed,
         "initial_acc": s["initial_acc"], "final_acc": s["final_acc"],
+        "auc": accuracy_auc(s["initial_acc"], m, cfg.steps),
         "gain": s["final_acc"] - s["initial_acc"], "skipped_steps": s["skipped_steps"],
         "mean_realised_delay": s["mean_realised_delay"], "chi2_mean": float(m["chi2"].mean()),
         "ell_max": float(m["ell_max"].max()), "clip_frac_mean": float(m["clip_frac"].mean()),
@@ -157,7 +191,7 @@ def prepare_warm_starts(sweep: Sweep, progress: bool = True) -> list[dict]:
 
 def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend: str | None = None,
         **engine_opts) -> pd.DataFrame:
-    """Execute the grid through :func:`asyncgrpo.sweep.run_sweep`; returns one row per run.
+    """Execute the grid through :func:`sweep.run_sweep`; returns one row per run.
 
     Cells are stored under ``root`` (default ``out_dir/cells``) by the engine, so an interrupted or
     repeated sweep recomputes only missing cells (and everything after a code change). ``backend``
@@ -166,7 +200,7 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
     ``out_dir/results.csv``. ``backend=None``: :data:`DEFAULT_BACKEND` on CPU, ``"serial"`` on CUDA
     (one device: parallel processes would only hold extra CUDA contexts).
     """
-    from asyncgrpo.sweep import load_cells, run_sweep
+    from sweep import load_cells, run_sweep
 
     eng = to_sweep(sweep)
     root = os.path.join(sweep.out_dir, "cells") if root is None else root
@@ -181,108 +215,125 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
     return df
 
 
-def _t(n: int, level: float = 0.95) -> float:
-    """Two-sided Student-t quantile ``t_{n−1,(1+level)/2}`` (seed counts are small: 1.96 would overstate)."""
-    from scipy import stats as _st
-
-    return float(_st.t.ppf(0.5 + level / 2, n - 1)) if n > 1 else float("nan")
-
-
-def summarise(df: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Per (estimator, delay): mean final accuracy and mean gain over the warm start, each with a
-    Student-t CI ``± t_{n−1}·σ̂/√n`` over seeds (the gain is paired: it removes the warm start's seed effect)."""
-    keys = ["estimator", "delay"]
-    out = df.groupby(keys)["final_acc"].agg(["mean", "std", "count"]).reset_index()
-    t = np.array([_t(int(n), level) for n in out["count"]])
-    out["half_ci"] = t * out["std"].fillna(0.0) / np.sqrt(out["count"])
-    gain = df.groupby(keys)["gain"].agg(["mean", "std"]).reset_index()
-    out["gain_mean"] = gain["mean"].values
-    out["gain_half_ci"] = t * gain["std"].fillna(0.0).values / np.sqrt(out["count"].values)
-    return out
+def summarise(df: pd.DataFrame, metric: str = PROTOCOL.metric, level: float = 0.95) -> pd.DataFrame:
+    """Per (estimator, d): mean of ``metric`` over seeds with its Student-t interval
+    (:func:`simulate.verdicts.t_interval`), and the same for the gain over the warm start."""
+    rows = []
+    for (name, d), g in df.groupby(["estimator", "d"], sort=True):
+        m, lo, hi = vd.t_interval(g[metric].to_numpy(float), level)
+        gm, glo, ghi = vd.t_interval(g["gain"].to_numpy(float), level)
+        rows.append({"estimator": name, "d": int(d), "n": len(g), "mean": m, "lo": lo, "hi": hi,
+                     "gain_mean": gm, "gain_lo": glo, "gain_hi": ghi})
+    return pd.DataFrame(rows)
 
 
-def stable(df: pd.DataFrame) -> pd.Series:
-    """Per run: no skipped (non-finite) update and final accuracy ≥ half the warm start's."""
-    return (df["skipped_steps"] == 0) & (df["final_acc"] >= 0.5 * df["initial_acc"])
+def stable(df: pd.DataFrame, collapse_fraction: float = PROTOCOL.collapse_fraction) -> pd.Series:
+    """Per run: no skipped (non-finite) update and final accuracy ≥ ``collapse_fraction`` × the warm start's."""
+    return (df["skipped_steps"] == 0) & (df["final_acc"] >= collapse_fraction * df["initial_acc"])
 
 
 @dataclass(frozen=True)
 class C9Result:
-    """C9 at LM scale, at the largest delay: gmc against the best stable rival, paired over seeds.
-
-    ``verdict`` is ``holds`` (gmc best by mean and ahead beyond the t-interval), ``violated`` (gmc
-    unstable, or the best rival significantly ahead of gmc), ``inconclusive`` (within noise) or
-    ``not evaluated``; ``gap`` = mean over seeds of gmc − rival, ``se`` its standard error.
-    """
+    """C9 at LM scale under a protocol: the Holm family of paired comparisons, the rate checks, and
+    the claim's verdict (:func:`simulate.verdicts.combine` of the parts). ``quick``: a path check on
+    fewer seeds; its lines say "quick: not a verdict"."""
 
     verdict: str
-    line: str
-    d: int
-    rival: str | None = None
-    gap: float = math.nan
-    se: float = math.nan
-    n: int = 0
+    comparisons: tuple[vd.Comparison, ...]
+    rates: tuple[vd.RateCheck, ...]
+    metric: str
+    d_max: int
+    n_seeds: int
+    protocol_hash: str
+    quick: bool = False
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def lines(self) -> list[str]:
+        """One line per part, then the claim's line (each states the interval its verdict comes from)."""
+        pre = "quick: not a verdict — " if self.quick else ""
+        out = []
+        for c in self.comparisons:
+            out.append(f"{pre}{c.name}: Δ{self.metric} = {c.estimate:+.3f}, {1 - 2 * c.alpha_level:.1%} t-interval "
+                       f"[{c.lo:+.3f}, {c.hi:+.3f}] vs threshold {c.threshold:+.3f} ({c.kind}, n={c.n}) → {c.verdict}")
+        for r in self.rates:
+            sign = ">" if r.direction == "above" else "<"
+            out.append(f"{pre}{r.name}: {r.failures}/{r.n} unstable, Clopper–Pearson [{r.lo:.3f}, {r.hi:.3f}] "
+                       f"vs rate {sign} {r.p0:g} → {r.verdict}")
+        for why in self.skipped:
+            out.append(f"{pre}not compared: {why}")
+        out.append(f"{pre}C9 at LM scale (d={self.d_max}, {self.n_seeds} seeds, metric {self.metric}, protocol "
+                   f"{self.protocol_hash}): {self.verdict}")
+        return out
+
+    @property
+    def line(self) -> str:
+        """The claim's one-line verdict."""
+        return self.lines[-1]
 
 
-def c9_result(df: pd.DataFrame, level: float = 0.95) -> C9Result:
-    """Does ``gmc`` have the best final accuracy among stable estimators at the largest delay?
+def _paired(df: pd.DataFrame, metric: str, side: tuple[str, int]) -> pd.Series:
+    name, d = side
+    return df[(df["estimator"] == name) & (df["d"] == d)].set_index("seed")[metric].sort_index()
 
-    Stable = every seed passes :func:`stable`. Differences are paired over seeds (same seeds, same
-    warm start) with a Student-t interval at ``level``.
+
+def c9_result(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False) -> C9Result:
+    """Decide C9 at LM scale from the results table by the protocol's pre-declared comparisons.
+
+    Each comparison pairs the two sides by seed (seeds present on both sides only; at least 2);
+    ``decide`` applies Holm over those that can be made. A comparison whose data are not in the table
+    (a sub-grid from the CLI) is listed as not compared, never silently dropped.
     """
-    d_max = int(df["delay"].max())
-    at = df[df["delay"] == d_max].copy()
-    at["stable"] = stable(at)
-    per = at.groupby("estimator").agg(mean=("final_acc", "mean"), n=("final_acc", "count"), stable=("stable", "all"))
-    if "gmc" not in per.index:
-        return C9Result("not evaluated", "C9: not evaluated (gmc not in the sweep)", d_max)
-    ok = per[per["stable"]]
-    unstable = ", ".join(per.index[~per["stable"]]) or "none"
-    if "gmc" not in ok.index:
-        return C9Result("violated", f"C9 at d={d_max}: VIOLATED — gmc itself collapsed in some seed", d_max)
-    rivals = ok.drop(index="gmc")
-    if rivals.empty:
-        return C9Result("not evaluated", f"C9 at d={d_max}: not evaluated (no other stable estimator; "
-                                         f"collapsed: {unstable})", d_max)
-    rival = rivals["mean"].idxmax()
-    g_s = at[at.estimator == "gmc"].set_index("seed")["final_acc"]
-    r_s = at[at.estimator == rival].set_index("seed")["final_acc"]
-    diff = (g_s - r_s).dropna()
-    n = len(diff)
-    gap = float(diff.mean())
-    se = float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    half = _t(n, level) * se
-    detail = (f"gmc {ok.loc['gmc', 'mean']:.3f} vs best stable rival {rival} {rivals.loc[rival, 'mean']:.3f}, "
-              f"paired gap {gap:+.3f} ± {half:.3f} ({level:.0%} t-interval, {n} seeds); collapsed in some seed: {unstable}")
-    if not n > 1:
-        return C9Result("inconclusive", f"C9 at d={d_max}: INCONCLUSIVE (one seed; {detail})", d_max, rival, gap, se, n)
-    if gap > half:
-        return C9Result("holds", f"C9 at d={d_max}: HOLDS ({detail})", d_max, rival, gap, se, n)
-    if gap < -half:
-        return C9Result("violated", f"C9 at d={d_max}: VIOLATED — {rival} significantly ahead ({detail})",
-                        d_max, rival, gap, se, n)
-    return C9Result("inconclusive", f"C9 at d={d_max}: INCONCLUSIVE, within noise ({detail})", d_max, rival, gap, se, n)
+    metric = protocol.metric
+    built, skipped = [], []
+    for name, kind, a_side, b_side in protocol.comparisons():
+        a, b = _paired(df, metric, a_side), _paired(df, metric, b_side)
+        common = a.index.intersection(b.index)
+        if len(common) < 2:
+            skipped.append(f"{name} (needs ≥ 2 seeds of {a_side[0]}@d={a_side[1]} and {b_side[0]}@d={b_side[1]})")
+            continue
+        built.append(vd.paired_comparison(a[common], b[common], kind=kind, margin=protocol.margin, name=name,
+                                          alpha=protocol.alpha))
+    family = vd.decide(built, alpha=protocol.alpha) if built else []
+    at = df[df["d"] == protocol.d_max]
+    rates = []
+    for name, direction in (("is", "above"), ("gmc", "below")):
+        runs = at[at["estimator"] == name]
+        if len(runs):
+            bad = int((~stable(runs, protocol.collapse_fraction)).sum())
+            what = "unstable" if direction == "above" else "stable"
+            rates.append(vd.rate_check(bad, len(runs), p0=protocol.p0, direction=direction, alpha=protocol.alpha,
+                                       name=f"{name} {what} at d={protocol.d_max}"))
+    parts = [c.verdict for c in family] + [r.verdict for r in rates]
+    verdict = vd.combine(parts) if parts else vd.OUT_OF_SCOPE
+    n_seeds = int(df["seed"].nunique()) if len(df) else 0
+    return C9Result(verdict, tuple(family), tuple(rates), metric, protocol.d_max, n_seeds, protocol.content_hash(),
+                    quick, tuple(skipped))
 
 
-def c9_verdict(df: pd.DataFrame, level: float = 0.95) -> str:
-    """One line: :func:`c9_result`'s verdict with its numbers."""
-    return c9_result(df, level).line
+def c9_verdict(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False) -> str:
+    """:func:`c9_result`'s lines, one per comparison and one for the claim."""
+    return "\n".join(c9_result(df, protocol, quick).lines)
 
 
-def table(df: pd.DataFrame) -> str:
-    """Accuracy-against-delay table: rows estimators, columns delays, cells ``mean ± t_{n−1}·σ̂/√n`` of the
-    final held-out accuracy, then the same for the gain over the warm start."""
-    s = summarise(df)
-    # one seed has no spread estimate: print "± n/a" rather than a CI of zero width
-    s["cell"] = [f"{m:.3f} ± {h:.3f}" if n > 1 else f"{m:.3f} ± n/a"
-                 for m, h, n in zip(s["mean"], s["half_ci"], s["count"])]
-    s["gcell"] = [f"{m:+.3f} ± {h:.3f}" if n > 1 else f"{m:+.3f} ± n/a"
-                  for m, h, n in zip(s["gain_mean"], s["gain_half_ci"], s["count"])]
+def _wide(s: pd.DataFrame, col: str) -> str:
+    wide = s.pivot(index="estimator", columns="d", values=col)
+    wide.columns = [f"d={c}" for c in wide.columns]
+    return wide.to_string()
+
+
+def table(df: pd.DataFrame, metric: str = PROTOCOL.metric) -> str:
+    """Accuracy-against-delay tables: rows estimators, columns delays, cells ``mean [lo, hi]`` (95 % Student-t
+    over seeds) of ``metric``, of the final held-out accuracy, and of the gain over the warm start."""
     init = df.groupby("seed")["initial_acc"].first()
-    n = int(s["count"].max())
     parts = [f"warm-start held-out accuracy per seed: {', '.join(f'{v:.3f}' for v in init.values)}"]
-    for col, title in (("cell", "final held-out accuracy"), ("gcell", "gain over the warm start (paired)")):
-        wide = s.pivot(index="estimator", columns="delay", values=col)
-        wide.columns = [f"d={c}" for c in wide.columns]
-        parts += [f"{title}, mean ± 95% t-interval over {n} seeds:", wide.to_string()]
+    for m in [metric] + [x for x in ("final_acc",) if x != metric]:
+        s = summarise(df, m)
+        s["cell"] = [f"{a:.3f} [{lo:.3f}, {hi:.3f}]" if n > 1 else f"{a:.3f} (n=1)"
+                     for a, lo, hi, n in zip(s["mean"], s["lo"], s["hi"], s["n"])]
+        parts += [f"{m}, mean [95% t-interval] over {int(s['n'].max())} seeds:", _wide(s, "cell")]
+    s = summarise(df, "final_acc")
+    s["cell"] = [f"{a:+.3f} [{lo:+.3f}, {hi:+.3f}]" if n > 1 else f"{a:+.3f} (n=1)"
+                 for a, lo, hi, n in zip(s["gain_mean"], s["gain_lo"], s["gain_hi"], s["n"])]
+    parts += ["final accuracy gain over the warm start (paired), mean [95% t-interval]:", _wide(s, "cell")]
     return "\n".join(parts)

@@ -12,26 +12,44 @@ learner recomputes ``log π_θ(a_t|s_t)`` and takes one AdamW step on the surrog
 ``ℓ_i = Σ_t ℓ_{i,t}``; ``w_i/T_i`` with ``cfg.length_normalize``), or the token-level coefficients (grpo, gspo, cispo, m2po). No estimator
 math lives here.
 
-Delay models for ``d_k`` (capped at ``min(D, v_k)`` — a snapshot older than version 0 does not exist):
+Delay models for ``d_k`` (:mod:`simulate.delays`, capped at ``min(D, v_k)`` — a snapshot older than
+version 0 does not exist):
 
 - ``fixed``: ``d_k = d``;
-- ``random``: ``d_k ~ Uniform{0..D}`` i.i.d.;
-- ``actors``: ``n_actors`` workers; each pulls the newest weights when it starts a batch and takes a
-  random generation time (``1 + Poisson(n_actors − 1)`` learner steps, mean ``n_actors`` so the
-  queue is balanced); the learner consumes batches in order of completion, so staleness emerges
-  from the queue (``d_k = k − version pulled``).
+- ``uniform``: ``d_k ~ Uniform{0..D}`` i.i.d.;
+- ``queue``: ``n_actors`` workers; each pulls the newest weights when it starts a batch and takes a
+  lognormal generation time (log-sd 1, mean 1 learner step); the learner consumes batches in order
+  of completion, so staleness emerges from the queue (``d_k = k − version pulled``).
 
 Numerics: log-probs are float32 even for a bf16 model; a NaN/inf loss or gradient skips the update
-(weights and optimiser untouched) and logs the reason. Metrics go to ``out_dir/metrics.jsonl``
-(one line per step) and ``metrics.csv``; ``checkpoint.pt`` makes a run resumable.
+(weights and optimiser untouched) and logs the reason.
+
+Files and faults (issue 14). Metrics go to ``out_dir/metrics.jsonl``, one line per step written with
+one ``write`` on an append-only descriptor and ``fsync``-ed, so a kill leaves at most a torn *last*
+line, which resume drops with a warning; ``metrics.csv`` is a tidy copy written at the end.
+``checkpoint.pt`` (temp file + rename) makes a run resumable and loads with
+``torch.load(weights_only=True)`` (tensors and plain containers only, no arbitrary pickle). A run
+holds an exclusive ``flock`` on ``out_dir/.lock`` for its whole duration, so a second run writing the
+same folder is refused (the lock dies with its process: no stale locks). ``resume=True`` refuses
+when there is no checkpoint (it never restarts silently) and when the saved ``config.json`` differs
+from the current config (it lists the differing keys; ``force=True`` overrides).
+
+Reproducibility: the same config on the same commit gives the same numbers on CPU: every random
+draw is seeded from the config (prompts ``[seed, 1, k]``, delays ``[seed, 2]``, sampler
+``[seed, 3, k]``, init and warm start ``init_seed``), the thread count is fixed (``threads``) and
+``torch.use_deterministic_algorithms(True)`` is on.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
+import inspect
 import json
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +61,7 @@ from asyncgrpo.estimators.token_level import policy_loss, token_coefficients_tor
 from asyncgrpo.functionals import advantages
 from simulate import delays
 from simulate.llm import tasks
-from simulate.llm.config import TrainConfig
+from simulate.llm.config import TrainConfig, check_runtime, config_diff
 from simulate.llm.model import Rollout, completion_logprobs, generate
 from simulate.llm.warmstart import heldout_accuracy, lenient, prompt_ids, warm_start
 
@@ -52,20 +70,20 @@ from simulate.llm.warmstart import heldout_accuracy, lenient, prompt_ids, warm_s
 
 
 def delay_schedule(cfg: TrainConfig) -> np.ndarray:
-    """Requested delays ``d_k`` for ``k = 0..K−1`` (int64), capped at ``max_delay`` (snapshots kept).
+    """Requested delays ``d_k`` for ``k = 0..K−1`` (int64), capped at ``D`` (snapshots kept).
 
     The delay models are the simulator's (:mod:`simulate.delays`): ``fixed`` → ``d_k = d``,
-    ``random`` → uniform on ``{0..max_delay}``, ``actors`` → the actor–learner queue with
-    ``n_actors`` actors and lognormal generation times. Seeded by ``[seed, 2]`` only, so the
+    ``uniform`` → uniform on ``{0..D}``, ``queue`` → the actor–learner queue with
+    ``n_actors`` actors and lognormal generation times (log-sd 1). Seeded by ``[seed, 2]`` only, so the
     schedule is a function of the config.
     """
     spec = {
-        "fixed": lambda: delays.fixed(cfg.delay),
-        "random": lambda: delays.uniform(cfg.max_delay),
-        "actors": lambda: delays.queue(cfg.n_actors),
-    }[cfg.delay_mode]()
+        "fixed": lambda: delays.fixed(cfg.d),
+        "uniform": lambda: delays.uniform(cfg.D),
+        "queue": lambda: delays.queue(cfg.n_actors),
+    }[cfg.delay]()
     seed = int(np.random.SeedSequence([cfg.seed, 2]).generate_state(1)[0])
-    return np.minimum(spec.sample(cfg.steps, seed=seed), cfg.max_delay)
+    return np.minimum(spec.sample(cfg.steps, seed=seed), cfg.D)
 
 
 # ----------------------------------------------------------------------------- one update
@@ -104,7 +122,7 @@ def ratio_stats(cfg: TrainConfig, tok_ell: torch.Tensor, mask: torch.Tensor, adv
     that sampler-vs-learner round-off (``|ℓ| ~ 1e-6`` at ``d = 0``) does not count as clipping.
     """
     tok_ell, adv = tok_ell.double(), adv.double()
-    G = cfg.group_size
+    G = cfg.G
     ell = tok_ell.sum(1)
     rho = torch.exp(ell)
 
@@ -158,17 +176,161 @@ def _sampler_seed(seed: int, step: int) -> int:
     return int(np.random.default_rng([seed, 3, step]).integers(0, 2**62))
 
 
-def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_at: int | None = None,
-          on_step=None, progress: bool = True) -> dict:
-    """Run ``cfg.steps`` asynchronous RL updates; returns a summary dict (also written to ``summary.json``).
+def set_determinism(cfg: TrainConfig) -> None:
+    """Fixed thread count and deterministic kernels: the same config gives the same numbers on CPU.
 
-    ``model``/``tok`` default to the cached warm start of ``cfg``. ``resume`` continues from
-    ``out_dir/checkpoint.pt``; ``stop_at`` ends the call after that step (an interruption, for
-    testing resume); ``on_step(StepView)`` is called before each update.
+    On CUDA, cuBLAS needs ``CUBLAS_WORKSPACE_CONFIG`` for determinism; ops without a deterministic
+    kernel only warn there (``warn_only``), so the GPU check runs but makes no reproducibility claim.
     """
     if cfg.device == "cpu":
         torch.set_num_threads(cfg.threads)
-    os.makedirs(cfg.out_dir, exist_ok=True)
+    else:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=cfg.device != "cpu")
+
+
+@contextlib.contextmanager
+def output_lock(out_dir: str):
+    """Exclusive ``flock`` on ``out_dir/.lock`` for the duration; ``ValueError`` if another run holds it.
+
+    ``flock`` belongs to the open file, so the kernel releases it when the holder exits or is killed:
+    a crashed run never leaves a lock that blocks the next one.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            raise ValueError(f"out_dir {out_dir!r} is in use by another run (pid {holder} holds {path}); "
+                             f"use another --out-dir or wait for it to finish") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def append_line(path: str, row: dict) -> None:
+    """Append one JSON line with a single ``write`` and ``fsync`` it: a kill tears at most this line."""
+    data = (json.dumps(row) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_lines(path: str, rows: list[dict]) -> None:
+    """Replace ``path`` by ``rows`` as JSON lines, atomically (temp file, ``fsync``, rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_metrics(path: str) -> list[dict]:
+    """Rows of a ``metrics.jsonl``; a torn last line (killed mid-write) is dropped with a warning.
+
+    A damaged line anywhere else is not a torn write but a damaged file: ``ValueError`` naming the line.
+    """
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        last = all(not x.strip() for x in lines[i + 1:])
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or "step" not in row:
+                raise ValueError("not a metrics row")
+        except ValueError:
+            if last:
+                warnings.warn(f"{path}: dropped a torn last line ({len(line)} bytes, a write cut short); "
+                              f"that step is recomputed", stacklevel=2)
+                break
+            raise ValueError(f"{path} line {i + 1} is damaged (not a JSON metrics row) and is not the last "
+                             f"line; refusing to resume over it") from None
+        rows.append(row)
+    return rows
+
+
+def load_checkpoint(path: str, device: str) -> dict:
+    """``torch.load(weights_only=True)``: tensors, numbers, strings and containers only (no code runs)."""
+    return torch.load(path, map_location=device, weights_only=True)
+
+
+def check_resume(cfg: TrainConfig, force: bool = False) -> dict:
+    """The checkpoint to resume from, after the checks: it exists, and its config equals ``cfg``.
+
+    Raises ``ValueError`` when there is no checkpoint (resuming must never restart silently and empty
+    the metrics) or when the configs differ (the message lists each differing key; ``force`` accepts).
+    """
+    ckpt_path = os.path.join(cfg.out_dir, "checkpoint.pt")
+    if not os.path.exists(ckpt_path):
+        raise ValueError(f"resume: no checkpoint at {ckpt_path}; nothing to resume. Run without --resume to "
+                         f"start over (that replaces {cfg.out_dir}/metrics.jsonl)")
+    ck = load_checkpoint(ckpt_path, cfg.device)
+    diff = config_diff(ck.get("config", {}), cfg.to_dict())
+    if diff:
+        lines = "; ".join(f"{k}: saved {a!r} -> now {b!r}" for k, a, b in diff)
+        if not force:
+            raise ValueError(f"resume: the configuration differs from the checkpoint's in {len(diff)} key(s): "
+                             f"{lines}. Resume with the saved configuration, or pass --force to continue anyway")
+        warnings.warn(f"resume --force: continuing with a changed configuration ({lines})", stacklevel=2)
+    return ck
+
+
+def _loss_options(cfg: TrainConfig) -> dict:
+    """Options of ``policy_loss`` beyond the thresholds, checked before any model is built.
+
+    A set option that this ``policy_loss`` does not accept is an error naming it; an unknown
+    ``loss_agg_mode`` is rejected by the aggregation module's own check. When the loss can return its
+    metrics (``return_metrics``), they are requested and logged per step.
+    """
+    wanted = {k: v for k, v in (("loss_agg_mode", cfg.loss_agg_mode), ("clip_ratio_c", cfg.clip_ratio_c))
+              if v is not None}
+    known = inspect.signature(policy_loss).parameters
+    missing = [k for k in wanted if k not in known]
+    if missing:
+        raise ValueError(f"{', '.join(missing)}: this asyncgrpo's policy_loss does not accept it")
+    if cfg.loss_agg_mode is not None:
+        from asyncgrpo.estimators.aggregation import check_loss_agg_mode
+
+        check_loss_agg_mode(cfg.loss_agg_mode)
+    if "return_metrics" in known:
+        wanted["return_metrics"] = True
+    return wanted
+
+
+def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, force: bool = False,
+          stop_at: int | None = None, on_step=None, progress: bool = True) -> dict:
+    """Run ``cfg.steps`` asynchronous RL updates; returns a summary dict (also written to ``summary.json``).
+
+    ``model``/``tok`` default to the cached warm start of ``cfg``. ``resume`` continues from
+    ``out_dir/checkpoint.pt`` (refused if it is missing or its config differs, unless ``force``);
+    ``stop_at`` ends the call after that step (an interruption, for testing resume);
+    ``on_step(StepView)`` is called before each update. Everything that can be checked without a
+    model (runtime, lock, resume) is checked before one is built.
+    """
+    check_runtime(cfg)
+    loss_opts = _loss_options(cfg)
+    with output_lock(cfg.out_dir):
+        ck = check_resume(cfg, force) if resume else None
+        return _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress)
+
+
+def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) -> dict:
+    set_determinism(cfg)
     with open(os.path.join(cfg.out_dir, "config.json"), "w") as f:
         json.dump(cfg.to_dict(), f, indent=2)
     warm_info = {}
@@ -178,10 +340,10 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
     behaviour = copy.deepcopy(model).eval()
     for p in behaviour.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.eta, weight_decay=cfg.weight_decay)
     evalset = tasks.eval_set(cfg.task)
     delays = delay_schedule(cfg)
-    G, n_groups = cfg.group_size, cfg.prompts_per_step
+    G, n_groups = cfg.G, cfg.n_prompts
 
     # snapshot store: version -> detached copy of the weights; only the last D+1 versions are kept
     def snapshot() -> dict:
@@ -191,17 +353,14 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
     ckpt_path = os.path.join(cfg.out_dir, "checkpoint.pt")
     metrics_path = os.path.join(cfg.out_dir, "metrics.jsonl")
     rows: list[dict] = []
-    if resume and os.path.exists(ckpt_path):
-        ck = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
-        snapshots, version, start = ck["snapshots"], ck["version"], ck["step"] + 1
-        if os.path.exists(metrics_path):
-            with open(metrics_path) as f:
-                rows = [r for r in map(json.loads, f) if r["step"] < start]
-    with open(metrics_path, "w") as f:  # rewritten: steps after the checkpoint are redone, not duplicated
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+        snapshots = {int(v): s for v, s in ck["snapshots"].items()}
+        version, start = int(ck["version"]), int(ck["step"]) + 1
+        rows = [r for r in read_metrics(metrics_path) if r["step"] < start]
+    # rewritten atomically: steps after the checkpoint are redone, not duplicated
+    write_lines(metrics_path, rows)
 
     def save_checkpoint(step: int) -> None:
         tmp = ckpt_path + ".tmp"
@@ -213,7 +372,7 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
     last_acc = acc0 if acc0 is not None else next((r["heldout_acc"] for r in reversed(rows)
                                                     if r.get("heldout_acc") is not None), None)
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at + 1)
-    bar = tqdm(range(start, end), desc=f"{cfg.estimator} d={cfg.delay_mode}:{cfg.delay}", disable=not progress)
+    bar = tqdm(range(start, end), desc=f"{cfg.estimator} {cfg.delay_label}", disable=not progress)
     for k in bar:
         t0 = time.perf_counter()
         # 1. behaviour snapshot, d_k versions old
@@ -230,21 +389,22 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
         t_gen = time.perf_counter() - t0
         texts = [tok.decode(c) for c in ro.completion]
         R = np.array([tasks.reward(p, s, lenient(tok)) for p, s in zip(batch, texts)])
-        A = np.concatenate([advantages(r, cfg.normalize_adv) for r in R.reshape(n_groups, G)])
+        A = np.concatenate([advantages(r, cfg.adv_norm) for r in R.reshape(n_groups, G)])
         adv = torch.as_tensor(A, dtype=torch.float32, device=cfg.device)
 
         # 3. learner: current log-probs, the estimator's surrogate, one guarded update
         logp_new = completion_logprobs(model, ro.seq, ro.attn, ro.mask, ro.prompt_len, cfg.temperature)
         if on_step is not None:
             on_step(StepView(k, version, behaviour_version, model, behaviour, ro, R, A))
-        loss = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
-                           eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G,
-                           length_normalize=cfg.length_normalize)
+        out = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
+                          eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G,
+                          length_normalize=cfg.length_normalize, **loss_opts)
+        loss, loss_metrics = _split_loss(out)
         grad_norm, skipped = update_step(model, opt, loss, cfg.max_grad_norm)
         if skipped is None:
             version += 1
             snapshots[version] = snapshot()
-            for old in [v for v in snapshots if v < version - cfg.max_delay]:
+            for old in [v for v in snapshots if v < version - cfg.D]:
                 del snapshots[old]
 
         # 4. metrics
@@ -259,12 +419,12 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
             **ratio_stats(cfg, tok_ell, ro.mask, adv),
             "heldout_acc": None,
         }
+        row.update({(f"loss/{k}" if k in row else k): v for k, v in loss_metrics.items()})
         if (k + 1) % cfg.eval_every == 0 or k == cfg.steps - 1:
             last_acc = row["heldout_acc"] = heldout_accuracy(model, tok, evalset, cfg.max_new_tokens)
         if k == 0 and acc0 is not None:
             row["heldout_acc_start"] = acc0
-        with open(metrics_path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_line(metrics_path, row)
         rows.append(row)
         bar.set_postfix(R=f"{row['reward']:.2f}", acc=f"{last_acc:.2f}" if last_acc is not None else "-",
                         d=d, skip="y" if skipped else "")
@@ -280,7 +440,7 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
     df.to_csv(os.path.join(cfg.out_dir, "metrics.csv"), index=False)
     first = rows[0] if rows else {}
     summary = {
-        "estimator": cfg.estimator, "delay_mode": cfg.delay_mode, "delay": cfg.delay, "seed": cfg.seed,
+        "estimator": cfg.estimator, "delay": cfg.delay, "d": cfg.d, "D": cfg.D, "seed": cfg.seed,
         "steps_done": len(rows), "initial_acc": first.get("heldout_acc_start"),
         "final_acc": last_acc, "warmstart": warm_info,
         "mean_realised_delay": float(df["delay"].mean()) if rows else None,
@@ -290,3 +450,24 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, stop_
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     return summary
+
+
+def _split_loss(out) -> tuple[torch.Tensor, dict]:
+    """``policy_loss`` returns the loss, or ``(loss, metrics)``; metrics become floats for the JSON line.
+
+    The loss's metrics keep their own (peer-aligned) names — ``pg_loss``, ``pg_clipfrac_lower``,
+    ``chi2_seq``, ``ppo_kl``, ESS, … — so a curve can be overlaid on a verl or TRL one; a name this
+    loop already logs (its own diagnostics) gets the prefix ``loss/`` instead of being overwritten.
+    """
+    if isinstance(out, torch.Tensor):
+        return out, {}
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+        raise TypeError(f"policy_loss returned {type(out).__name__}; expected a tensor or (loss, metrics)")
+    loss, m = out
+    flat = {}
+    for k, v in m.items():
+        if isinstance(v, torch.Tensor) and v.numel() == 1:
+            v = v.item()
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            flat[str(k)] = float(v)
+    return loss, flat

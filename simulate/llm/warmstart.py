@@ -5,13 +5,17 @@ learns anything. A short supervised phase on training problems,
 ``min_θ −Σ_t log π_θ(a*_t | s_t)`` over one correct completion ``a*`` per prompt, gives a policy with
 non-trivial success from which staleness can be studied. The result is cached under
 ``cache_dir/warmstart/<key>.pt``, where ``key`` hashes everything that determines the weights
-(:func:`simulate.llm.config.warmstart_key`), so the runs of an experiment share it.
+(:func:`simulate.llm.config.warmstart_key`, settings and the source of the modules that compute it),
+so the runs of an experiment share it. The cache file carries a SHA-256 of its weights; a file that
+does not load, lacks the checksum or fails it is reported with a warning naming it and recomputed.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
+import warnings
 
 import torch
 from tqdm.auto import tqdm
@@ -61,23 +65,51 @@ def supervised_batch(tok, problems: list[tasks.Problem], device):
     return torch.cat([ids, ctok], 1), torch.cat([attn, cmask.long()], 1), cmask, ids.shape[1]
 
 
+def state_checksum(state_dict: dict) -> str:
+    """SHA-256 over the names, dtypes, shapes and bytes of every tensor, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        t = state_dict[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def load_cached(path: str, model, device: str) -> dict | None:
+    """Load a cached warm start into ``model`` and return its ``info``; ``None`` (with a warning naming the
+    file) when it does not load, lacks its checksum, fails it, or does not fit the model."""
+    try:
+        blob = torch.load(path, map_location=device, weights_only=True)
+        state, info, digest = blob["state_dict"], json.loads(blob["info"]), blob["sha256"]
+        if state_checksum(state) != digest:
+            raise ValueError("checksum mismatch")
+        model.load_state_dict(state)
+    except Exception as exc:  # noqa: BLE001 — any damage means the same thing: recompute
+        warnings.warn(f"warm-start cache {path} is damaged ({type(exc).__name__}: {exc}); recomputing it",
+                      stacklevel=3)
+        return None
+    return info
+
+
 def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = True):
     """``(model, tok, info)``: the policy after the supervised phase, loaded from cache when present.
 
     ``info`` holds the cache path, the held-out accuracy after warm start and the wall time.
     """
-    if cfg.device == "cpu":
-        torch.set_num_threads(cfg.threads)
+    from simulate.llm.train import set_determinism
+
+    set_determinism(cfg)
     model, tok = make_policy(cfg)
     key = warmstart_key(cfg)
     path = os.path.join(cfg.cache_dir, "warmstart", f"{key}.pt")
     if use_cache and os.path.exists(path):
-        blob = torch.load(path, map_location=cfg.device, weights_only=True)
-        model.load_state_dict(blob["state_dict"])
-        return model, tok, json.loads(blob["info"])
+        info = load_cached(path, model, cfg.device)
+        if info is not None:
+            return model, tok, info
+        model, tok = make_policy(cfg)  # a partial load_state_dict may have touched the weights
 
     t0 = time.time()
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart.eta, weight_decay=0.0)
     model.train()
     bar = tqdm(range(cfg.warmstart.steps), desc="warm start", disable=not progress, leave=False)
     for step in bar:
@@ -97,6 +129,7 @@ def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = Tru
     if use_cache:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
-        torch.save({"state_dict": model.state_dict(), "info": json.dumps(info)}, tmp)
+        state = model.state_dict()
+        torch.save({"state_dict": state, "info": json.dumps(info), "sha256": state_checksum(state)}, tmp)
         os.replace(tmp, path)  # atomic: a parallel run never reads a half-written cache
     return model, tok, info

@@ -1,0 +1,118 @@
+"""The pre-registered protocol of the LM-scale C9 check (docs/THEORY.md §3 C9, §4).
+
+Everything that decides the LM row of the report is fixed here, before any result is looked at:
+seeds, delays, estimators, the metric, the margin, the comparisons and the run settings. The
+figure's sidecar prints :meth:`LMProtocol.content_hash` (SHA-256 of this dataclass as canonical
+JSON), so a reader can tell which protocol produced a verdict; any edit to this file's values is a
+new hash.
+
+**Metric** (``metric="auc"``): the area under the held-out accuracy curve over a fixed sample budget,
+``AUC = (1/K) ∫_0^K acc(k) dk`` (trapezoid over the greedy held-out accuracy at ``k = 0`` and after
+every ``eval_every`` updates; every run samples the same ``K·n_prompts·G`` trajectories whatever its
+delay). It is cheap here (one held-out evaluation costs ~0.05 s) and less noisy than the final
+accuracy, which is reported as the secondary metric. Accuracy is already on ``[0, 1]`` with the
+optimum 1, and every run of a seed shares one warm start, so the margin is in accuracy units.
+
+**Comparisons** (one Holm family, :func:`simulate.verdicts.decide`), paired over seeds at the
+largest delay ``d_max``:
+
+- ``gmc`` is best or tied: non-inferiority ``AUC_gmc(d_max) − AUC_X(d_max) > −δ`` for every other
+  estimator ``X``;
+- the uncorrected and the truncated maps degrade with the delay: superiority
+  ``AUC_X(0) − AUC_X(d_max) > +δ`` for ``X`` in :attr:`LMProtocol.degrading`.
+
+**Rates** (Clopper–Pearson, :func:`simulate.verdicts.rate_check`, outside the Holm family): a run
+is *unstable* if it skips an update (non-finite loss or gradient) or ends below
+``collapse_fraction`` of its warm-start accuracy; ``is`` is predicted unstable (rate > ``p0``) and
+``gmc`` stable (rate < ``p0``) at ``d_max``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LMProtocol:
+    """Pre-declared settings of the LM C9 comparison (module docstring). Frozen: change = new hash."""
+
+    name: str = "lm-c9"
+    version: int = 1
+    estimators: tuple[str, ...] = ("onpolicy", "is", "tic", "gmc", "grpo")
+    """Compared maps: THEORY's trajectory-level ones and the token-level GRPO baseline."""
+    delays: tuple[int, ...] = (0, 8)
+    """Fixed delays ``d``; ``d_max = max(delays)`` is where gmc is compared."""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7)
+    """RL seeds (prompts, sampling); the warm start is shared (``warmstart_seed``), so runs pair by seed."""
+    degrading: tuple[str, ...] = ("onpolicy", "tic")
+    """Estimators that C9 predicts degrade as ``d`` grows (no correction; truncation)."""
+    metric: str = "auc"
+    """Primary metric: ``auc`` (module docstring); ``final_acc`` is reported as secondary."""
+    margin: float = 0.02
+    """Practical margin ``δ`` in accuracy units."""
+    alpha: float = 0.05
+    """One-sided family-wise level (Holm)."""
+    p0: float = 0.5
+    """Instability-rate threshold of the rate checks."""
+    collapse_fraction: float = 0.5
+    """A run collapsed if its final accuracy is below this fraction of its warm start's."""
+    # the runs (TrainConfig fields; every run of a seed starts from the same cached warm start)
+    steps: int = 40
+    n_prompts: int = 16
+    G: int = 8
+    eta: float = 3e-4
+    eval_every: int = 5
+    length_normalize: bool = True
+    """Trajectory maps carry ``1/T_i`` like the token-level baselines, so steps compare like for like."""
+    preset: str = "tiny"
+    task: str = "arithmetic"
+    digits: int = 2
+    n_eval: int = 200
+    warmstart_steps: int = 400
+    warmstart_seed: int = 0
+    threads: int = 1
+    # the quick variant: the same protocol on fewer seeds and shorter runs — a path check, not a verdict
+    quick_seeds: tuple[int, ...] = (0, 1)
+    quick_steps: int = 10
+    quick_n_prompts: int = 8
+    quick_warmstart_steps: int = 200
+    quick_n_eval: int = 100
+
+    def __post_init__(self) -> None:
+        if self.metric not in ("auc", "final_acc"):
+            raise ValueError(f"metric must be 'auc' or 'final_acc', got {self.metric!r}")
+        if "gmc" not in self.estimators:
+            raise ValueError("estimators must include gmc (the comparisons are gmc against the others)")
+        if len(self.delays) < 2 or 0 not in self.delays:
+            raise ValueError(f"delays must include 0 and a larger delay, got {self.delays!r}")
+        if not set(self.degrading) <= set(self.estimators):
+            raise ValueError(f"degrading {self.degrading!r} must be among estimators {self.estimators!r}")
+        if len(set(self.seeds)) < 2:
+            raise ValueError("seeds must hold at least 2 distinct seeds (paired t over seeds)")
+
+    @property
+    def d_max(self) -> int:
+        """The largest delay."""
+        return max(self.delays)
+
+    def comparisons(self) -> list[tuple[str, str, tuple[str, int], tuple[str, int]]]:
+        """The Holm family: ``(name, kind, (estimator, d) of a, (estimator, d) of b)``, effect ``a − b``."""
+        out = [(f"gmc not worse than {x} at d={self.d_max}", "noninferiority", ("gmc", self.d_max), (x, self.d_max))
+               for x in self.estimators if x != "gmc"]
+        out += [(f"{x} degrades from d=0 to d={self.d_max}", "superiority", (x, 0), (x, self.d_max))
+                for x in self.degrading]
+        return out
+
+    def to_dict(self) -> dict:
+        """Plain dict (JSON-serialisable, tuples as lists)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    def content_hash(self) -> str:
+        """SHA-256 (first 16 hex digits) of the canonical JSON of every field."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+#: The protocol of the committed report.
+PROTOCOL = LMProtocol()
