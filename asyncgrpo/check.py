@@ -1,0 +1,78 @@
+"""``python -m asyncgrpo.check MODULE:FUNCTION --eps 0.2``: property-test a weight map from the shell.
+
+``FUNCTION`` is any callable ``fn(ell, eps) -> w`` (one group's log-ratios in, weights out; see
+:func:`asyncgrpo.testing.check_weight_map` for the optional ``[n_groups, G]`` input and ``mask=``).
+``registry:NAME`` checks the toolkit's own estimator ``NAME`` (torch backend). Prints one row per
+property with its verdict (``holds`` / ``refuted`` with a shrunk counterexample / ``out of scope``).
+
+Exit status: 0 if every membership property of ``𝒲_ε`` holds (docs/THEORY.md §3: finite,
+nonnegative, ``w_i ≤ ρ_i``, mean ``≤ 1+ε``), 1 if one is refuted, 2 on a usage error (unknown
+module or attribute, not callable, bad ε).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+
+def load_map(spec: str):
+    """The callable named by ``spec``: ``"pkg.module:attr"`` (dots allowed in ``attr``) or ``"registry:NAME"``.
+
+    Raises ``ValueError`` with a plain message if the module cannot be imported, the attribute does
+    not exist, or it is not callable.
+    """
+    if spec.startswith("registry:"):
+        from asyncgrpo.testing import registry_map
+
+        return registry_map(spec.split(":", 1)[1])
+    if spec.count(":") != 1 or not all(spec.split(":")):
+        raise ValueError(f"expected MODULE:FUNCTION (e.g. mypkg.weights:my_map) or registry:NAME, got {spec!r}")
+    mod_name, attr = spec.split(":")
+    try:
+        obj = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"cannot import module {mod_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {mod_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{spec!r} is a {type(obj).__name__}, not a callable fn(ell, eps) -> w")
+    return obj
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the check; returns the exit status (0 member, 1 a membership property refuted, 2 usage error)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m asyncgrpo.check",
+        description="Property-test a weight map fn(ell, eps) -> w against the class W_eps and claim C2.",
+    )
+    parser.add_argument("map", help="MODULE:FUNCTION, or registry:NAME for a built-in estimator")
+    parser.add_argument("--eps", type=float, default=0.2, help="threshold eps > 0 (default 0.2)")
+    parser.add_argument("--draw-eps", action="store_true", help="let hypothesis draw eps too (ignores --eps)")
+    parser.add_argument("--max-examples", type=int, default=100, help="hypothesis examples per property (default 100)")
+    parser.add_argument("--batched", action="store_true",
+                        help="fn also takes [n_groups, G] input: check batch-shape agreement (automatic with a mask= keyword)")
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    args = parser.parse_args(argv)
+    try:
+        fn = load_map(args.map)
+        from asyncgrpo.testing import check_weight_map
+
+        report = check_weight_map(fn, eps=None if args.draw_eps else args.eps,
+                                  max_examples=args.max_examples, name=args.map,
+                                  batched=True if args.batched else None)
+    except ValueError as exc:
+        print(f"python -m asyncgrpo.check: error: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "table":
+        print(report)
+    else:
+        frame = report.to_frame().drop(columns=["description"]).astype({"counterexample": str})
+        print(frame.to_csv() if args.format == "csv" else frame.to_json(orient="index", indent=1))
+    return 0 if report.is_member else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

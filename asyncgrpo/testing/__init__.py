@@ -1,0 +1,29 @@
+"""Property-test kit for weight maps: hypothesis strategies and :func:`check_weight_map`.
+
+    >>> from asyncgrpo.testing import check_weight_map
+    >>> report = check_weight_map(my_map, eps=0.2)     # my_map(ell, eps) -> w
+    >>> print(report)                                   # one row per property, verdicts, counterexamples
+    >>> report.to_frame()                               # the same as a pandas DataFrame
+
+The same from a shell: ``python -m asyncgrpo.check mypkg.module:my_map --eps 0.2``. Properties and
+their meaning: :mod:`asyncgrpo.testing.properties`; strategies: :mod:`asyncgrpo.testing.strategies`.
+Needs ``hypothesis`` (the ``test`` extra) and scipy.
+"""
+from asyncgrpo.testing import strategies
+from asyncgrpo.testing.properties import (
+    DESCRIPTIONS,
+    HOLDS,
+    MEMBERSHIP,
+    OUT_OF_SCOPE,
+    REFUTED,
+    PropertyResult,
+    WeightMapReport,
+    c2_minimum_qp,
+    check_weight_map,
+    registry_map,
+)
+
+__all__ = [
+    "strategies", "check_weight_map", "c2_minimum_qp", "registry_map", "WeightMapReport", "PropertyResult",
+    "MEMBERSHIP", "DESCRIPTIONS", "HOLDS", "REFUTED", "OUT_OF_SCOPE",
+]
