@@ -1,8 +1,13 @@
-"""The notebooks: the jupytext pair is in sync, and each executes top to bottom in quick mode.
+"""The notebooks: each jupytext pair is in sync, each executes top to bottom in quick mode, and the
+ε/G sliders recompute when their values change.
 
 The kernel is a throw-away kernelspec pointing at *this* interpreter (``sys.executable``): the
 default ``python3`` spec may say plain ``python``, which on CI can be an interpreter without the
-project installed.
+project installed. nbclient raises ``CellExecutionError`` at the first cell that raises
+(``allow_errors`` stays False; :func:`test_a_raising_cell_fails_the_run` holds it to that).
+
+Headless, an ``ipywidgets.Output`` captures its figures into the notebook's widget state rather
+than into the cell outputs; the slider test reads them from there.
 """
 from __future__ import annotations
 
@@ -14,21 +19,26 @@ import pytest
 
 jupytext = pytest.importorskip("jupytext")
 nbclient = pytest.importorskip("nbclient")
+nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("ipykernel")
 
 NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = ("eps_G_tradeoff", "estimator_explorer")
+NOTEBOOKS = ("eps_G_tradeoff", "estimator_explorer", "tour")
 
 
 def _sources(nb) -> list[tuple[str, str]]:
     return [(c.cell_type, c.source.strip()) for c in nb.cells]
 
 
+def test_every_notebook_is_listed():
+    assert {p.stem for p in NB_DIR.glob("*.py")} == set(NOTEBOOKS)
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_pair_in_sync(name):
     py = jupytext.read(NB_DIR / f"{name}.py")
     ipynb = jupytext.read(NB_DIR / f"{name}.ipynb")
-    assert _sources(py) == _sources(ipynb), f"run: jupytext --sync notebooks/{name}.py"
+    assert _sources(py) == _sources(ipynb), f"run: .venv/bin/jupytext --sync notebooks/{name}.py"
     assert "py:percent" in py.metadata["jupytext"]["formats"]
 
 
@@ -48,14 +58,81 @@ def kernel_name(tmp_path_factory):
     mp.undo()
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_executes_in_quick_mode(name, kernel_name, tmp_path):
-    nb = jupytext.read(NB_DIR / f"{name}.py")
-    # cwd = tmp_path: the notebooks' sweep cells go to tmp_path/results/cells, not the repository.
+def _execute(nb, kernel_name, cwd):
+    # cwd: the notebooks' sweep cells write results/cells there, not into the repository
     client = nbclient.NotebookClient(nb, kernel_name=kernel_name, timeout=300,
-                                     resources={"metadata": {"path": str(tmp_path)}})
+                                     resources={"metadata": {"path": str(cwd)}})
     client.execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    return nb
+
+
+def _outputs(nb) -> list[dict]:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+def _widget_outputs(nb) -> list[dict]:
+    """Outputs captured by ``ipywidgets.Output`` widgets (the notebook's saved widget state)."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return [o for m in state.values() if m.get("model_name") == "OutputModel" for o in m["state"].get("outputs", [])]
+
+
+def _has_png(outputs) -> bool:
+    return any("image/png" in o.get("data", {}) for o in outputs)
+
+
+@pytest.mark.parametrize("name", ["estimator_explorer", "tour"])
+def test_notebook_executes_in_quick_mode(name, kernel_name, tmp_path):
+    nb = _execute(jupytext.read(NB_DIR / f"{name}.py"), kernel_name, tmp_path)
+    assert not [o for o in _outputs(nb) if o.get("output_type") == "error"]
+    assert _has_png(_outputs(nb)), "the notebook drew no figure"
+    if name == "estimator_explorer":
+        assert (tmp_path / "results" / "cells").is_dir()
+
+
+# Appended to eps_G_tradeoff: move three sliders programmatically, then check in the next cell (the
+# widget comm messages are handled between cells) that the callback ran once per change, at the new
+# settings, and that its table equals a direct call of the exact engine at those settings.
+_SLIDER_CELLS = [
+    'n0 = last["n_updates"]\nW["eps"].value = 0.5\nW["G"].value = 32\nW["d"].value = 4\n'
+    'W["estimators"].value = ("tic", "gmc")',
+    'assert last["n_updates"] == n0 + 4, last["n_updates"]\n'
+    'assert (last["eps"], last["G"], last["d"], last["estimators"]) == (0.5, 32, 4, ("tic", "gmc"))\n'
+    'direct = exact_curves(0.5, 32, 4, ("tic", "gmc"))\n'
+    'pd.testing.assert_frame_equal(last["table"], direct)\n'
+    'assert set(last["table"].estimator) == {"tic", "gmc"}\n'
+    'print(f"slider update: {last[\'seconds\']:.2f} s")',
+]
+
+
+def test_eps_G_notebook_executes_and_its_sliders_update(kernel_name, tmp_path):
+    pytest.importorskip("ipywidgets")
+    nb = jupytext.read(NB_DIR / "eps_G_tradeoff.py")
+    nb.cells += [nbformat.v4.new_code_cell(src) for src in _SLIDER_CELLS]
+    nb = _execute(nb, kernel_name, tmp_path)
+    outputs = _outputs(nb)
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs), "the notebook drew no figure"
-    assert (tmp_path / "results" / "cells").is_dir()
+    assert _has_png(outputs), "the theory cells drew no figure"
+    assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json") for o in outputs), "no widget shown"
+    captured = _widget_outputs(nb)
+    assert _has_png(captured), "the sliders' Output widget holds no figure"
+    text = "".join(o.get("text", "") for o in captured)
+    assert "update: exact curves" in text
+    assert (tmp_path / "results" / "cells").is_dir()  # the Monte Carlo cell went through the sweep engine
+
+
+@pytest.mark.slow
+def test_eps_G_notebook_runs_without_ipywidgets(kernel_name, tmp_path):
+    """Without ipywidgets every cell still runs and the default state is drawn as a plain figure."""
+    nb = jupytext.read(NB_DIR / "eps_G_tradeoff.py")
+    nb.cells.insert(0, nbformat.v4.new_code_cell("import sys\nsys.modules['ipywidgets'] = None  # import fails"))
+    nb = _execute(nb, kernel_name, tmp_path)
+    outputs = _outputs(nb)
+    assert not any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json") for o in outputs)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4  # sliders' figure, 2 theory, Monte Carlo
+
+
+def test_a_raising_cell_fails_the_run(kernel_name, tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("raise ValueError('boom')")])
+    with pytest.raises(nbclient.exceptions.CellExecutionError, match="boom"):
+        _execute(nb, kernel_name, tmp_path)
