@@ -94,14 +94,19 @@ def local_exponent_at(Gs, regime_params="comparable", name: str = "gmc") -> np.n
     measured over the same G values (e.g. C5 test B of the training protocol)."""
     g = _check_G(Gs)
     p = _params(regime_params)
-    out = np.empty_like(g)
-    for i, gv in enumerate(g):
-        e = bounds.eta_star_numeric(name, p["K"], p["d"], p["eps"], gv, dJ=p["dJ"], C=p["C"], L=p["L"],
-                                    second_moment=p["second_moment"])
-        b = bounds.assembled_bound(name, e, p["K"], p["d"], p["eps"], gv, dJ=p["dJ"], L=p["L"],
-                                   second_moment=p["second_moment"], C=p["C"], c_G=0.0)
-        out[i] = _dlogG(name)(e, p["K"], p["d"], p["eps"], gv, p["dJ"], p["L"], p["second_moment"], p["C"], 0.0) / b
-    return out
+    key = tuple(p[k] for k in _KEYS)
+    return np.array([_e_at(name, float(gv), key) for gv in g])
+
+
+@functools.lru_cache(maxsize=4096)
+def _e_at(name: str, g: float, key: tuple) -> float:
+    """e(G) at one G (cached: the claims table, the report section and the figure ask for the same points)."""
+    p = dict(zip(_KEYS, key))
+    e = bounds.eta_star_numeric(name, p["K"], p["d"], p["eps"], g, dJ=p["dJ"], C=p["C"], L=p["L"],
+                                second_moment=p["second_moment"])
+    b = bounds.assembled_bound(name, e, p["K"], p["d"], p["eps"], g, dJ=p["dJ"], L=p["L"],
+                               second_moment=p["second_moment"], C=p["C"], c_G=0.0)
+    return float(_dlogG(name)(e, p["K"], p["d"], p["eps"], g, p["dJ"], p["L"], p["second_moment"], p["C"], 0.0) / b)
 
 
 def tuned_bound_slope(Gs, regime_params="comparable", name: str = "gmc") -> float:
@@ -134,11 +139,25 @@ def local_exponent_curve(Gs=None, regimes=None, name: str = "gmc") -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+@functools.lru_cache(maxsize=64)
+def _range(regime, tol, target, name, G_range):
+    return _exponent_range(regime, tol, target, name, G_range)
+
+
 def c5_exponent_range(regime="comparable", tol: float = 0.05, target: float = TARGET, name: str = "gmc",
                       G_range=G_RANGE):
     """The G interval within ``G_range`` where ``|e(G) − target| ≤ tol`` (gmc: target −2/5), as ``(G_lo, G_hi)``,
     or the string ``"none"``. ``e`` is monotone in G (module docstring), so the set is one interval; its ends are
-    located by a 41-point log grid and refined by Brent to 1e-10 in log G. ``tol`` > 0."""
+    located by a 41-point log grid and refined by Brent to 1e-10 in log G. ``regime``: a name in
+    :data:`REGIMES` or a mapping as for :func:`local_exponent_at`. ``tol`` > 0."""
+    if isinstance(regime, str):
+        return _range(regime, float(tol), float(target), name, tuple(G_range))
+    return _exponent_range(regime, tol, target, name, G_range)
+
+
+def _exponent_range(regime="comparable", tol: float = 0.05, target: float = TARGET, name: str = "gmc",
+                      G_range=G_RANGE):
+    """Uncached body of :func:`c5_exponent_range`."""
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be finite with tol > 0, got {tol!r}")
     lo, hi = (float(v) for v in _check_G(G_range))

@@ -49,6 +49,7 @@ def grad_j(pi=PI, r=R) -> tuple:
     return tuple(sum(pi[k] * r[k] * score(k, pi)[j] for k in range(2)) for j in range(2))
 
 
+@functools.cache
 def expected_grad(name: str, g: int, pi=PI, mu=MU, r=R, eps_=EPS) -> tuple:
     """Exact E[ĝ_name] with A_i = R_i − R̄ on the two-armed bandit: the group is exchangeable, so
     it is determined by N = #{i: τ_i = arm 0} ∼ Bin(G, μ_0)."""
