@@ -79,7 +79,7 @@ def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> com
     dev = float(np.max(np.abs(np.log(ratio[inside])))) if inside.any() else float("nan")
     ev = [common.Evidence(
         "C5", "max |log(ε*_numeric/ε*_closed)| over G, gmc", f"K={k.K:g}, d={k.d:g}, G∈[1,1024]", dev, None,
-        grid_step, "holds" if dev <= grid_step else "violated", NAME,
+        grid_step, "holds" if dev <= grid_step else "refuted", NAME,
         note="numeric argmin on a 241-point ε grid vs theory.bounds.eps_star_gmc; bound = one grid step")]
     meta = common.sidecar(NAME, quick=quick, settings={"constants": k.asdict(), "eps": [eps[0], eps[-1], eps.size],
                                                        "G": [G[0], G[-1], G.size]}, seeds=None, evidence=ev)

@@ -1,11 +1,13 @@
 """Where figures and the report get interval widths, slopes and verdicts from.
 
-Means over seeds use the one CI function, :func:`simulate.experiments.mean_ci` (Student t).
+Means over seeds use the one CI function, :func:`simulate.verdicts.t_interval` (Student t); the
+training claims' verdicts come from :mod:`simulate.verdicts`.
 
-All intervals are normal-approximation intervals ``value ± z·σ̂/√n`` with a stated ``z``
-(``Z = 1.96``: 95 %); Monte Carlo tables already carry ``se = σ̂/√n``. Verdicts follow THEORY.md §4:
-a measurement above its bound beyond Monte Carlo error is ``violated``; a bound more than
-``LOOSE`` times the measurement is ``loose by ×k``; otherwise ``holds``.
+Monte Carlo intervals are ``value ± z·σ̂/√n`` with a stated ``z`` (``Z = 1.96``: 95 %; Monte Carlo
+tables carry ``se = σ̂/√n`` over ≥ 10⁴ groups, where the normal approximation is exact enough).
+Bound verdicts follow docs/THEORY.md §4 in the report's one vocabulary: a measurement above its
+bound beyond Monte Carlo error is ``refuted``; a bound more than ``LOOSE`` times the measurement is
+``holds, bound loose ×k``; otherwise ``holds``.
 """
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ import math
 import numpy as np
 
 Z = 1.96  #: 95 % two-sided normal quantile, the CI width used in every figure
-Z_VERDICT = 3.0  #: a bound is only "violated" if measured − 3·se exceeds it (few false alarms over many cells)
-LOOSE = 2.0  #: bound / measured above this reads "loose by ×k"
+Z_VERDICT = 3.0  #: a bound is only "refuted" if measured − 3·se exceeds it (few false alarms over many cells)
+LOOSE = 2.0  #: bound / measured above this reads "holds, bound loose ×k"
 
 
 def ci(value, se, z: float = Z):
@@ -54,32 +56,31 @@ def loglog_slope(x, y, se=None) -> tuple[float, float]:
 
 
 def verdict(measured: float, se: float, bound: float | None, *, z: float = Z_VERDICT, loose: float = LOOSE) -> str:
-    """``holds`` / ``violated`` / ``loose by ×k`` for a measurement that should not exceed ``bound``.
+    """``holds`` / ``refuted`` / ``holds, bound loose ×k`` for a measurement that should not exceed ``bound``.
 
-    ``violated`` iff ``measured − z·se > bound``; ``loose by ×k`` iff ``bound > loose·max(measured, z·se)``
-    (a measurement indistinguishable from 0 is compared through its resolution ``z·se``).
+    ``refuted`` iff ``measured − z·se > bound``; ``holds, bound loose ×k`` iff
+    ``bound > loose·max(measured, z·se)`` (a measurement indistinguishable from 0 is compared through
+    its resolution ``z·se``); no bound or no finite measurement → ``inconclusive``.
     """
-    if bound is None or not np.isfinite(bound):
-        return "no bound"
-    if not np.isfinite(measured):
-        return "not measured"
+    if bound is None or not np.isfinite(bound) or not np.isfinite(measured):
+        return "inconclusive"
     se = 0.0 if se is None or not np.isfinite(se) else float(se)
     if measured - z * se > bound:
-        return "violated"
+        return "refuted"
     scale = max(measured, z * se)
     if scale > 0 and bound > loose * scale:
-        return f"loose by ×{_sig(bound / scale)}"
+        return f"holds, bound loose ×{_sig(bound / scale)}"
     if scale <= 0 and bound > 0:
-        return "holds (measured 0)"
+        return "holds, bound loose ×∞"
     return "holds"
 
 
 def verdict_equal(measured: float, se: float, target: float, *, z: float = Z_VERDICT) -> str:
-    """``holds`` if ``|measured − target| ≤ z·se`` (an exact prediction), else ``violated``."""
+    """``holds`` if ``|measured − target| ≤ z·se`` (an exact prediction), else ``refuted``."""
     if not (np.isfinite(measured) and np.isfinite(target)):
-        return "not measured"
+        return "inconclusive"
     se = 0.0 if se is None or not np.isfinite(se) else float(se)
-    return "holds" if abs(measured - target) <= z * se else "violated"
+    return "holds" if abs(measured - target) <= z * se else "refuted"
 
 
 def _sig(x: float) -> str:

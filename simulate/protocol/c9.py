@@ -110,7 +110,7 @@ def c9_verdicts(table: pd.DataFrame, proto: Protocol) -> dict:
     comp = pd.concat(comps, ignore_index=True)
     sub = pd.concat(subs, ignore_index=True)
     matrix = sub.pivot(index="subclaim", columns="instance", values="verdict")
-    matrix = matrix.reindex([s for s in SUBCLAIMS if s in matrix.index])
+    matrix = matrix.reindex(index=[s for s in SUBCLAIMS if s in matrix.index], columns=list(sub.instance.unique()))
     agg = {s: vd.aggregate(list(matrix.loc[s].dropna())) for s in matrix.index}
     overall = vd.combine(list(agg.values())) if agg else vd.OUT_OF_SCOPE
     return dict(comparisons=comp, subclaims=sub, matrix=matrix, aggregate=agg, verdict=overall)

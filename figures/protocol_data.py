@@ -1,0 +1,86 @@
+"""The one protocol run behind the training-claims figures (C5, C9) and the report's verdict matrices.
+
+:func:`result` runs :func:`simulate.protocol.run_protocol` once per process and size (the cells are
+cached by the sweep engine, so a second process loads them); :func:`to_sidecar` turns its verdict
+structures into JSON for the figures' sidecars, which is what :mod:`figures.report` reads.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_CACHE: dict = {}
+
+
+def _local_exponent(Gs):
+    from theory.c5_local import local_exponent_at
+
+    return local_exponent_at(np.asarray(Gs, dtype=float), "comparable", "gmc")
+
+
+def result(quick: bool, sweep_opts: dict | None = None):
+    """The :class:`simulate.protocol.ProtocolResult` of the committed protocol (``quick`` overlay)."""
+    if quick not in _CACHE:
+        from simulate.protocol import run_protocol
+
+        opts = dict(sweep_opts or {})
+        if "client" not in opts and "scheduler" not in opts:
+            opts.pop("n_workers", None)  # cells run in-process; each cell is parallel over its runs
+            opts["backend"] = "serial"
+        _CACHE[quick] = run_protocol(quick=quick, local_exponent=_local_exponent, **opts)
+    return _CACHE[quick]
+
+
+def _clean(v):
+    if isinstance(v, (np.floating, np.integer)):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if hasattr(v, "to_dict") and hasattr(v, "columns"):
+        return [_clean(r) for r in v.to_dict(orient="records")]
+    return v
+
+
+def protocol_meta(res) -> dict:
+    """Name, hash, quick flag, seeds and rules of the protocol (for sidecars and the report header)."""
+    p = res.protocol
+    return dict(name=p.name, sha256=p.sha256, quick=p.quick, registered=p.registered, instances=list(p.instances),
+                tune_seeds=list(p.tune_seeds), eval_seeds=list(p.eval_seeds), margin=p.margin, alpha=p.alpha,
+                failure_p0=p.failure_p0, local_chi2=p.local_chi2, primary=dict(p.primary), c5=dict(p.c5),
+                budget=p.budget)
+
+
+def c9_sidecar(res) -> dict:
+    """C9's verdict structures as JSON-able data."""
+    c9 = res.c9
+    m = c9["matrix"]
+    cells = res.table[res.table.phase == "eval"]
+    tuned = cells[cells.eta_kind == "tuned"]
+    summary = (tuned.groupby(["instance", "estimator", "d", "eps", "G"])
+               .agg(nauc=("nauc", "mean"), final_nJ=("final_nJ", "mean"), zero_frac=("zero_frac", "mean"),
+                    chi2_med=("chi2_med", "median"), eta_tuned=("eta_tuned", "first"),
+                    eta_at_edge=("eta_at_edge", "first"), window_octaves=("window_octaves", "first"))
+               .reset_index())
+    fail = cells.groupby(["instance", "estimator", "d", "eps", "G"]).failed.mean().rename("failure_rate").reset_index()
+    summary = summary.merge(fail, on=["instance", "estimator", "d", "eps", "G"])
+    return _clean(dict(matrix={s: dict(m.loc[s]) for s in m.index}, aggregate=c9["aggregate"], verdict=c9["verdict"],
+                       comparisons=c9["comparisons"], subclaims=c9["subclaims"], cells=summary,
+                       n_edge=int(summary.eta_at_edge.sum()), n_cells=int(len(summary))))
+
+
+def c5_sidecar(res) -> dict:
+    """C5's verdict structures as JSON-able data."""
+    per = {}
+    for inst, r in res.c5.get("per_instance", {}).items():
+        d = {k: v for k, v in r.items() if k not in ("test_a", "test_b")}
+        if r.get("test_a") is not None:
+            d["test_a"] = r["test_a"]
+        if r.get("test_b") is not None:
+            d["test_b"] = r["test_b"]
+        per[inst] = d
+    return _clean(dict(per_instance=per, verdict=res.c5.get("verdict")))
