@@ -156,7 +156,7 @@ def draw(df: pd.DataFrame, eps, G, d):
         ax.set_title(title)
     axes[0].legend(fontsize=6.5)
     fig.suptitle(f"bandit, exact expectations: d = {d}, χ²(π_θ‖μ) = {df.attrs['chi2']:.3g}, "
-                 f"ε = {eps:.3g}, G = {G}   (dashed: C1 / C4 bounds)", fontsize=8.5)
+                 f"ε = {eps:.3g}, G = {G}   (dashed: C1's M₂(ε), the same for tis/tic/gmc, and C4 bounds)", fontsize=8.5)
     fig.tight_layout()
     return fig
 

@@ -178,7 +178,7 @@ for ax, dd in zip(axes, (0, d_train)):
         rs = [r for c, r in zip(configs, runs) if c.estimator == n and c.delay == dl.fixed(dd)]
         J = np.vstack([r.J for r in rs])
         m, se = np.nanmean(J, 0), np.nanstd(J, 0, ddof=1) / np.sqrt(len(rs))
-        ax.plot(m, color=style.color(n), label=n)
+        ax.plot(m, color=style.color(n), ls="--" if n == "is" else "-", label=n)  # is and gmc can coincide
         ax.fill_between(np.arange(len(m)), m - se, m + se, color=style.color(n), alpha=0.2, lw=0)
         final = np.array([r.final_J for r in rs])
         rows.append({"d": dd, "estimator": n, "final J": final.mean(), "se": final.std(ddof=1) / np.sqrt(len(rs)),

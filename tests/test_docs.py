@@ -234,7 +234,7 @@ def test_every_theory_reference_names_an_existing_section_and_claim(documents, t
 
 def test_link_checker_flags_missing_files_outside_paths_and_bad_anchors():
     src = REPO / "docs" / "example.md"
-    good = "see [theory](THEORY.md), [C7](THEORY.md#c7), [code](../simulate/montecarlo.py), [web](https://x.org/a.md)"
+    good = "see [theory](THEORY.md), [C7](THEORY.md#c7), [code](../simulate/instances.py), [web](https://x.org/a.md)"
     assert check_links(src, good) == []
     bad = "[a](THEORY_missing.md) [b](../../" + "shared/THEORY.md) [c](THEORY.md#c10) [d](../notebooks/nope.py)"
     problems = check_links(src, bad)
