@@ -1,4 +1,4 @@
-"""C1 — common second-moment guarantee.
+"""C1 — common second-moment guarantee (docs/THEORY.md §3 C1).
 
 For every ``w ∈ 𝒲_ε(ρ)`` and vectors ``v_i = A_i s_θ(τ_i)``:
 
@@ -9,7 +9,7 @@ and ``E_μ[ρ f] = E_{π_θ}[f]`` give ``E_μ‖ĝ‖² ≤ (1+ε)·E_{π_θ}[A�
 ``is`` and ``snis`` are not in 𝒲_ε in general (explicit counterexamples), so C1 says nothing for them.
 
 Reconstruction note: with the group-centred advantage A_i depends on the whole group; the last
-equality reads ``E_μ[(1/G) Σ ρ_i A_i²‖s_i‖²]`` as ``E_π[A²‖s‖²]``, which is how THEORY.md defines
+equality reads ``E_μ[(1/G) Σ ρ_i A_i²‖s_i‖²]`` as ``E_π[A²‖s‖²]``, which is how docs/THEORY.md defines
 the constant.
 """
 from __future__ import annotations

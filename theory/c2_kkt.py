@@ -1,4 +1,4 @@
-"""C2 — GMC minimises the ratio-based bias functional over 𝒲_ε.
+"""C2 — GMC minimises the ratio-based bias functional over 𝒲_ε (docs/THEORY.md §3 C2).
 
 ``𝔅(w;ρ) = (1/G) Σ_i (ρ_i − w_i)²/ρ_i`` is strictly convex in w (Hessian diag 2/(Gρ_i) > 0) and
 𝒲_ε(ρ) is a polytope, so the KKT conditions are necessary and sufficient and the minimiser is unique.

@@ -1,4 +1,4 @@
-"""C3 — delay enters only through the bias.
+"""C3 — delay enters only through the bias (docs/THEORY.md §3 C3).
 
 In the C5 bound ``2ΔJ/(ηK) + LηM₂(ε) + c_B·E[𝔅] + c_G/G`` the variance constant ``M₂(ε) = (1+ε)E_π[A²‖s‖²]``
 (C1) does not depend on the delay, so ``∂bound/∂d = c_B·∂E[𝔅]/∂d``: for an arbitrary bias functional

@@ -1,4 +1,4 @@
-"""C4 — the delay term: bias-functional bounds and their orders in ε, G and ηd.
+"""C4 — the delay term: bias-functional bounds and their orders in ε, G and ηd (docs/THEORY.md §3 C4).
 
 With ``X = ρ̄ − 1`` (gmc) or ``X = ρ − 1`` (tis, tic, one sample at a time):
 
@@ -12,7 +12,7 @@ With ``X = ρ̄ − 1`` (gmc) or ``X = ρ − 1`` (tis, tic, one sample at a tim
 
 Orders as ε → 0 (fourth / second): gmc ε⁻² / ε⁻¹, tis ε⁻² / ε⁻¹, tic ε⁻⁴ / ε⁻²; as G → ∞: gmc G⁻² / G⁻¹,
 tis and tic G⁰. Under C6 every fourth-tail bound is O((ηd)⁴). The tail inequality is a parameter
-(``tail = "fourth" | "second"``) because it is a choice of the reconstruction (THEORY.md §3, C4).
+(``tail = "fourth" | "second"``) because it is a choice of the reconstruction (docs/THEORY.md §3, C4).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .symbols import G, X, eps, m_tic, rho, s, t
 NAMES = ("gmc", "tis", "tic")
 TAILS = ("fourth", "second")
 
-#: (exponent in ε as ε→0, exponent in G as G→∞) that THEORY.md states, per (estimator, tail)
+#: (exponent in ε as ε→0, exponent in G as G→∞) that docs/THEORY.md states, per (estimator, tail)
 EXPECTED_EXPONENTS = {
     ("gmc", "fourth"): (-2, -2), ("tis", "fourth"): (-2, 0), ("tic", "fourth"): (-4, 0),
     ("gmc", "second"): (-1, -1), ("tis", "second"): (-1, 0), ("tic", "second"): (-2, 0),

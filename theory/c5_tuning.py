@@ -1,6 +1,6 @@
 """C5 — the assembled bound and step-size tuning: GMC's delay term ∝ G^{−2/5}.
 
-For L-smooth J and ascent θ_{k+1} = θ_k + ηĝ_k (constants c_B, c_G as in THEORY.md):
+For L-smooth J and ascent θ_{k+1} = θ_k + ηĝ_k (constants c_B, c_G as in docs/THEORY.md):
 
     (1/K) Σ E‖∇J(θ_k)‖² ≤ 2ΔJ/(ηK) + LηM₂(ε) + c_B·E[𝔅] + c_G/G.
 

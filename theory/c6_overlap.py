@@ -1,4 +1,4 @@
-"""C6 — local policy overlap.
+"""C6 — local policy overlap (docs/THEORY.md §3 C6).
 
 Assume ``|log π_θ(τ) − log π_θ'(τ)| ≤ κ‖θ − θ'‖`` on the support and ``‖θ_k − θ_{k−d}‖ ≤ ηdM``.
 Then the log-ratio obeys ``|ℓ| ≤ δ := κηdM`` and, because ``ℓ ↦ e^ℓ − 1`` is increasing and

@@ -1,4 +1,4 @@
-"""C7 — G → ∞ with fixed behaviour and current policies.
+"""C7 — G → ∞ with fixed behaviour and current policies (docs/THEORY.md §3 C7).
 
 General facts, derived here: the gmc removed mass obeys ``E(ρ̄−1−ε)₊ ≤ E(ρ̄−1)²/(4ε) = σ²/(4εG) → 0``
 (L1, L4); for a per-sample weight map (tis, tic) the mean-centred estimator has

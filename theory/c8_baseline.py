@@ -1,4 +1,4 @@
-"""C8 — baseline bias of the mean-centred advantage.
+"""C8 — baseline bias of the mean-centred advantage (docs/THEORY.md §3 C8).
 
 With ``A_i = R_i − R̄`` and any per-sample weight ``w_i = w(τ_i)``, independence of the group gives
 ``E[w_i A_i s_i] = (1 − 1/G)·(E_μ[wRs] − E_μ[ws]·E_μ[R])``. For ``is`` (w = ρ): ``E_μ[ρ s] = E_π[s] = 0``

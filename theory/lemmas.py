@@ -110,7 +110,7 @@ def mean_moment(k: int) -> sp.Expr:
 
 
 def derive_mean_moments() -> Derivation:
-    """Prove L4: interpolate, cross-check at two further G, compare with THEORY.md's form."""
+    """Prove L4: interpolate, cross-check at two further G, compare with docs/THEORY.md's form."""
     der = Derivation()
     for k in (2, 4):
         m = mean_moment(k)

@@ -1,4 +1,4 @@
-"""The sympy symbols of THEORY.md, declared once with the sign assumptions the proofs rely on.
+"""The sympy symbols of docs/THEORY.md, declared once with the sign assumptions the proofs rely on.
 
 Positivity is part of the mathematics, not a convenience: every sign argument in theory/ is
 decided by sympy's assumption system from exactly these declarations (ε > 0, G ≥ 1, moments ≥ 0).

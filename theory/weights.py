@@ -1,4 +1,4 @@
-"""Exact weight maps of THEORY.md §2 and the class 𝒲_ε, for exact (rational) arithmetic.
+"""Exact weight maps of docs/THEORY.md §2 and the class 𝒲_ε, for exact (rational) arithmetic.
 
 ``w = W_ε(ρ)`` for ρ a sequence of ratios; works on ``fractions.Fraction`` / sympy ``Rational`` /
 floats alike. These are theory/'s own reference versions, used for exact enumeration (C1, C2, C7, C8);
@@ -38,7 +38,7 @@ def weights(name: str, rho: Sequence, eps) -> list:
 
 
 ESTIMATORS = ("onpolicy", "is", "tis", "tic", "gmc", "snis")
-IN_CLASS = ("tis", "tic", "gmc")  # the estimators THEORY.md places in 𝒲_ε
+IN_CLASS = ("tis", "tic", "gmc")  # the estimators docs/THEORY.md places in 𝒲_ε
 
 
 def in_class(w: Sequence, rho: Sequence, eps, tol=0) -> bool:
