@@ -107,7 +107,7 @@ def test_loss_and_gradient_equal_policy_loss_on_a_fixed_batch(tmp_path):
     ref_grads = torch.autograd.grad(ref, [p for p in model.parameters() if p.requires_grad])
 
     assert tr.args.gradient_accumulation_steps == 1
-    assert abs(float(loss) - float(ref)) <= 1e-6, (float(loss), float(ref))
+    assert abs(float(loss.detach()) - float(ref.detach())) <= 1e-6, (float(loss.detach()), float(ref.detach()))
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
     # the fixed batch exercises the cap: group 0 is capped, group 1 is not
