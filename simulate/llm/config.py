@@ -277,7 +277,13 @@ def config_diff(saved: dict, current: dict, prefix: str = "") -> list[tuple[str,
 
 
 def check_writable(path: str, name: str = "out_dir") -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``path`` is (or can be created as) a writable directory."""
+    """Raise ``ValueError`` naming ``name`` unless ``path`` is, or can be created as, a writable directory.
+
+    Probes by creating (and deleting) a temporary file in the deepest existing ancestor, which also
+    catches read-only file systems where permission bits say yes (``root``); creates nothing else.
+    """
+    import tempfile
+
     p = os.path.abspath(path)
     if os.path.exists(p) and not os.path.isdir(p):
         raise ValueError(f"{name} {path!r} exists and is not a directory")
@@ -285,9 +291,12 @@ def check_writable(path: str, name: str = "out_dir") -> None:
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
-        raise ValueError(f"{name} {path!r} cannot be created: {probe!r} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"{name} {path!r} is not writable ({probe!r} denies writing)")
+        raise ValueError(f"{name} {path!r} cannot be created: {probe!r} is a file, not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{name} {path!r} is not writable ({probe!r}: {exc.strerror or exc})") from None
 
 
 def check_runtime(cfg: TrainConfig) -> None:

@@ -48,6 +48,7 @@ import inspect
 import json
 import math
 import os
+import pickle
 import time
 import warnings
 from dataclasses import dataclass
@@ -265,8 +266,22 @@ def read_metrics(path: str) -> list[dict]:
 
 
 def load_checkpoint(path: str, device: str) -> dict:
-    """``torch.load(weights_only=True)``: tensors, numbers, strings and containers only (no code runs)."""
-    return torch.load(path, map_location=device, weights_only=True)
+    """``torch.load(weights_only=True)``: tensors, numbers, strings and containers only (no code runs).
+
+    The checkpoint holds only those (state dicts, AdamW state, snapshots, ints, the config dict), so no
+    extra safe globals are needed. A file that holds anything else, or is damaged, is a ``ValueError``:
+    a checkpoint cannot be recomputed, so resuming stops rather than guess.
+    """
+    try:
+        ck = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ValueError(f"checkpoint {path} holds objects outside the weights-only safe set; refusing to load it "
+                         f"({str(exc).splitlines()[0]})") from None
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise ValueError(f"checkpoint {path} is damaged and cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(ck, dict) or not {"model", "optimizer", "snapshots", "version", "step"} <= set(ck):
+        raise ValueError(f"checkpoint {path} is not a checkpoint of this harness (missing keys)")
+    return ck
 
 
 def check_resume(cfg: TrainConfig, force: bool = False) -> dict:
