@@ -42,6 +42,7 @@ from sweep.cache import (
     git_commit,
     sweep_version,
 )
+from sweep import dask_backend
 from sweep.engine import (
     BACKENDS,
     Cell,

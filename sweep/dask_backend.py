@@ -10,7 +10,9 @@ from collections.abc import Iterator
 
 #: Seconds to wait for a ``--scheduler`` address before giving up with one clear line.
 CONNECT_TIMEOUT_S = 5.0
-#: Imported in every nanny and worker process of a cluster we start: they exit when their parent does.
+#: Imported in every worker process of a cluster we start: a worker exits when its parent does.
+#: (Not a nanny preload: a ``LocalCluster``'s nannies live in the driver process itself, which must
+#: keep running when *its* parent goes, e.g. under ``nohup``.)
 _GUARD = "sweep._parent_guard"
 
 
@@ -23,11 +25,11 @@ def _distributed():
 
 
 def local_cluster(n_workers: int = 2, **kwargs):
-    """A ``distributed.LocalCluster`` of ``n_workers`` single-threaded processes whose nannies and
-    workers exit when the driver dies, even by SIGKILL (no orphan processes)."""
+    """A ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes that exit
+    when the driver dies, even by SIGKILL (no orphan processes)."""
     distributed = _distributed()
     opts = {"threads_per_worker": 1, "processes": True, "dashboard_address": None, "silence_logs": 40,
-            "preload": [_GUARD], "preload_nanny": [_GUARD], **kwargs}
+            "preload": [_GUARD], **kwargs}
     return distributed.LocalCluster(n_workers=int(n_workers), **opts)
 
 
