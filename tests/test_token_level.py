@@ -22,17 +22,72 @@ def batch(seed, N=8, T=6, scale=0.4):
     return ell, mask, adv
 
 
-@pytest.mark.parametrize("name", tl.TOKEN_ESTIMATORS)
+# (name, clip options): every clip variant of docs/losses.md
+VARIANTS = [(n, {}) for n in tl.TOKEN_ESTIMATORS] + [
+    ("grpo", {"clip_ratio_c": 3.0}), ("gspo", {"clip_ratio_c": 1.5}),
+    ("cispo", {"cispo_clamp": "two-sided"}), ("cispo", {"cispo_clamp": "absolute", "eps_high": 5.0})]
+
+
+@pytest.mark.parametrize("name,opts", VARIANTS, ids=[f"{n}-{o}" for n, o in VARIANTS])
 @given(seed=st.integers(0, 10_000), scale=st.sampled_from([0.05, 0.5, 3.0]))
 @settings(max_examples=40)
-def test_three_backends_agree(name, seed, scale):
+def test_three_backends_agree(name, opts, seed, scale):
     ell, mask, adv = batch(seed, scale=scale)
-    ref = tl.token_coefficients(name, ell, mask, adv)
-    nb = tl.token_coefficients_numba(name, ell, mask, adv)
-    th = tl.token_coefficients_torch(name, torch.tensor(ell), torch.tensor(mask), torch.tensor(adv)).numpy()
+    ref = tl.token_coefficients(name, ell, mask, adv, **opts)
+    nb = tl.token_coefficients_numba(name, ell, mask, adv, **opts)
+    th = tl.token_coefficients_torch(name, torch.tensor(ell), torch.tensor(mask), torch.tensor(adv), **opts).numpy()
     np.testing.assert_allclose(nb, ref, rtol=1e-12, atol=0)
     np.testing.assert_allclose(th, ref, rtol=1e-12, atol=0)
     assert np.all(ref[~mask] == 0) and np.all(ref >= 0)
+
+
+def _three(name, ell, mask, adv, **opts):
+    ref = tl.token_coefficients(name, ell, mask, adv, **opts)
+    nb = tl.token_coefficients_numba(name, ell, mask, adv, **opts)
+    th = tl.token_coefficients_torch(name, torch.tensor(ell), torch.tensor(mask), torch.tensor(adv), **opts).numpy()
+    # the clip decisions agree exactly; values to round-off (libm exp may differ by an ulp between backends)
+    assert np.array_equal(nb == 0, ref == 0) and np.array_equal(th == 0, ref == 0), (ref, nb, th)
+    np.testing.assert_allclose(nb, ref, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(th, ref, rtol=1e-14, atol=0)
+    return ref
+
+
+def test_ratio_exactly_on_a_clip_boundary_is_unclipped_in_every_backend():
+    """Issue 19: ``ℓ = log(1+ε_high)``, ``log(1−ε_low)``, ``log c`` (the same doubles the code compares with)
+    keep the gradient ``r/T_i`` in NumPy, Numba and torch alike; one ulp beyond, the clip binds."""
+    el, eh, c = 0.2, 0.28, 3.0
+    hi, lo, lc = math.log1p(eh), math.log1p(-el), math.log(c)
+    ell = np.array([[hi, np.nextafter(hi, 1.0)], [lo, np.nextafter(lo, -1.0)], [lc, np.nextafter(lc, 5.0)]])
+    mask = np.ones_like(ell, dtype=bool)
+    adv = np.array([1.0, -1.0, -1.0])
+    got = _three("grpo", ell, mask, adv, eps_low=el, eps_high=eh, clip_ratio_c=c)
+    np.testing.assert_allclose(got, [[np.exp(hi) / 2, 0.0], [np.exp(lo) / 2, 0.0], [np.exp(lc) / 2, 0.0]],
+                               rtol=1e-14, atol=0)
+    # gspo: the sequence ratio on the boundary (one token per row so that ℓ_i/T_i is the same double)
+    seq = np.array([[hi], [np.nextafter(hi, 1.0)], [lo], [np.nextafter(lo, -1.0)]])
+    got = _three("gspo", seq, np.ones_like(seq, dtype=bool), np.array([1.0, 1.0, -1.0, -1.0]), eps_low=el, eps_high=eh)
+    np.testing.assert_allclose(got[:, 0], [np.exp(hi), 0.0, np.exp(lo), 0.0], rtol=1e-14, atol=0)
+    # cispo: on the boundary the clamp is the identity; beyond it the weight is the bound itself
+    got = _three("cispo", ell[:2], mask[:2], adv[:2], eps_low=el, eps_high=eh, cispo_clamp="two-sided")
+    np.testing.assert_allclose(got * 2, np.exp([[hi, hi], [lo, lo]]), rtol=1e-14, atol=0)
+
+
+def test_zero_advantage_rows_agree_and_carry_no_gradient():
+    """Issue 19: A = 0 takes the A ≥ 0 clip rule in all backends, has zero gradient and is never counted clipped."""
+    ell, mask, adv = batch(4, N=6, T=5, scale=1.0)
+    adv[[1, 4]] = 0.0
+    for name, opts in VARIANTS:
+        _three(name, ell, mask, adv, **opts)
+        lp = torch.tensor(ell).clone().requires_grad_(True)
+        loss, m = tl.policy_loss(name, lp, torch.zeros_like(lp), torch.tensor(adv), torch.tensor(mask),
+                                 return_metrics=True, **opts)
+        loss.backward()
+        assert torch.all(lp.grad[[1, 4]] == 0)
+        only_zero = adv.copy()
+        only_zero[:] = 0.0
+        _, m0 = tl.policy_loss(name, lp.detach(), torch.zeros_like(lp), torch.tensor(only_zero), torch.tensor(mask),
+                               return_metrics=True, **opts)
+        assert m0["clipfrac"] == 0.0 and m0["pg_loss"] == 0.0 and m0["surrogate_loss"] == 0.0
 
 
 def test_grpo_clip_is_two_sided_and_sign_dependent():
@@ -125,6 +180,38 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="group_size must be >= 1 and divide"):
         tl.policy_loss("gmc", torch.zeros(6, 2), torch.zeros(6, 2), torch.zeros(6), torch.ones(6, 2, dtype=torch.bool),
                        group_size=4)
+
+
+def test_clip_options_are_validated():
+    ell, mask, adv = batch(0)
+    with pytest.raises(ValueError, match="clip_ratio_c must be a finite number > 1"):
+        tl.token_coefficients("grpo", ell, mask, adv, clip_ratio_c=1.0)
+    with pytest.raises(ValueError, match="clip_ratio_c .dual clip. applies to grpo and gspo only"):
+        tl.token_coefficients("cispo", ell, mask, adv, clip_ratio_c=3.0)
+    with pytest.raises(ValueError, match="cispo_clamp must be one of"):
+        tl.token_coefficients("cispo", ell, mask, adv, cispo_clamp="verl")
+    with pytest.raises(ValueError, match="cispo_clamp applies to cispo only"):
+        tl.token_coefficients("grpo", ell, mask, adv, cispo_clamp="two-sided")
+    t = (torch.tensor(ell), torch.zeros(ell.shape, dtype=torch.float64), torch.tensor(adv), torch.tensor(mask))
+    with pytest.raises(ValueError, match="loss_agg_mode must be one of"):
+        tl.policy_loss("grpo", *t, loss_agg_mode="seq-mean")
+    with pytest.raises(ValueError, match="loss_scale_factor has no effect"):
+        tl.policy_loss("grpo", *t, loss_agg_mode="token-mean", loss_scale_factor=512)
+    with pytest.raises(ValueError, match="batch_num_tokens must be a finite number > 0"):
+        tl.policy_loss("grpo", *t, loss_agg_mode="dapo", batch_num_tokens=0)
+
+
+def test_global_counts_split_a_batch_into_micro_batches():
+    """verl's batch_num_tokens / global_batch_size (TRL's num_items_in_batch): micro-batch losses sum to the batch loss."""
+    ell, mask, adv = batch(9, N=8, T=6)
+    t = lambda a: torch.tensor(a)  # noqa: E731
+    for mode, kw in (("token-mean", {"batch_num_tokens": int(mask.sum())}), ("dapo", {"batch_num_tokens": int(mask.sum())}),
+                     ("seq-mean-token-mean", {"global_batch_size": 8}), ("seq-mean-token-sum", {"global_batch_size": 8}),
+                     ("seq-mean-token-sum-norm", {"loss_scale_factor": 6})):
+        whole = tl.policy_loss("grpo", t(ell), torch.zeros(8, 6, dtype=torch.float64), t(adv), t(mask), loss_agg_mode=mode)
+        parts = sum(tl.policy_loss("grpo", t(ell[s]), torch.zeros(4, 6, dtype=torch.float64), t(adv[s]), t(mask[s]),
+                                   loss_agg_mode=mode, **kw) for s in (slice(0, 4), slice(4, 8)))
+        assert float(parts) == pytest.approx(float(whole), rel=1e-12), mode
 
 
 def test_length_normalize_divides_trajectory_coefficients_by_T_i():
