@@ -137,9 +137,17 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="advantages must be constant"):
         av.trajectory_policy_loss(b["old_log_probs"], b["old_log_probs"], tok_adv, b["response_mask"],
                                   rollout_is_weights=b["rollout_is_weights"])
-    with pytest.raises(ValueError, match="loss_agg_mode"):
+    for mode in ("dapo", "seq-mean-token-sum-norm"):
+        with pytest.raises(ValueError, match="loss_agg_mode"):
+            av.trajectory_policy_loss(b["old_log_probs"], b["old_log_probs"], b["advantages"], b["response_mask"],
+                                      loss_agg_mode=mode, rollout_is_weights=b["rollout_is_weights"])
+
+    class Cfg:
+        global_batch_info = {"dp_size": 2}
+
+    with pytest.raises(ValueError, match="batch_num_tokens"):
         av.trajectory_policy_loss(b["old_log_probs"], b["old_log_probs"], b["advantages"], b["response_mask"],
-                                  loss_agg_mode="dapo", rollout_is_weights=b["rollout_is_weights"])
+                                  config=Cfg(), rollout_is_weights=b["rollout_is_weights"])
     with pytest.raises(ValueError, match="uid"):
         av.add_trajectory_weights(FakeDataProto(dict(b), {}))
     with pytest.raises(ValueError, match="rollout_log_probs"):

@@ -18,9 +18,9 @@ work is split the way verl splits its own rollout correction:
    (:func:`register_policy_losses`). It is the toolkit's
    :func:`~asyncgrpo.estimators.token_level.policy_loss` with ``A_i·sg(w_i)`` as the per-sequence
    coefficient, ``loss = −Σ_{i,t} ν_{i,t} A_i sg(w_i) log π_θ(a_{i,t}|s_{i,t})``, with verl's
-   aggregation modes (``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``,
-   ``seq-mean-token-sum-norm``) and ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
-   ``global_batch_size``) honoured as verl's ``agg_loss`` does.
+   aggregation modes ``token-mean``, ``seq-mean-token-mean`` and ``seq-mean-token-sum``, and
+   ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``, ``global_batch_size``) honoured
+   as verl's ``agg_loss`` does (read against verl 0.8.0.dev at b178a3c and the 0.9.1 wheel).
 
 The weights are those of the policy at the start of the step: with several PPO mini-batches or
 epochs per step, later updates use weights that are stale by those inner updates (as verl's own
@@ -47,8 +47,10 @@ from asyncgrpo.validation import check_eps
 
 #: Names registered with verl's ``register_policy_loss`` (one per registry estimator).
 LOSS_NAMES: tuple[str, ...] = est.ESTIMATORS
-#: verl's loss aggregation modes that :func:`trajectory_policy_loss` honours.
-VERL_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+#: verl's loss aggregation modes that :func:`trajectory_policy_loss` honours. Their normalisation is
+#: the same in verl 0.8 and 0.9; ``seq-mean-token-sum-norm`` changed between them (0.9 also divides
+#: by the batch size) and ``token-sum`` is new in 0.9, so both are refused rather than guessed.
+VERL_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 #: Metric prefix (verl style: ``actor/...``, ``rollout_corr/...``).
 METRIC_PREFIX = "traj_is"
 
@@ -200,8 +202,9 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     ``advantages`` must hold one value per sequence. The loss is
     :func:`~asyncgrpo.estimators.token_level.policy_loss` (``"onpolicy"``, i.e. coefficient 1, with
     advantages ``A_i·w_i``), aggregated by ``loss_agg_mode`` with ``config.global_batch_info``
-    (``batch_num_tokens``, ``global_batch_size``, ``loss_scale_factor``) and multiplied by its
-    ``dp_size`` except for ``seq-mean-token-sum-norm``, exactly as verl's ``agg_loss``.
+    (``batch_num_tokens`` for ``token-mean``, ``global_batch_size`` for the ``seq-mean-*`` modes)
+    and multiplied by its ``dp_size``, as verl's ``agg_loss`` does; like verl, ``dp_size > 1``
+    needs the global count.
     """
     if rollout_is_weights is None:
         raise ValueError(
@@ -214,15 +217,15 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     w = _per_sequence(rollout_is_weights.detach().to(torch.float64), mask, "rollout_is_weights")
     adv = _per_sequence(advantages.detach().to(torch.float64), mask, "advantages")
     info = dict(getattr(config, "global_batch_info", None) or {}) if config is not None else {}
-    dp_size = info.pop("dp_size", 1)
-    # verl's agg_loss reads one of these per mode and ignores the rest; policy_loss accepts only the one that applies
-    key = {"token-mean": "batch_num_tokens", "seq-mean-token-sum-norm": "loss_scale_factor"}.get(loss_agg_mode,
-                                                                                                  "global_batch_size")
+    dp_size = int(info.get("dp_size") or 1)
+    # verl's agg_loss reads one global count per mode; policy_loss takes exactly the one that applies
+    key = "batch_num_tokens" if loss_agg_mode == "token-mean" else "global_batch_size"
+    if info.get(key) is None and dp_size > 1:
+        raise ValueError(f"config.global_batch_info needs {key} when dp_size = {dp_size} > 1 (as verl's agg_loss)")
     kwargs = {key: info[key]} if info.get(key) is not None else {}
     coef = (adv * w).to(torch.promote_types(log_prob.dtype, torch.float32))
     loss = policy_loss("onpolicy", log_prob, old_log_prob, coef, mask, loss_agg_mode=loss_agg_mode, **kwargs)
-    if loss_agg_mode != "seq-mean-token-sum-norm":
-        loss = loss * dp_size
+    loss = loss * dp_size
     rows = mask.any(dim=1)
     metrics = {
         f"actor/{METRIC_PREFIX}/weight_mean": float(w[rows].mean()) if bool(rows.any()) else 0.0,
