@@ -4,8 +4,10 @@ One :func:`~simulate.montecarlo.run_mc` call draws ``n_groups`` groups and evalu
 trajectory-level estimators at one ε on the same groups. Rates are ``n_groups·G·T`` sampled
 tokens per second of that call (tables prepared once; a warm-up call first, so Numba's compile
 time is excluded), best of ``repeats`` runs. Rows: the Numba kernel with ``ĝ`` tracked (full
-statistics: ``‖ĝ‖²`` and the bias vector) and skipped (scalar functionals only), at 1 and 2
-threads (``numba.set_num_threads``), and the vectorised NumPy reference
+statistics: ``‖ĝ‖²`` by the route :func:`~simulate.montecarlo.choose_route` picks — the Gram matrix at
+this ``G`` — and the bias vector) and skipped (scalar functionals only), at 1 and 2 threads
+(``numba.set_num_threads``), the tracked path forced onto the vector route (the one used at large
+``G``; its cost per token does not grow with ``G``, see ``python -m bench scaling``), and the vectorised NumPy reference
 (:func:`~simulate.montecarlo.reference_mc`, same computation with ``ĝ`` tracked, pre-drawn uniforms).
 
 Targets: ≥ 50 M tokens/s per core (Numba, 1 thread, ``ĝ`` tracked), ≥ 5× the NumPy reference
@@ -70,6 +72,15 @@ def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int
                                                       track_grad=track, prepared=prep), repeats)
                 rate[track, nt], cpu_rate[track, nt], results[track, nt] = tokens / dt, tokens / dc, res
                 rows.append((f"numba, ĝ {'tracked' if track else 'skipped'}", nt, n_groups, tokens / dt, tokens / dc, dt))
+    finally:
+        numba.set_num_threads(old)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, 64, prepared=prep, route="vector")  # compile
+        dt, dc, res_v = _best(lambda: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups, seed=1,
+                                                prepared=prep, route="vector"), repeats)
+        rows.append(("numba, ĝ tracked, vector", 1, n_groups, tokens / dt, tokens / dc, dt))
     finally:
         numba.set_num_threads(old)
     U = np.random.default_rng(0).random((n_ref, G, T))

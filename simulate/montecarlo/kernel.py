@@ -105,11 +105,13 @@ def _sq_gram_nb(G, T, E, rowid, cellid, pa, pn, coef, K, sqv):
 
 
 @njit(cache=True)
-def _sq_vector_nb(G, T, E, rowid, cellid, pa, pn, coefT, scr, rsc, cell, sqv):
+def _sq_vector_nb(G, T, E, rowid, cellid, pa, pn, coefT, scr, rsc, stc, strw, gid, cell, sqv):
     """``sqv[e] = ‖ĝ_e‖²`` from the group's sparse sums; also adds the group's cell sums to ``cell``.
 
     ``scr (P·E)`` and ``rsc (T·S·E)`` are zero on entry and on exit (each visited entry is read once
-    and re-zeroed), so the cost is ``O(G·T·E)`` whatever the size of the parameter space.
+    and re-zeroed); ``stc (P)``/``strw (T·S)`` hold the id of the last group that read a cell/row, so
+    one test per token (not per estimator) finds its first visit. Cost ``O(G·T·E)`` whatever the
+    size of the parameter space.
     """
     for t in range(T):
         for i in range(G):
@@ -123,28 +125,33 @@ def _sq_vector_nb(G, T, E, rowid, cellid, pa, pn, coefT, scr, rsc, cell, sqv):
         sqv[e] = 0.0
     for t in range(T):
         for i in range(G):
-            kb = cellid[t, i] * E
-            rb = rowid[t, i] * E
-            p2 = 2.0 * pa[t, i]
-            for e in range(E):
-                v = scr[kb + e]
-                if v != 0.0:  # first visit of this cell in the group (later visits read the zero left here)
+            k = cellid[t, i]
+            if stc[k] != gid:
+                stc[k] = gid
+                kb = k * E
+                rb = rowid[t, i] * E
+                p2 = 2.0 * pa[t, i]
+                for e in range(E):
+                    v = scr[kb + e]
                     sqv[e] += v * (v - p2 * rsc[rb + e])
                     cell[kb + e] += v
                     scr[kb + e] = 0.0
     for t in range(T):
         for i in range(G):
-            rb = rowid[t, i] * E
-            n2 = pn[t, i]
-            for e in range(E):
-                v = rsc[rb + e]
-                if v != 0.0:
+            r = rowid[t, i]
+            if strw[r] != gid:
+                strw[r] = gid
+                rb = r * E
+                n2 = pn[t, i]
+                for e in range(E):
+                    v = rsc[rb + e]
                     sqv[e] += v * v * n2
                     rsc[rb + e] = 0.0
 
 
 @njit(cache=True)
-def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, route, stats, gstats, cell, visited, scr, rsc):
+def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, route, stats, gstats, cell, visited, scr, rsc,
+              stc, strw, gid0):
     """Process ``n_groups`` groups of one chunk; write its scalar sums into ``stats``/``gstats``, add to ``cell``.
 
     ``tab``: :func:`pack_table` ``(T,S,V,8)``. Randomness: the uniforms ``U[g, i, t]`` if ``use_U``,
@@ -153,7 +160,8 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, r
     Outputs: ``stats (NQ,E,2)`` and ``gstats (NG,2)`` (overwritten) get sums and sums of squares
     over groups; when ``track``, ``cell (T·S·V·E,)`` (added to) gets ``Σ_groups Σ_{i,t: (t,s_{i,t},a_{i,t}) = cell} c_{i,e}``
     with ``c_{i,e} = w_{i,e} A_i / G``, and ``visited (T·S,)`` marks the rows seen.
-    ``route``: :data:`ROUTES` value of ``‖ĝ‖²``; ``scr``, ``rsc``: zeroed scratch of the vector route.
+    ``route``: :data:`ROUTES` value of ``‖ĝ‖²``; ``scr``, ``rsc``: zeroed scratch of the vector route,
+    ``stc``, ``strw``: its first-visit stamps; group ``g`` of this chunk has stamp id ``gid0 + g``.
     """
     T, S, V, _ = tab.shape
     E = codes.shape[0]
@@ -299,7 +307,7 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, r
                         for e in range(E):
                             cell[base + e] += coefT[i, e]
             else:
-                _sq_vector_nb(G, T, E, rowid, cellid, pa, pn, coefT, scr, rsc, cell, sqv)
+                _sq_vector_nb(G, T, E, rowid, cellid, pa, pn, coefT, scr, rsc, stc, strw, gid0 + g, cell, sqv)
             for e in range(E):
                 st[0, e, 0] += sqv[e]
                 st[0, e, 1] += sqv[e] * sqv[e]
@@ -331,11 +339,13 @@ def mc_kernel(tab, reward, s0, codes, eps, G, n_per_chunk, seeds, U, use_U, trac
         visited = np.zeros(T * S if track else 0, dtype=np.bool_)
         scr = np.zeros(T * S * V * E if vec else 0)
         rsc = np.zeros(T * S * E if vec else 0)
+        stc = np.full(T * S * V if vec else 0, -1, dtype=np.int64)
+        strw = np.full(T * S if vec else 0, -1, dtype=np.int64)
         cb = cell[b]
         for c in range(b * per_batch, (b + 1) * per_batch):
             Uc = U[c] if use_U else U[0]
             _chunk_nb(tab, reward, s0, codes, eps, G, n_per_chunk, seeds[c], Uc, use_U, track, route,
-                      stats[c], gstats[c], cb, visited, scr, rsc)
+                      stats[c], gstats[c], cb, visited, scr, rsc, stc, strw, c * n_per_chunk)
         if track:
             rwb = row[b]
             for rw in range(T * S):

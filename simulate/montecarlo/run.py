@@ -169,9 +169,9 @@ def available_memory() -> int:
 
 
 def batch_bytes(T: int, S: int, V: int, E: int, route: str) -> int:
-    """Bytes per batch of the bias-vector sums (``C``, ``C_row``, visited rows) and the vector route's scratch."""
+    """Bytes per batch of the bias-vector sums (``C``, ``C_row``, visited rows) and the vector route's scratch and stamps."""
     one = 8 * (T * S * V * E + T * S * E) + T * S
-    return one + (8 * (T * S * V * E + T * S * E) if route == "vector" else 0)
+    return one + (8 * (T * S * V * (E + 1) + T * S * (E + 1)) if route == "vector" else 0)
 
 
 def plan_memory(T: int, S: int, V: int, E: int, G: int, n_chunks: int, track: bool, route: str,
