@@ -5,6 +5,11 @@ has ``main(out_dir, quick=False)``. Sweeps run on local processes by default, or
 cluster with ``--scheduler tcp://HOST:PORT`` / ``--dask-local N``. Finished sweep cells are cached
 under ``--cells`` (default ``results/cells``), so a re-run or an interrupted run recomputes nothing
 that is already done.
+
+Only the full default run writes the committed results (``figures/out/``, ``figures/REPORT.md``),
+and only from a clean git tree (``--allow-dirty`` overrides and stamps the report visibly). A
+``--quick`` run, an ``--only``/``--skip`` subset, or any run with ``--out`` writes to a separate
+folder (default ``results/quick/`` or ``results/partial/``) and says where.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import figures
 HERE = Path(figures.__file__).resolve().parent
 DEFAULT_OUT = HERE / "out"
 DEFAULT_REPORT = HERE / "REPORT.md"
+SMALL_RUNS = Path("results")  # --quick / --only / --skip results go below it, never over the committed ones
 #: Figures whose own quick mode does not fit the 3-minute ``--quick`` budget on 2 cores; ``--quick``
 #: leaves them out with a printed note unless ``--only`` names them. Empty now: fig_llm_delay's quick
 #: mode was cut to ~20 s from scratch.
@@ -35,8 +41,12 @@ def discover() -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m figures", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small sizes (< 3 min on 2 cores); wide CIs")
-    p.add_argument("--out", type=Path, default=None, help=f"image directory (default {DEFAULT_OUT})")
+    p.add_argument("--quick", action="store_true", help="small sizes (< 3 min on 2 cores), written to results/quick/: "
+                   "not a verdict")
+    p.add_argument("--out", type=Path, default=None, help=f"image directory (default {DEFAULT_OUT} for the full run, "
+                   "results/quick or results/partial otherwise)")
+    p.add_argument("--allow-dirty", action="store_true", help="write the committed report from a tree with "
+                   "uncommitted changes (stamped DIRTY in the report)")
     p.add_argument("--report", type=Path, default=None,
                    help="REPORT.md path (default figures/REPORT.md, or OUT/REPORT.md when --out is given)")
     p.add_argument("--cells", type=Path, default=None, help="sweep cell cache root (default results/cells)")
@@ -52,12 +62,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be an integer >= 1 (local worker processes), got {args.workers}")
+    if args.dask_local is not None and args.dask_local < 1:
+        parser.error(f"--dask-local must be an integer >= 1 (worker processes), got {args.dask_local}")
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed (CI, clusters)
-    out = (args.out or DEFAULT_OUT).resolve()
-    report = args.report or (DEFAULT_REPORT if args.out is None else out / "REPORT.md")
+    from sweep import git_commit
+
+    commit = git_commit()
+    provenance = {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty")}
+    partial = bool(args.only or args.skip)
+    committed = args.out is None and not args.quick and not partial
+    if args.out is not None:
+        out = args.out.resolve()
+    elif committed:
+        out = DEFAULT_OUT
+    else:
+        out = (SMALL_RUNS / ("quick" if args.quick else "partial")).resolve()
+    report = args.report or (DEFAULT_REPORT if committed else out / "REPORT.md")
+    if committed and provenance["dirty"] and not args.allow_dirty:
+        print("error: the committed report (figures/REPORT.md) is written only from a clean git tree; commit your "
+              "changes, or pass --allow-dirty (the report is then stamped DIRTY), or use --quick / --out DIR",
+              file=sys.stderr)
+        return 2
+    print(f"[figures] writing {'the committed results' if committed else 'a small/partial run'} to {out} "
+          f"and {report}", flush=True)
     names = discover()
     if args.only:
         wanted = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -116,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     from figures import report as rp
 
     t0 = time.perf_counter()
-    md, page, rep = rp.write(out, report, quick=args.quick, timings=timings, failures=failures)
+    md, page, rep = rp.write(out, report, quick=args.quick, timings=timings, failures=failures, provenance=provenance)
     print(f"[report] {md} and {page} ({time.perf_counter() - t0:.1f} s; total {time.perf_counter() - t_all:.1f} s)")
     for cid in rp.CLAIM_IDS:
         print(f"  {cid}: {rp.summary(rep, cid)}")

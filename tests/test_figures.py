@@ -41,21 +41,24 @@ def test_loglog_slope_standard_error_covers_truth():
     "measured, se, bound, want",
     [
         (1.0, 0.1, 1.05, "holds"),
-        (1.2, 0.1, 1.0, "holds"),  # above, but within 3·se: Monte Carlo error, not a violation
-        (1.5, 0.1, 1.0, "violated"),
-        (0.1, 0.01, 1.0, "loose by ×10"),
-        (0.0, 0.0, 1.0, "holds (measured 0)"),
-        (1.0, 0.1, None, "no bound"),
-        (float("nan"), 0.1, 1.0, "not measured"),
+        (1.2, 0.1, 1.0, "holds"),  # above, but within 3·se: Monte Carlo error, not a refutation
+        (1.5, 0.1, 1.0, "refuted"),
+        (0.1, 0.01, 1.0, "holds, bound loose ×10"),
+        (0.0, 0.0, 1.0, "holds, bound loose ×∞"),
+        (1.0, 0.1, None, "inconclusive"),
+        (float("nan"), 0.1, 1.0, "inconclusive"),
     ],
 )
 def test_verdict_from_numbers(measured, se, bound, want):
+    from simulate.verdicts import is_verdict
+
     assert stats.verdict(measured, se, bound) == want
+    assert is_verdict(want)
 
 
 def test_verdict_equal():
     assert stats.verdict_equal(1.0, 0.1, 1.25) == "holds"
-    assert stats.verdict_equal(1.0, 0.1, 1.35) == "violated"
+    assert stats.verdict_equal(1.0, 0.1, 1.35) == "refuted"
 
 
 # ----------------------------------------------------------------------------- style
@@ -92,134 +95,72 @@ def test_plot_functions_return_fig_ax_and_write_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def _write_fig(tmp_path, name, evidence, **extra):
+    meta = common.sidecar(name, quick=True, settings={}, seeds=[0], evidence=evidence, missing=extra.pop("missing", []))
+    meta.update(extra)
+    (tmp_path / f"{name}.json").write_text(json.dumps(meta))
+
+
 def test_report_from_sidecars(tmp_path):
     ev = [
         common.Evidence("C1", "E‖ĝ‖²", "toy", 0.5, 0.01, 1.0, stats.verdict(0.5, 0.01, 1.0), "figX"),
         common.Evidence("C7", "removed mass", "toy", 2.0, 0.01, 1.0, stats.verdict(2.0, 0.01, 1.0), "figX"),
     ]
-    (tmp_path / "figX.json").write_text(json.dumps(common.sidecar("figX", quick=True, settings={}, seeds=[0],
-                                                                  evidence=ev, missing=["not available: x"])))
+    _write_fig(tmp_path, "figX", ev, missing=["not available: x"], caption="What to look for: X.")
     md, page, rep = report.write(tmp_path, quick=True, timings={"figX": 1.0}, failures={"figY": "boom"},
-                                 run_checks=False)
+                                 run_checks=False, provenance={"commit": "abc", "dirty": False})
     text = md.read_text()
     for cid in report.CLAIM_IDS:
         assert f"**{cid}**" in text
     assert "| 0.5 [0.48, 0.52] | 1 | holds |" in text
-    assert report.summary(rep, "C7") == "violated"  # a measurement above its bound is reported, never hidden
-    assert report.summary(rep, "C2") == "not measured"
-    assert "not available: x" in text and "boom" in text
+    assert report.summary(rep, "C7") == "refuted"  # a measurement above its bound is reported, never hidden
+    assert report.summary(rep, "C2") == "inconclusive"  # nothing measured, derivation not run
+    assert "not available: x" in text and "boom" in text and "What to look for: X." in text
+    assert "## Key findings" in text and "not a verdict" in text and "(clean tree)" in text
+    assert "violated" not in text
     assert page.read_text().startswith("<!doctype html>")
 
 
-# ----------------------------------------------------------------------------- C5/C9 in two regimes
-def test_c5_slope_verdict_against_an_upper_bound_exponent():
-    """Above the exponent = violated; below = loose by (G_max/G_min)^(exponent − slope); containing = holds."""
-    from figures.fig_tuned_delay import slope_verdict
-
-    assert slope_verdict(0.15, 0.10, 0.22, -0.4, 128.0) == "violated"
-    assert slope_verdict(-0.5, -1.38, -0.31, -0.4, 128.0) == "holds"
-    assert slope_verdict(0.03, -0.03, 0.12, 0.0, 128.0) == "holds"
-    k = 128.0 ** 0.38
-    assert slope_verdict(-0.38, -0.66, -0.25, 0.0, 128.0) == f"loose by ×{k:.2g}"
-    assert slope_verdict(float("nan"), -1.0, 1.0, 0.0, 128.0) == "not measured"
+def test_report_stamps_a_dirty_tree_and_rejects_unknown_verdict_words(tmp_path):
+    _write_fig(tmp_path, "figD", [common.Evidence("C1", "q", "toy", 0.5, 0.01, 1.0, "holds", "figD")])
+    md, _, _ = report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": True})
+    assert "DIRTY TREE" in md.read_text()
+    _write_fig(tmp_path, "figE", [common.Evidence("C1", "q", "toy", 0.5, 0.01, 1.0, "violated", "figE")])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
 
 
-def _toy_g_table(regime, slopes, edges=0):
-    rows = []
-    for name, (sl, lo, hi, th) in slopes.items():
-        for j, G in enumerate((2, 8, 32)):
-            dlt = 0.1 * G**sl
-            rows.append(dict(estimator=name, G=G, d=8, eps=0.2, delta=dlt, delta_lo=0.8 * dlt, delta_hi=1.2 * dlt,
-                             delta_se=0.1 * dlt, chi2_d=0.5 + j, edge_d=j < edges, edge_0=False, slope=sl, slope_lo=lo,
-                             slope_hi=hi, slope_theory=th, n_points=3, n_seeds=5, steps=120, regime=regime,
-                             instance="toy"))
-    return pd.DataFrame(rows)
+@pytest.mark.parametrize("rows, want", [
+    (["holds", "holds, bound loose ×3", "holds"], "holds"),
+    (["holds, bound loose ×30", "holds, bound loose ×2.5"], "holds, bound loose ×2.5"),
+    (["holds", "refuted", "out of scope"], "refuted"),
+    (["out of scope", "out of scope"], "out of scope"),
+    (["holds", "inconclusive"], "inconclusive"),
+    (["out of scope", "holds"], "holds"),
+])
+def test_rows_verdict(rows, want):
+    assert report.rows_verdict(rows) == want
 
 
-def test_fig4_measured_panels_evidence_and_regime_meta(tmp_path, monkeypatch):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from figures import fig_tuned_delay as f4
-
-    monkeypatch.chdir(tmp_path)
-    df = _toy_g_table("local", {"gmc": (-0.5, -1.38, -0.31, -0.4), "tic": (-0.38, -0.66, -0.25, 0.0)}, edges=1)
-    fig, ax = f4.plot_measured(df, title="local")
-    assert ax.figure is fig and len(ax.lines) >= 4  # two series + two theory-slope references
-    fig2, ax2 = f4.plot_slopes({"local": {"gmc": (-0.5, -1.38, -0.31, -0.4), "tic": (-0.38, -0.66, -0.25, 0.0)}})
-    assert [t.get_text() for t in ax2.get_yticklabels()] == ["local: gmc", "local: tic"]
-    assert list(tmp_path.iterdir()) == []  # plots never save
-    meta = f4.regime_meta(df, "local")
-    assert (meta["n_edge"], meta["n_cells"]) == (2, 12) and meta["chi2_median"] == pytest.approx(1.5)
-    assert meta["d"] == 8 and len(meta["edge_cells"]) == 2
-    ev = dict(f4._measured_evidence(df, "local", meta))
-    assert ev["gmc"].verdict == "holds" and ev["tic"].verdict.startswith("loose by ×")
-    assert "upper bound" in ev["tic"].note and "2/12" in ev["tic"].note
-    assert ev["χ²"].measured == pytest.approx(1.5) and ev["χ²"].verdict == "reported"
-
-
-def _toy_tuned(regime_shift=0.0):
-    rows = []
-    for e in ("onpolicy", "is", "tis", "tic", "gmc"):
-        for d in (0, 4):
-            j = 0.9 if d == 0 else {"onpolicy": 0.85, "is": 0.5, "tis": 0.7, "tic": 0.7, "gmc": 0.8}[e]
-            rows.append(dict(estimator=e, d=d, G=8, eps=0.2, steps=100, n_seeds=4, final_J=j + regime_shift,
-                             final_J_lo=j - 0.01, final_J_hi=j + 0.01, final_J_se=0.005, div_rate=0.0,
-                             div_rate_any=0.0, tail_any=3.0, tail_rel_any=3.0 if e == "is" and d else 1.0,
-                             chi2=0.4, edge=False, eta=8.0))
-    return pd.DataFrame(rows)
-
-
-def test_fig5_evidence_and_plot_per_regime(tmp_path, monkeypatch):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from figures import fig_convergence as f5
-
-    monkeypatch.chdir(tmp_path)
-    t = _toy_tuned()
-    meta = f5.regime_meta(t, "local")
-    assert meta["chi2_median"] == pytest.approx(0.4) and (meta["n_edge"], meta["n_cells"]) == (0, 10)
-    ev = dict(f5.evidence(t, meta))
-    assert ev["is_unstable"].verdict == "holds" and ev["tic_tis_degrade"].verdict == "holds"
-    assert ev["onpolicy_worse"].verdict == "violated"  # onpolicy 0.85 > gmc 0.80: computed, not asserted
-    assert ev["gmc_best_stable"].verdict == "violated"
-    assert ev["spread"].measured == pytest.approx(0.35)
-    curves = pd.DataFrame([dict(estimator="gmc", d=4, quantity=q, k=k, value=1.0 / (k + 1), se=0.01, n=4)
-                           for q in ("gap", "grad_norm2") for k in range(5)])
-    fig, axes = f5.plot({"local": (t, curves, "local"), "far": (t, curves, "far")})
-    assert axes.shape == (2, 3) and axes[0, 0].figure is fig
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_report_gives_one_verdict_per_regime(tmp_path):
-    def ev(cid, q, m, v, regime=None, label=None):
-        d = common.Evidence(cid, q, "toy", m, None, None, v, "figR").to_dict()
-        if regime:
-            d["regime"] = regime
-        if label:
-            d["label"] = label
-        return d
-
-    rows = [ev("C5", "bound slope", -0.4, "holds"),
-            ev("C5", "slope gmc", 0.15, "violated", "far", "gmc"), ev("C5", "slope tic", 0.03, "holds", "far", "tic"),
-            ev("C5", "slope gmc", -0.5, "holds", "local", "gmc"),
-            ev("C5", "slope tic", -0.38, "loose by ×6.3", "local", "tic"),
-            ev("C5", "χ²", 0.6, "reported", "local", "χ²")]
-    meta = common.sidecar("figR", quick=True, settings={}, seeds=[0])
-    meta["evidence"] = rows
-    meta["regimes"] = {"far": {"claim": "C5", "chi2_median": 1.2e4, "d": 16, "what": "T=16"},
-                       "local": {"claim": "C5", "chi2_median": 0.61, "d": 8, "what": "T=4"}}
-    (tmp_path / "figR.json").write_text(json.dumps(meta))
-    md, _, rep = report.write(tmp_path, quick=True, run_checks=False)
-    s = report.summary(rep, "C5")
-    assert s == ("theory check (scipy vs sympy): holds; far (median χ² 1.2e+04): violated (gmc); holds (tic); "
-                 "local (median χ² 0.61): holds (gmc); loose by ×6.3 (tic)")
+def test_report_reads_protocol_verdicts_and_lm_row(tmp_path):
+    proto = dict(name="p", sha256="f" * 64, quick=False, registered="2026-12-03", instances=["a", "b"],
+                 tune_seeds=[0, 1], eval_seeds=[10, 11], margin=0.02, alpha=0.05, failure_p0=0.1, local_chi2=1.0,
+                 primary=dict(eps=0.2, G=8, d=8), c5=dict(G=[4, 8], d=8, steps=64, flat_margin=0.02, slope_margin=0.1),
+                 budget=128)
+    c9 = dict(matrix={"gmc-stable": {"a": "holds", "b": "refuted"}}, aggregate={"gmc-stable": "refuted"},
+              verdict="refuted", comparisons=[], n_edge=0, n_cells=4,
+              subclaims=[dict(instance="a", regime="local", chi2_median=0.1),
+                         dict(instance="b", regime="far", chi2_median=3.0)])
+    c5 = dict(verdict="out of scope", per_instance={"a": dict(in_scope=False, chi2_median=2.5, verdict="out of scope",
+                                                               reason="premise not met")})
+    _write_fig(tmp_path, "figP", [], protocol=proto, c9=c9, c5=c5)
+    _write_fig(tmp_path, "fig_llm_delay", [common.Evidence("C9", "gmc − grpo", "LM", -0.1, None, None, "refuted",
+                                                           "fig_llm_delay")])
+    md, _, rep = report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
     text = md.read_text()
-    assert "far: toy" in text and "local: toy" in text  # each row says its regime
-    assert "Simulator regimes" in text and "0.61" in text and "upper bound" in text
-    assert report.summary(rep, "C7") == "not measured"
-    assert [r["regime"] for r in report.tag(rows[:1], "far", ["x"])] == ["far"]
+    assert report.summary(rep, "C9") == "refuted" and report.summary(rep, "C5") == "out of scope"
+    assert "f" * 64 in text and "LM row — refuted" in text and "out of scope on a (median χ² 2.5 > 1)" in text
+    assert "| gmc-stable | holds | refuted | refuted |" in text
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -249,16 +190,12 @@ def test_quick_run_writes_every_figure_and_the_report(tmp_path):
         assert f"**{cid}**" in text
     assert "data:image/png;base64," in (out / "REPORT.html").read_text()
     rep = report.build(out, quick=True, run_checks=False)
-    for cid in ("C1", "C2", "C4"):  # mathematical bounds: a violation here is a bug somewhere
-        assert report.summary(rep, cid) != "violated", report.claims_table_md(rep)
-    for fig_name, cid in (("fig4_tuned_delay", "C5"), ("fig5_convergence", "C9")):  # both simulator regimes
+    for cid in ("C1", "C2", "C4"):  # mathematical bounds: a refutation here is a bug somewhere
+        assert report.summary(rep, cid) != "refuted", text
+    for fig_name in ("fig_c9_protocol", "fig_c5_protocol"):
         meta = json.loads((out / f"{fig_name}.json").read_text())
-        assert set(meta["regimes"]) == {"far", "local"}
-        for info in meta["regimes"].values():
-            assert info["n_cells"] > 0 and 0 <= info["n_edge"] <= info["n_cells"] and info["chi2_median"] > 0
-        assert {e.get("regime") for e in meta["evidence"] if e["claim"] == cid} >= {"far", "local"}
-        s = report.summary(rep, cid)
-        assert "far (median χ²" in s and "local (median χ²" in s, s
+        assert meta["protocol"]["quick"] is True and len(meta["protocol"]["sha256"]) == 64
+    assert "quick: not a verdict" in text and "violated" not in text
     assert any(cells.iterdir())  # the sweeps stored their cells
     # A second run recomputes nothing: every sweep is served from the cache.
     from figures import fig_bias_G
