@@ -29,6 +29,7 @@ from asyncgrpo import estimators as est
 from asyncgrpo.validation import check_eps, check_group_size
 from simulate import instances as ins
 from simulate.montecarlo.kernel import EST_QUANTITIES
+from simulate.montecarlo.reference import cut_terms, log_weights_batch
 
 #: Largest number of count vectors ``C(N+G−1, G)`` summed by the count engine.
 MAX_COUNT_STATES = 4_000_000
@@ -155,7 +156,6 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     score = atoms.dense_score()[keep]
     gram = score @ score.T
     N = len(log_mu)
-    rho = np.exp(ell)
     acc = {s: dict(c=np.zeros(N), sq=0.0, B=0.0, removed=0.0, mw=0.0) for s in slots}
     r = np.zeros(N, dtype=np.int64)
     r[0] = G
@@ -176,12 +176,7 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
         log_rho_bar = mx + np.log(np.exp(a - mx[:, None]).sum(1)) - math.log(G)
         A = R - (n @ R / G)[:, None]
         for nm, eps in slots:
-            logw = log_weights_counts(nm, ell, log_rho_bar, eps)
-            with np.errstate(over="ignore", invalid="ignore"):
-                w = np.exp(logw)
-                f = -np.expm1(logw - ell)
-                Bk = np.where(f != 0.0, rho * f * f, 0.0)
-                Rk = np.where(f != 0.0, rho * f, 0.0)
+            w, Bk, Rk = cut_terms(log_weights_counts(nm, ell, log_rho_bar, eps), np.broadcast_to(ell, (m, N)))
             c = n * w * A / G
             s = acc[nm, eps]
             s["c"] += P @ c
@@ -216,13 +211,10 @@ def _per_trajectory(mdp, theta, theta_mu, name, eps, G, atoms):
         else:  # w = 1: E(ρ−1)²/ρ = E_μ[1/ρ] − 1, removed E(ρ − 1) = 0
             out.update(bias_functional=ins.ratio_moment(mdp, theta, theta_mu, -1.0) - 1.0, removed_mass=0.0, mean_weight=1.0)
         return out
-    from simulate.montecarlo.reference import log_weights_batch
-
-    mu, rho, R = np.exp(atoms.log_mu), np.exp(atoms.ell), atoms.R
-    with np.errstate(over="ignore"):
-        w = np.exp(log_weights_batch(name, atoms.ell[:, None], eps)[:, 0])
-    return dict(grad=(1.0 - 1.0 / G) * atoms.score_dot(mu * w * (R - mu @ R)), bias_functional=float(mu @ ((rho - w) ** 2 / rho)),
-                removed_mass=float(mu @ (rho - w)), mean_weight=float(mu @ w))
+    mu, R = np.exp(atoms.log_mu), atoms.R
+    w, b, r = cut_terms(log_weights_batch(name, atoms.ell[:, None], eps)[:, 0], atoms.ell)
+    return dict(grad=(1.0 - 1.0 / G) * atoms.score_dot(mu * w * (R - mu @ R)), bias_functional=float(mu @ b),
+                removed_mass=float(mu @ r), mean_weight=float(mu @ w))
 
 
 def exact_table(mdp, theta, theta_mu, slots, G: int, *, atoms: PathAtoms | None = None, max_paths: int = ins.MAX_ENUM_PATHS,

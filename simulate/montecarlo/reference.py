@@ -20,20 +20,24 @@ def log_weights_batch(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
     return reference.log_weights(name, ell, eps)
 
 
-def weight_functionals(name: str, ell: np.ndarray, eps: float):
-    """``(log w, w, 𝔅, removed)`` per group for log-ratios ``ℓ (n, G)``.
+def cut_terms(logw: np.ndarray, ell: np.ndarray):
+    """Elementwise ``(w, ρ f², ρ f)`` with ``f = 1 − w/ρ = −expm1(log w − ℓ)``: the summands of 𝔅 and the removed mass.
 
-    ``f_i = 1 − w_i/ρ_i = −expm1(log w_i − ℓ_i)`` avoids the ratio of two under/overflowed numbers;
-    terms with ``f_i = 0`` (weight not cut) contribute exactly 0 even where ``ρ_i`` overflows.
+    Forming ``f`` by ``expm1`` avoids the ratio of two under/overflowed numbers; terms with ``f = 0``
+    (weight not cut) are exactly 0 even where ``ρ`` overflows.
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        logw = log_weights_batch(name, ell, eps)
         w = np.exp(logw)
         rho = np.exp(ell)
         f = -np.expm1(logw - ell)
-        B = np.where(f != 0.0, rho * f * f, 0.0).mean(-1)
-        removed = np.where(f != 0.0, rho * f, 0.0).mean(-1)
-    return logw, w, B, removed
+        return w, np.where(f != 0.0, rho * f * f, 0.0), np.where(f != 0.0, rho * f, 0.0)
+
+
+def weight_functionals(name: str, ell: np.ndarray, eps: float):
+    """``(log w, w, 𝔅, removed)`` per group for log-ratios ``ℓ (n, G)`` (group means of :func:`cut_terms`)."""
+    logw = log_weights_batch(name, ell, eps)
+    w, b, r = cut_terms(logw, ell)
+    return logw, w, b.mean(-1), r.mean(-1)
 
 
 def reference_mc(mdp: ins.TabularMDP, theta, theta_mu, estimators, eps_list, uniforms) -> dict:
