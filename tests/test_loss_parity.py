@@ -216,6 +216,19 @@ def test_grpo_matches_verl_vanilla(mode, clip_c, el, eh):
             np.testing.assert_allclose(got[1].numpy(), g8.numpy(), rtol=1.01e-8, atol=1e-14)
 
 
+def test_toolkit_default_grpo_differs_from_verl_default_only_through_the_dual_clip():
+    """Documented difference: verl's default dual clip (c = 3) changes the gradient iff some A<0 token has r > 3."""
+    differs = 0
+    for s in range(20):
+        old, ell, adv, mask = ragged_batch(s)
+        got = toolkit("grpo", old, ell, adv, mask, eps_low=0.2, eps_high=0.2, loss_agg_mode="token-mean")
+        want = reference(verl_vanilla, old, ell, adv, mask, el=0.2, eh=0.2, c=3.0, mode="token-mean")
+        hit = bool(((adv[:, None] < 0) & mask & (ell > math.log(3.0))).any())
+        assert np.allclose(got[1].numpy(), want[1].numpy(), **TOL) == (not hit)
+        differs += hit
+    assert differs > 0
+
+
 @pytest.mark.parametrize("mode", agg.TRL_LOSS_TYPES)
 @pytest.mark.parametrize("el,eh", EPS_PAIRS)
 @pytest.mark.parametrize("delta", [None, 2.0])
