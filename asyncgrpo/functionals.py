@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncgrpo.estimators.reference import log_group_mass
-from asyncgrpo.validation import check_finite, check_log_ratios, check_log_weights
+from asyncgrpo.validation import check_finite, check_log_ratios, check_log_weights, check_real_array
 
 __all__ = ["group_mass", "log_group_mass", "bias_functional", "log_bias_functional", "removed_mass", "ess", "advantages"]
 
@@ -91,7 +91,7 @@ def removed_mass(log_ratios, log_w) -> float:
 
 def ess(log_w) -> float:
     """Effective sample size ``(Σ_i w_i)²/Σ_i w_i²`` from ``log w``: in ``[1, G]``, or 0 if every ``w_i = 0``."""
-    logw = np.asarray(log_w, dtype=np.float64)
+    logw = check_real_array(log_w, "log_w")
     if logw.ndim != 1 or logw.size == 0:
         raise ValueError(f"log_w must be a non-empty 1-D array (one group, G >= 1), got shape {logw.shape}")
     logw = check_log_weights(logw, logw.shape)
@@ -107,7 +107,7 @@ def advantages(rewards, normalize: bool = False, delta: float = 1e-6) -> np.ndar
 
     ``std`` is the population standard deviation of the group's rewards.
     """
-    R = np.asarray(rewards, dtype=np.float64)
+    R = check_real_array(rewards, "rewards")
     if R.ndim != 1 or R.size == 0:
         raise ValueError(f"rewards must be a non-empty 1-D array (one group, G >= 1), got shape {R.shape}")
     check_finite(R, "rewards")

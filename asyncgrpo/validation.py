@@ -79,8 +79,11 @@ def check_group_size(G, name: str = "G") -> int:
     return value
 
 
-def _real_array(values, name: str) -> np.ndarray:
-    """``values`` as a float64 array if every entry is a real number (no bool, complex, str)."""
+def check_real_array(values, name: str) -> np.ndarray:
+    """``values`` as a float64 array if every entry is a real number (no bool, complex, str), else raise.
+
+    Values are not checked for finiteness (see :func:`check_finite`).
+    """
     arr = np.asarray(values)
     if arr.dtype.kind == "c":
         raise ValueError(f"{name} must be real numbers, got complex values {_show(values)}")
@@ -104,7 +107,7 @@ def check_log_ratios(log_ratios, name: str = "log_ratios") -> np.ndarray:
     ``ℓ_i = log π_θ(τ_i) − log μ(τ_i)`` must be finite: ±inf means a trajectory
     with zero probability under one policy, which a sampled group cannot hold.
     """
-    arr = _real_array(log_ratios, name)
+    arr = check_real_array(log_ratios, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of one group's log-ratios, got shape {arr.shape}")
     if arr.size == 0:
@@ -125,7 +128,7 @@ def check_finite(arr: np.ndarray, name: str) -> None:
 
 def check_log_weights(log_w, shape: tuple, name: str = "log_w") -> np.ndarray:
     """Return ``log w`` as float64 if it has ``shape`` and no NaN or ``+inf`` (``-inf`` = zero weight)."""
-    arr = _real_array(log_w, name)
+    arr = check_real_array(log_w, name)
     if arr.shape != tuple(shape):
         raise ValueError(f"{name} must have the shape of the log-ratios {tuple(shape)}, got {arr.shape}")
     bad = np.isnan(arr) | (arr == np.inf)
