@@ -73,6 +73,14 @@ def test_count_vectors_are_all_compositions_once(N, G):
     assert mc.n_count_vectors(N, G) == pytest.approx(math.comb(N + G - 1, G), rel=1e-9)
 
 
+def test_count_vectors_past_the_float_range_are_a_limit_not_an_error():
+    assert mc.n_count_vectors(4**8, 10**6) == math.inf
+    mdp = ins.token_mdp(V=4, T=8)  # 65 536 paths, G = 10^6: the CLI's `--G 1000000` on the default instance
+    theta, theta_mu = _pair(mdp, 0.5, 4, 0.1)
+    ex = mc.exact_expectations(mdp, theta, theta_mu, "gmc", 0.2, 10**6, max_atoms=10**6)
+    assert ex["grad"] is None and "inf count vectors" in ex["reasons"]["grad"]
+
+
 def test_gmc_exact_at_G_1024_on_bandit_and_its_weighting_part_is_tiny():
     """The count engine reaches G = 1024 on a 3-arm bandit (525 825 count vectors); E ĝ_is stays (1−1/G)∇J."""
     bd = ins.bandit(3, [1.0, 0.4, 0.0])

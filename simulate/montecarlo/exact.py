@@ -44,8 +44,9 @@ class ExactLimitWarning(UserWarning):
 
 
 def n_count_vectors(N: int, G: int) -> float:
-    """``C(N+G−1, G)``, the number of count vectors of a group, as a float (no huge integers)."""
-    return math.exp(math.lgamma(N + G) - math.lgamma(G + 1) - math.lgamma(N))
+    """``C(N+G−1, G)``, the number of count vectors of a group, as a float (``inf`` past the float range)."""
+    log_m = math.lgamma(N + G) - math.lgamma(G + 1) - math.lgamma(N)
+    return math.exp(log_m) if log_m < 709.0 else math.inf
 
 
 @dataclass(frozen=True)
