@@ -156,3 +156,16 @@ def test_weight_metrics_match_the_functionals():
     assert m["traj_is/removed_mass/mean"] == pytest.approx(float((rbar[0] - 1.2) / 2))
     assert m["traj_is/chi2/mean"] == pytest.approx(float(((rho - 1) ** 2).mean(1).mean()))
     assert m["traj_is/ess/mean"] == pytest.approx(float((rho[0].sum() ** 2 / (rho[0] ** 2).sum() + 4) / 2))
+
+
+def test_example_script_runs(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "trl_gmc.py"
+    spec = importlib.util.spec_from_file_location("trl_gmc_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    trainer = mod.main(["--steps", "2", "--output-dir", str(tmp_path)])
+    assert trainer.state.global_step == 2
+    assert "gmc (eps=0.2): 2 steps" in capsys.readouterr().out

@@ -226,13 +226,13 @@ def _check_body(prop, fn, x, eps, rtol, state):
         bad = ~np.isfinite(w)
         if bad.any():
             i = int(np.argmax(bad))
-            raise _Violation(f"w[{i}] = {w[i]!r} at log-ratio {x[i]!r}")
+            raise _Violation(f"w[{i}] = {float(w[i])!r} at log-ratio {float(x[i])!r}")
     elif prop == "nonnegative":
         w = _call(fn, x, eps)
         bad = np.isfinite(w) & (w < 0)
         if bad.any():
             i = int(np.argmax(bad))
-            raise _Violation(f"w[{i}] = {w[i]!r} < 0")
+            raise _Violation(f"w[{i}] = {float(w[i])!r} < 0")
     elif prop == "w_le_rho":
         w = _call(fn, x, eps)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -241,7 +241,7 @@ def _check_body(prop, fn, x, eps, rtol, state):
         bad = np.isfinite(w) & (w > 0) & (logw > x + rtol)
         if bad.any():
             i = int(np.argmax(bad))
-            raise _Violation(f"w[{i}] = {w[i]!r} > rho[{i}] = exp({x[i]!r}) = {math.exp(min(x[i], 709.0)):.6g}")
+            raise _Violation(f"w[{i}] = {float(w[i])!r} > rho[{i}] = exp({float(x[i])!r}) = {math.exp(min(x[i], 709.0)):.6g}")
     elif prop == "mean_le_1_plus_eps":
         w = _call(fn, x, eps)
         if np.isfinite(w).all():
@@ -253,7 +253,7 @@ def _check_body(prop, fn, x, eps, rtol, state):
         a, b = _call(fn, ell[perm], eps), _call(fn, ell, eps)[perm]
         if not np.allclose(a, b, rtol=rtol, atol=0.0, equal_nan=True):
             i = int(np.argmax(~np.isclose(a, b, rtol=rtol, atol=0.0, equal_nan=True)))
-            raise _Violation(f"permutation {perm.tolist()}: fn(ell[perm])[{i}] = {a[i]!r} but fn(ell)[perm][{i}] = {b[i]!r}")
+            raise _Violation(f"permutation {perm.tolist()}: fn(ell[perm])[{i}] = {float(a[i])!r} but fn(ell)[perm][{i}] = {float(b[i])!r}")
     elif prop == "padding":
         ell, mask, groups = x
         out = _call(fn, ell, eps, mask=mask)
