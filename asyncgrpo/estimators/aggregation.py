@@ -64,7 +64,9 @@ def _check_count(value, name: str):
 
 
 def token_normaliser(mode: str, mask, *, loss_scale_factor=None, batch_num_tokens=None, global_batch_size=None):
-    """``ν_{i,t}`` of ``mode`` (table above) as a ``[N, T]`` tensor in ``mask``'s device, float64; 0 off-mask.
+    """``ν_{i,t}`` of ``mode`` (table above) as a ``[N, T]`` tensor on ``mask``'s device; 0 off-mask.
+
+    float64, or float32 on devices without float64 (MPS).
 
     ``batch_num_tokens`` / ``global_batch_size`` override the local counts (verl's arguments of the same
     names, for micro-batches of a larger batch); ``loss_scale_factor`` is ``L`` of the ``-norm``/``dr_grpo``
@@ -90,7 +92,8 @@ def token_normaliser(mode: str, mask, *, loss_scale_factor=None, batch_num_token
         raise ValueError("mask has no real token (every entry False): nothing to aggregate")
     n_seq = float((T_i > 0).sum())
     T_safe = T_i.clamp(min=1.0)  # rows with T_i = 0 have no real token; ν there is masked to 0 below
-    ones = torch.ones((N, T), dtype=torch.float64, device=mask.device)
+    f = torch.float32 if mask.device.type == "mps" else torch.float64
+    ones = torch.ones((N, T), dtype=f, device=mask.device)
     if mode in ("token-mean", "dapo"):
         nu = ones / (B_tok or n_tok)
     elif mode == "bnpo":
@@ -107,7 +110,7 @@ def token_normaliser(mode: str, mask, *, loss_scale_factor=None, batch_num_token
         nu = ones / (N * (L or T))
     else:  # THEORY_MODE
         nu = ones / N
-    return torch.where(mask, nu, torch.zeros((), dtype=torch.float64, device=mask.device))
+    return torch.where(mask, nu, torch.zeros((), dtype=f, device=mask.device))
 
 
 def agg_loss(loss_mat, mask, mode: str, **kwargs):

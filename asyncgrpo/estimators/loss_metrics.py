@@ -129,6 +129,9 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     from asyncgrpo.estimators import torch_backend
 
     f64 = torch.float64
+    if tok_ell.device.type == "mps":  # no float64 there; metrics are cheap on the CPU
+        tok_ell, mask, adv, k, nu, logp_new = (x.cpu() for x in (tok_ell, mask, adv, k, nu, logp_new))
+        w = None if w is None else w.cpu()
     ell_t = tok_ell.to(f64)
     A = adv.to(f64)[:, None]
     nu = nu.to(f64)
