@@ -37,7 +37,7 @@ def _given(args) -> set:
 
 
 def add_instance_arguments(p: argparse.ArgumentParser) -> None:
-    """Instance and delay-model options shared with ``tune``."""
+    """Instance and delay-model options (reusable by any command that builds a ``TrainConfig``)."""
     g = p.add_argument_group("instance (defaults: the experiments' instance)")
     g.add_argument("--instance", choices=("bandit", "token"), default=_INST.kind, help="instance kind")
     g.add_argument("--arms", type=int, default=_INST.n_arms, help="bandit: number of arms")
