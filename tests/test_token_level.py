@@ -202,15 +202,18 @@ def test_clip_options_are_validated():
 
 
 def test_global_counts_split_a_batch_into_micro_batches():
-    """verl's batch_num_tokens / global_batch_size (TRL's num_items_in_batch): micro-batch losses sum to the batch loss."""
+    """verl's batch_num_tokens / global_batch_size (TRL's num_items_in_batch): micro-batch losses sum to the batch's."""
     ell, mask, adv = batch(9, N=8, T=6)
     t = lambda a: torch.tensor(a)  # noqa: E731
-    for mode, kw in (("token-mean", {"batch_num_tokens": int(mask.sum())}), ("dapo", {"batch_num_tokens": int(mask.sum())}),
-                     ("seq-mean-token-mean", {"global_batch_size": 8}), ("seq-mean-token-sum", {"global_batch_size": 8}),
-                     ("seq-mean-token-sum-norm", {"loss_scale_factor": 6})):
-        whole = tl.policy_loss("grpo", t(ell), torch.zeros(8, 6, dtype=torch.float64), t(adv), t(mask), loss_agg_mode=mode)
-        parts = sum(tl.policy_loss("grpo", t(ell[s]), torch.zeros(4, 6, dtype=torch.float64), t(adv[s]), t(mask[s]),
-                                   loss_agg_mode=mode, **kw) for s in (slice(0, 4), slice(4, 8)))
+    n_tok = int(mask.sum())
+    cases = (("token-mean", {"batch_num_tokens": n_tok}), ("dapo", {"batch_num_tokens": n_tok}),
+             ("seq-mean-token-mean", {"global_batch_size": 8}), ("seq-mean-token-sum", {"global_batch_size": 8}),
+             ("seq-mean-token-sum-norm", {"loss_scale_factor": 6}))
+    for mode, kw in cases:
+        zeros = torch.zeros(8, 6, dtype=torch.float64)
+        whole = tl.policy_loss("grpo", t(ell), zeros, t(adv), t(mask), loss_agg_mode=mode)
+        parts = sum(tl.policy_loss("grpo", t(ell[s]), zeros[s], t(adv[s]), t(mask[s]), loss_agg_mode=mode, **kw)
+                    for s in (slice(0, 4), slice(4, 8)))
         assert float(parts) == pytest.approx(float(whole), rel=1e-12), mode
 
 
