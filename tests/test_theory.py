@@ -1,6 +1,7 @@
 """Numeric checks of every theory/ result (hypothesis at random points) and proof that the symbolic
 checks can fail. Runs in seconds: the sympy derivations are cached per process."""
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -49,11 +50,15 @@ def test_every_claim_passes_and_registry_is_complete():
 def test_cli_prints_table_and_exits_zero(capsys):
     from theory.__main__ import main
 
-    assert main([]) == 0
+    assert main(["--no-sections"]) == 0
+    out = capsys.readouterr().out
+    for cid in list(CLAIMS) + ["L1", "L4"]:
+        assert re.search(rf"^{cid} ", out, re.M), cid
+    assert "FAIL" not in out
+    assert main(["--full", "--no-sections"]) == 0
     out = capsys.readouterr().out
     for cid in list(CLAIMS) + ["L1", "L4"]:
         assert f"| {cid} |" in out
-    assert "FAIL" not in out
     assert main(["--latex"]) == 0
     assert r"\begin{tabular}" in capsys.readouterr().out
 
@@ -99,9 +104,29 @@ def test_L1_L2_hold_at_random_points(xv, eps):
     assert ind <= xv**2 / eps**2 * (1 + 1e-12) and ind <= xv**4 / eps**4 * (1 + 1e-12)
 
 
-def test_L1_equality_point_is_tight():
-    eps = 0.3
-    assert np.isclose(max(2 * eps - eps, 0), (2 * eps) ** 2 / (4 * eps))
+def _equality_point_is_tight(der) -> bool:
+    """The solved 'equality at' x₀ touches: bound(x₀) = (x₀ − ε)₊, slopes agree there, and the bound is strictly
+    above (x − ε)₊ elsewhere (checked numerically on both sides of x₀ and in the x ≤ ε branch)."""
+    eq, bound = der.results["equality at"], der.results["bound"].rhs
+    if not isinstance(eq, sp.Eq):  # no single real touching point
+        return False
+    x0 = eq.rhs
+    if sp.simplify(bound.subs(x, x0) - (x0 - eps_sym)) != 0 or sp.simplify(sp.diff(bound, x).subs(x, x0) - 1) != 0:
+        return False
+    for e in (0.05, 0.3, 2.0):
+        f = sp.lambdify(x, (bound - sp.Max(x - eps_sym, 0)).subs(eps_sym, e))
+        x0e = float(x0.subs(eps_sym, e))
+        if not (abs(f(x0e)) < 1e-15 and all(f(v) > 0 for v in (0.5 * x0e, 0.99 * x0e, 1.01 * x0e, 3 * x0e, -e))):
+            return False
+    return True
+
+
+def test_L1_derived_equality_point_is_where_the_bound_is_tight():
+    der = lemmas.derive_plus_part()
+    assert der.ok and _equality_point_is_tight(der) and der.results["equality at"].rhs == 2 * eps_sym
+    # x²/(8ε) is no bound (it crosses (x−ε)₊ twice); x²/(2ε) is a bound but never touches: both must fail
+    assert not _equality_point_is_tight(lemmas.derive_plus_part(rhs=x**2 / (8 * eps_sym)))
+    assert not _equality_point_is_tight(lemmas.derive_plus_part(rhs=x**2 / (2 * eps_sym)))
 
 
 @FAST
