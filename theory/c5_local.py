@@ -29,7 +29,7 @@ from scipy.optimize import brentq
 
 from . import bounds
 from . import symbols as sy
-from .c5_symbolic import assembled, delay_term, log_G_derivative
+from .c5_symbolic import delay_term, log_G_derivative
 
 #: constants shared by every regime (η-independent c_G/G is left out: c_G = 0)
 BASE = {"K": 1e4, "d": 8.0, "eps": 0.05, "dJ": 1.0, "C": 1.0, "L": 1.0}
@@ -185,5 +185,5 @@ def summary(tol: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["BASE", "G_RANGE", "RATIOS", "REGIMES", "TARGET", "assembled", "c5_exponent_range", "local_exponent_at",
+__all__ = ["BASE", "G_RANGE", "RATIOS", "REGIMES", "TARGET", "c5_exponent_range", "local_exponent_at",
            "local_exponent_curve", "regime_params", "summary", "tuned_bound_slope"]

@@ -1,4 +1,8 @@
-"""C5 — the assembled bound and step-size tuning: GMC's delay term ∝ G^{−2/5}.
+"""C5 — the assembled bound and step-size tuning: GMC's delay term ∝ G^{−2/5} (docs/THEORY.md §3 C5).
+
+The closed forms live in :mod:`theory.c5_symbolic` (re-exported here); this module adds the numeric fits
+and the derivation. A single fitted slope over G averages a G-dependent local exponent: the exact curve
+``e(G) = d log B*/d log G`` and the G range where it is within 0.05 of −2/5 are in :mod:`theory.c5_local`.
 
 For L-smooth J and ascent θ_{k+1} = θ_k + ηĝ_k (constants c_B, c_G as in docs/THEORY.md):
 
