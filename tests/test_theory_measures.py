@@ -11,6 +11,8 @@ import mpmath
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
 from theory import bounds, c5_local, c5_tuning, c7_decomposition as dec, c7_large_group as c7
@@ -290,3 +292,21 @@ def test_c5_figure_saves_png_and_sidecar(tmp_path):
     assert len(res.evidence) == 3 and {e.verdict for e in res.evidence} == {"reported"}
     dd = [e for e in res.evidence if e.point.startswith("delay")][0]
     assert 1e3 < dd.measured < 2e3
+
+
+_ALPHABET = "ab G2-−/^_{}()[] εσρ̄‖²⁴₊·,;:&%$#~\\"
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(st.text(alphabet=_ALPHABET, max_size=30))
+def test_tex_text_never_escapes_carets_and_balances_braces(s):
+    from theory.notation import tex_text
+
+    out = tex_text(s)
+    assert r"\^{}" not in out
+    unescaped = re.sub(r"\\[{}$%#&_]", "", out)
+    depth = 0
+    for ch in unescaped:
+        depth += (ch == "{") - (ch == "}")
+        assert depth >= 0, (s, out)
+    assert depth == 0 and "$" not in unescaped, (s, out)

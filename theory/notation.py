@@ -54,6 +54,8 @@ _MATH = {
 }
 _TEXT = {"−": "-", "–": "--", "&": r"\&", "%": r"\%", "#": r"\#", "{": r"\{", "}": r"\}", "$": r"\$",
          "~": r"\textasciitilde{}", "\\": r"\textbackslash{}", "^": r"\textasciicircum{}", "_": r"\_"}
+_MATH_ESC = {"{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$", "\\": r"\backslash ",
+             "~": r"\sim "}
 _SUP = dict(zip("⁻⁺⁰¹²³⁴⁵⁶⁷⁸⁹", "-+0123456789"))
 _SUB = dict(zip("₋₊₀₁₂₃₄₅₆₇₈₉", "-+0123456789"))
 _SCRIPT_TOKEN = re.compile(r"[-−+]?[0-9]+(?:/[0-9]+)?|[-−+]?[A-Za-z]+|[-−+]?[^\s,;:()\[\]{}]")
@@ -97,8 +99,7 @@ def _math(s: str) -> str:
             i = j
             continue
         m = _MATH.get(ch)
-        out.append(m + (" " if m[-1].isalpha() else "") if m else {"{": r"\{", "}": r"\}", "&": r"\&",
-                                                                     "%": r"\%", "#": r"\#", "$": r"\$"}.get(ch, ch))
+        out.append(m + (" " if m[-1].isalpha() else "") if m else _MATH_ESC.get(ch, ch))
         i += 1
     return "".join(out).strip()
 
