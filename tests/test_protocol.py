@@ -1,0 +1,287 @@
+"""simulate/protocol: the pre-registered C5/C9 protocol — data file, instances, metrics, verdict logic, end to end."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulate import delays as dl
+from simulate import instances as tab
+from simulate import verdicts as vd
+from simulate.protocol import INSTANCES, from_mdp, get_instance, load_protocol, run_c9, run_protocol
+from simulate.protocol.c5 import c5_instance
+from simulate.protocol.c9 import c9_instance
+from simulate.protocol.cells import run_metrics
+from simulate.protocol.instances import TrainingInstance
+from simulate.protocol.spec import DEFAULT_PATH
+from simulate.training import TrainConfig, run_training
+
+TINY = """
+name = "tiny"
+registered = "2026-12-03"
+instances = ["count-frac"]
+estimators = ["onpolicy", "is", "tis", "tic", "gmc"]
+eps_estimators = ["tis", "tic", "gmc"]
+delays = [0, 2]
+eps = [0.2]
+G = [4, 8]
+budget = 64
+n_prompts = 1
+tune_seeds = [0, 1]
+eval_seeds = [100, 101, 102]
+eta_log2 = [1.0, 2.0]
+eta_log2_token = [5.0, 6.0]
+eta_step_log2 = 0.5
+max_widen = 2
+window_delta = 0.02
+metric = "nauc"
+collapse_drop = 0.5
+neighbour_step_log2 = 0.5
+margin = 0.02
+alpha = 0.05
+failure_p0 = 0.1
+local_chi2 = 1.0
+min_fraction = 0.75
+[primary]
+eps = 0.2
+G = 4
+d = 2
+[c5]
+steps = 8
+estimators = ["gmc", "tic"]
+G = [4, 8]
+d = 2
+eps = 0.2
+slope_margin = 0.1
+flat_margin = 0.02
+[quick]
+eval_seeds = [100, 101]
+"""
+
+
+# ----------------------------------------------------------------------------- the data file
+@pytest.mark.parametrize("quick", [False, True])
+def test_committed_protocol_has_disjoint_seeds_and_its_hash(quick):
+    p = load_protocol(quick=quick)
+    assert not set(p.tune_seeds) & set(p.eval_seeds)
+    assert len(p.eval_seeds) >= (8 if quick else 24) and len(p.tune_seeds) >= (4 if quick else 8)
+    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()
+    assert len(p.instances) >= 4 and "feature-loglinear" in p.instances
+    assert set(p.instances) <= set(INSTANCES)
+
+
+def test_protocol_refuses_overlapping_seeds_and_missing_fields(tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text(TINY.replace("eval_seeds = [100, 101, 102]", "eval_seeds = [1, 101, 102]"))
+    with pytest.raises(ValueError, match="disjoint"):
+        load_protocol(f)
+    f.write_text(TINY.replace('metric = "nauc"\n', ""))
+    with pytest.raises(ValueError, match="metric"):
+        load_protocol(f)
+    f.write_text(TINY.replace("budget = 64", "budget = 66"))
+    with pytest.raises(ValueError, match="budget"):
+        load_protocol(f)
+
+
+def test_cells_keep_eps_only_where_it_matters():
+    p = load_protocol()
+    cells = p.cells("count-frac")
+    per = {e: sum(c["estimator"] == e for c in cells) for e in p.estimators}
+    assert per["gmc"] == len(p.delays) * len(p.G) * len(p.eps)
+    assert per["onpolicy"] == len(p.delays) * len(p.G)
+
+
+# ----------------------------------------------------------------------------- instances
+def _paths(inst):
+    for acts in itertools.product(range(inst.V), repeat=inst.T):
+        s, R, states = inst.s0, 0.0, []
+        for t, a in enumerate(acts):
+            states.append(s)
+            if inst.step_reward is not None:
+                R += inst.step_reward[t, s, a]
+            s = inst.next_state[t, s, a]
+        yield acts, states, R + inst.reward[s]
+
+
+@pytest.mark.parametrize("name", list(INSTANCES))
+def test_exact_J_and_J_star_against_path_enumeration(name):
+    inst = get_instance(name)
+    w = np.random.default_rng(1).normal(0, 0.7, inst.n_params)
+    logp = tab.log_policy(inst.logits(w))
+    J_enum, best = 0.0, -np.inf
+    for acts, states, R in _paths(inst):
+        J_enum += np.exp(sum(logp[t, s, a] for t, (s, a) in enumerate(zip(states, acts)))) * R
+        best = max(best, R)
+    J, _ = inst.exact_J_grad(w)
+    assert J == pytest.approx(J_enum, rel=1e-12)
+    assert inst.J_star == pytest.approx(best, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["feature-loglinear", "prev-random-1"])
+def test_exact_gradient_against_finite_differences(name):
+    inst = get_instance(name)
+    w = np.random.default_rng(2).normal(0, 0.5, inst.n_params)
+    _, g = inst.exact_J_grad(w)
+    h = 1e-6
+    for j in np.random.default_rng(3).choice(inst.n_params, 6, replace=False):
+        e = np.zeros_like(w)
+        e[j] = h
+        fd = (inst.exact_J_grad(w + e)[0] - inst.exact_J_grad(w - e)[0]) / (2 * h)
+        assert g[j] == pytest.approx(fd, abs=1e-8)
+
+
+def test_feature_policy_with_identity_features_is_the_tabular_learner():
+    """Two implementations that must agree: θ = Φw with Φ = I runs exactly like the tabular kernel."""
+    base = get_instance("prev-random-2")
+    eye = TrainingInstance("eye", "identity features", base.next_state, base.reward, base.s0,
+                           step_reward=base.step_reward, features=np.eye(base.T * base.S * base.V))
+    for est in ("gmc", "grpo"):
+        cfg = TrainConfig(estimator=est, G=4, eta=4.0, steps=30, delay=dl.fixed(2), seed=7, init_scale=0.3)
+        a = run_training(cfg.replace(instance=base))
+        b = run_training(cfg.replace(instance=eye))
+        np.testing.assert_array_equal(a.J, b.J)
+        np.testing.assert_allclose(a.grad_norm2, b.grad_norm2, rtol=1e-12)
+
+
+def test_shared_features_move_unvisited_states():
+    """The feature instance's point: an update driven by one state changes the policy in others."""
+    inst = get_instance("feature-loglinear")
+    w = np.zeros(inst.n_params)
+    _, g = inst.exact_J_grad(w)
+    th0, th1 = inst.logits(w), inst.logits(w + g)
+    moved = np.abs(th1 - th0).reshape(inst.T, inst.S, inst.V).max(axis=(0, 2))
+    assert np.all(moved > 0)  # every state, including ones whose own reward row is small
+
+
+def test_bernoulli_instance_trains_and_differs_from_the_deterministic_one():
+    det, ber = get_instance("count-frac"), get_instance("count-frac-bernoulli")
+    cfg = TrainConfig(estimator="gmc", G=8, eta=8.0, steps=40, seed=3)
+    a, b = run_training(cfg.replace(instance=det)), run_training(cfg.replace(instance=ber))
+    assert a.J[0] == b.J[0] and not np.array_equal(a.J, b.J)
+    assert np.all(np.isfinite(b.J)) and b.J[-1] > b.J[0]
+
+
+def test_instance_validation_names_the_field():
+    base = get_instance("prev-random-1")
+    with pytest.raises(ValueError, match="step_reward"):
+        TrainingInstance("x", "", base.next_state, base.reward, base.s0, step_reward=-base.step_reward)
+    with pytest.raises(ValueError, match="features"):
+        TrainingInstance("x", "", base.next_state, base.reward, base.s0, features=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="instance must be one of"):
+        get_instance("nope")
+    with pytest.raises(ValueError, match="TabularMDP"):
+        from_mdp(42)
+
+
+# ----------------------------------------------------------------------------- per-run metrics
+def _result(J, diverged_at=None):
+    J = np.asarray(J, dtype=float)
+    K = J.size - 1
+    return types.SimpleNamespace(J=J, diverged=diverged_at is not None, chi2=np.full(K, 0.5),
+                                 zero_grad=np.r_[np.ones(K // 2), np.zeros(K - K // 2)])
+
+
+def test_run_metrics_area_collapse_and_divergence():
+    m = run_metrics(_result([0.0, 0.5, 1.0, 1.0, 1.0]), J_star=1.0, collapse_drop=0.5)
+    assert m["nauc"] == pytest.approx(0.7) and m["final_nJ"] == 1.0 and not m["failed"]
+    assert m["zero_frac"] == pytest.approx(0.5) and m["chi2_med"] == 0.5
+    m = run_metrics(_result([0.0, 0.9, 0.3, 0.3]), J_star=1.0, collapse_drop=0.5)
+    assert m["collapsed"] and m["failed"] and not m["diverged"]
+    m = run_metrics(_result([0.0, 0.8, np.nan, np.nan], diverged_at=2), J_star=1.0, collapse_drop=0.5)
+    assert m["diverged"] and m["nauc"] == pytest.approx(0.2) and m["final_nJ"] == 0.0
+    with pytest.raises(ValueError, match="normalise"):
+        run_metrics(_result([1.0, 1.0]), J_star=1.0, collapse_drop=0.5)
+
+
+# ----------------------------------------------------------------------------- verdict logic on synthetic tables
+def _table(nauc: dict, failed: dict | None = None, chi2=0.1, seeds=range(24), G=8, eps=0.2):
+    rows = []
+    rng = np.random.default_rng(0)
+    for (e, d), mean in nauc.items():
+        noise = rng.normal(0, 0.01, len(seeds))
+        for s, z in zip(seeds, noise):
+            f = (failed or {}).get((e, d), 0.0) > (s % 10) / 10
+            for kind in ("tuned", "neighbour"):
+                rows.append(dict(phase="eval", eta_kind=kind, instance="toy", estimator=e, d=d, eps=eps, G=G,
+                                 seed=s, nauc=mean + z, failed=bool(f), chi2_med=chi2))
+    return pd.DataFrame(rows)
+
+
+def test_c9_clear_win_and_clear_loss():
+    p = load_protocol()
+    d = p.primary["d"]
+    good = {("onpolicy", 0): 0.9, ("onpolicy", d): 0.6, ("tic", 0): 0.9, ("tic", d): 0.7, ("tis", 0): 0.9,
+            ("tis", d): 0.7, ("gmc", 0): 0.9, ("gmc", d): 0.88, ("is", 0): 0.9, ("is", d): 0.5}
+    comp, sub = c9_instance(_table(good, failed={("is", d): 0.5}), p)
+    v = dict(zip(sub.subclaim, sub.verdict))
+    assert v == {"onpolicy-degrades": "holds", "tic-degrades": "holds", "tis-degrades": "holds",
+                 "gmc-best-or-tied": "holds", "is-unstable": "holds", "gmc-stable": "holds"}
+    assert "gmc − is" not in " ".join(comp.name)  # is fails half its runs: not among the stable rivals
+    bad = dict(good)
+    bad[("gmc", d)] = 0.5
+    bad[("onpolicy", d)] = 0.9
+    _, sub = c9_instance(_table(bad, failed={("gmc", d): 0.5}), p)
+    v = dict(zip(sub.subclaim, sub.verdict))
+    assert v["gmc-best-or-tied"] == "refuted" and v["onpolicy-degrades"] == "refuted" and v["gmc-stable"] == "refuted"
+    assert v["is-unstable"] == "refuted"
+
+
+def test_c9_interval_crossing_the_margin_is_inconclusive():
+    p = load_protocol()
+    d = p.primary["d"]
+    t = _table({("tic", 0): 0.9, ("tic", d): 0.88})  # Δ = 0.02 = δ: the interval straddles the margin
+    comp, sub = c9_instance(t, p)
+    assert dict(zip(sub.subclaim, sub.verdict))["tic-degrades"] == "inconclusive"
+
+
+def test_c5_premise_failure_is_out_of_scope_never_refuted():
+    p = load_protocol()
+    c = p.c5
+    nauc = {}
+    for G in c["G"]:
+        for e in c["estimators"]:
+            nauc[(e, 0, G)] = 0.9
+            nauc[(e, c["d"], G)] = 0.1  # a huge delay cost that does not fall with G at all
+    rows = []
+    for (e, d, G), m in nauc.items():
+        rows.append(_table({(e, d): m}, chi2=25.0, G=G, eps=c["eps"]))
+    t = pd.concat(rows)
+    res = c5_instance(t, None, p)
+    assert res["verdict"] == vd.OUT_OF_SCOPE and not res["in_scope"]
+    assert res["chi2_median"] == pytest.approx(25.0) and "χ²" in res["reason"]
+
+
+# ----------------------------------------------------------------------------- end to end
+def test_user_instance_runs_through_the_quick_protocol(tmp_path):
+    f = tmp_path / "tiny.toml"
+    f.write_text(TINY)
+    mdp = tab.token_mdp(3, 3, state="prev", reward="sum_mod", m=3)
+    frame, verdicts = run_c9(instance=mdp, protocol=f, quick=True, progress=False)
+    assert set(frame.instance) == {mdp.name}
+    ev = frame[frame.phase == "eval"]
+    assert set(ev.seed) == {100, 101} and not set(ev.seed) & {0, 1}  # held-out seeds only
+    assert set(frame[frame.phase == "tune"].seed) == {0, 1}
+    assert len(verdicts) and all(vd.is_verdict(v) for v in verdicts.verdict)
+
+
+def test_registered_instance_goes_through_the_cache_and_resumes(tmp_path):
+    f = tmp_path / "tiny.toml"
+    f.write_text(TINY)
+    a = run_protocol(f, quick=True, root=tmp_path / "cells", progress=False)
+    b = run_protocol(f, quick=True, root=tmp_path / "cells", progress=False)
+    pd.testing.assert_frame_equal(a.table, b.table)
+    assert a.c5["verdict"] in vd.VERDICTS and a.c9["verdict"] in vd.VERDICTS
+
+
+def test_training_kernel_uses_the_feature_chain_rule():
+    """The kernel's exact ‖∇_w J‖² along a feature-policy run equals Φᵀ∇_θJ from the NumPy DP."""
+    inst = get_instance("feature-loglinear")
+    r = run_training(TrainConfig(instance=inst, estimator="gmc", G=4, eta=2.0, steps=5, seed=1, init_scale=0.4))
+    w0 = TrainConfig(seed=1, init_scale=0.4).theta0((inst.n_params,))
+    J, g = inst.exact_J_grad(w0)
+    assert r.J[0] == pytest.approx(J, rel=1e-12)
+    assert r.grad_norm2[0] == pytest.approx(float(g @ g), rel=1e-12)
