@@ -100,6 +100,11 @@ def loose_cap(ell, eps):
     return np.exp(np.minimum(ell, np.log(2 * (1 + eps))))
 
 
+def gmc_cap_off_by_1e6(ell, eps):
+    """Defect: GMC capping at (1+ε)(1+1e-6): w ≤ ρ still, the mean exceeds 1+ε by a relative 1e-6."""
+    return est.gmc(eps * (1 + 1e-6) + 1e-6)(ell)
+
+
 def chunked_gmc(ell, eps):
     """Defect: group mass computed per chunk of 16 (a memory-saving rewrite); wrong for G > 16."""
     ell = np.asarray(ell)
@@ -136,6 +141,7 @@ BROKEN = {
     "naive_linear_gmc": (naive_linear_gmc, "finite"),
     "two_sided_clip": (two_sided_clip, "w_le_rho"),
     "loose_cap": (loose_cap, "mean_le_1_plus_eps"),
+    "gmc_cap_off_by_1e6": (gmc_cap_off_by_1e6, "mean_le_1_plus_eps"),  # the bound is checked sharply (rtol 1e-9)
     "chunked_gmc": (chunked_gmc, "permutation"),
     "mask_ignoring_gmc": (mask_ignoring_gmc, "padding"),
     "batch_flattening_gmc": (batch_flattening_gmc, "batch_shape"),
