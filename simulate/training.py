@@ -462,7 +462,8 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
                 seq = math.exp(ell[n] / T)
                 for t in range(T):
                     raw = seq if code == 11 else math.exp(tok_ell[n, t])
-                    if coef[n, t] * T < raw * (1.0 - 1e-9):
+                    # a zero-advantage token contributes nothing, so it is never "clipped" (verl/TRL count alike)
+                    if adv[n] != 0.0 and coef[n, t] * T < raw * (1.0 - 1e-9):
                         n_cut += 1
             clip_out[k] = n_cut / (N * T)
         else:
