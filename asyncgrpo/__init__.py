@@ -4,8 +4,9 @@ The core package holds what every other part of the project shares: the one
 registry of importance-weight maps (:mod:`asyncgrpo.estimators`) with its three
 backends (NumPy reference, Numba kernels, PyTorch), the group functionals of
 THEORY.md (§1–§3: group mass ρ̄, bias functional 𝔅, removed mass, ESS,
-advantages) and input validation. ``theory/``, ``simulate/`` and ``figures/``
-build on it.
+advantages) and input validation. ``theory/``, ``simulate/``, the sweep engine
+``sweep/`` and ``figures/`` build on it; the core depends on NumPy and Numba (PyTorch
+for the torch backend) and never imports those layers (tests/test_core_imports.py).
 """
 from asyncgrpo.estimators import ESTIMATORS, WeightMap, get, names
 
