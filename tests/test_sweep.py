@@ -222,3 +222,17 @@ def test_dask_worker_killed_mid_sweep_loses_no_cell(tmp_path, dask_client):
     assert lost, "the killed worker held no cell"
     assert (res.table.set_index("cell").loc[sorted(lost), "pid"] != killed["pid"]).all()
     _assert_matches_direct(res.table, s)
+
+
+def test_code_packages_are_the_callers_choice(tmp_path):
+    """The core names no upper layer: the caller says which packages' sources key the cells."""
+    s = _grid(xs=(0.0,))
+    only_core = sw.sweep_version(FN, ("asyncgrpo",))
+    assert only_core.startswith(sw.code_version(("asyncgrpo",)) + "-")  # plus the cell module's own hash
+    assert sw.sweep_version(FN, ("sweep",)) == sw.code_version(("sweep",))  # fn inside the listed package
+    assert sw.sweep_version(FN) != only_core
+    a = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, code_packages=("asyncgrpo",))
+    b = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, code_packages=("asyncgrpo",))
+    assert a.version == only_core and b.computed == () and b.version == a.version
+    c = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, code_packages=("asyncgrpo", "theory"))
+    assert c.computed == (s.cells[0].id,)  # another code version is another key
