@@ -147,9 +147,14 @@ def _weights(name: str, rho: np.ndarray, rhobar: np.ndarray, eps: float) -> np.n
 def _group_estimates(b: Bandit, g: int, coef: np.ndarray, n: np.ndarray) -> np.ndarray:
     """(1/G) Σ_k n_k coef_k(n) (R_k − R̄(n)) s_k per group, shape (groups, K); s_k = e_k − π."""
     pi, _, r = b.arrays()
-    rbar = (n @ r)[:, None] / g
+    rbar = (n * r).sum(axis=1, keepdims=True) / g
     a = n * coef * (r[None, :] - rbar) / g  # (groups, K): Σ over the n_k copies of arm k
     return a - a.sum(axis=1, keepdims=True) * pi[None, :]
+
+
+def _expect(p: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Σ_n p(n)·x(n) by NumPy's pairwise summation, not BLAS: the same bits for any thread count."""
+    return (p.reshape((-1,) + (1,) * (x.ndim - 1)) * x).sum(axis=0)
 
 
 def expectations(b: Bandit, name: str, g: int, eps: float) -> dict:
@@ -160,15 +165,15 @@ def expectations(b: Bandit, name: str, g: int, eps: float) -> dict:
     _, mu, _ = b.arrays()
     rho = b.rho
     n = compositions(g, b.K)
-    logp = gammaln(g + 1) - gammaln(n + 1).sum(axis=1) + n @ np.log(mu)
+    logp = gammaln(g + 1) - gammaln(n + 1).sum(axis=1) + (n * np.log(mu)).sum(axis=1)
     p = np.exp(logp)
-    rhobar = (n @ rho)[:, None] / g
+    rhobar = (n * rho).sum(axis=1, keepdims=True) / g
     w = np.asarray(_weights(name, rho, rhobar, eps), dtype=float)
     rho_b = np.broadcast_to(rho, w.shape)
-    e_w = p @ _group_estimates(b, g, w, n)
-    e_is = p @ _group_estimates(b, g, rho_b, n)
-    e_diff = p @ _group_estimates(b, g, w - rho_b, n)
-    removed = float(p @ ((n * (rho_b - w)).sum(axis=1) / g))
+    e_w = _expect(p, _group_estimates(b, g, w, n))
+    e_is = _expect(p, _group_estimates(b, g, rho_b, n))
+    e_diff = _expect(p, _group_estimates(b, g, w - rho_b, n))
+    removed = float(_expect(p, (n * (rho_b - w)).sum(axis=1) / g))
     return {"E_w": e_w, "E_is": e_is, "E_diff": e_diff, "removed_mass": removed, "total_prob": float(p.sum())}
 
 
