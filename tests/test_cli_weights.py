@@ -44,3 +44,12 @@ def test_module_entry_point_runs_as_a_subprocess():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert all(name in res.stdout for name in ("onpolicy", "tis", "tic", "gmc", "snis"))
+
+
+def test_weights_command_at_the_edge_of_the_range(capsys):
+    """ℓ = (−1e4, 0): ρ = (0, 1) to float64; onpolicy removes ρ̄ − 1 = −0.5, snis has 𝔅 = 0.5."""
+    assert main(["weights", "--estimator", "all", "--log-ratios", "-1e4", "0"]) == 0
+    rows = {l.split()[0]: l.split() for l in capsys.readouterr().out.splitlines() if l.split()[:1]}
+    assert float(rows["onpolicy"][3]) == -0.5 and rows["onpolicy"][4] == "inf"  # 𝔅 ≈ e^1e4/2: past float64
+    assert float(rows["snis"][3]) == -0.5 and float(rows["snis"][4]) == 0.5
+    assert all(float(rows[n][3]) == 0.0 for n in ("is", "tis", "tic", "gmc"))
