@@ -5,6 +5,7 @@ minimises 𝔅 (C2). Each deliberately broken map below has exactly one defect, 
 refute that property and no other.
 """
 import functools
+import json
 import subprocess
 import sys
 
@@ -187,6 +188,14 @@ def test_padded_groups_hold_each_group_at_its_mask(x):
         np.testing.assert_array_equal(ell[r, mask[r]], g)
 
 
+def test_eps_drawn_by_hypothesis():
+    report = check_weight_map(registry_map("gmc"), eps=None, max_examples=15)
+    assert report.eps is None and report.is_member and report.refuted == []
+    assert report["c2_minimiser"].verdict == HOLDS
+    row = check_weight_map(two_sided_clip, eps=None, max_examples=15)["w_le_rho"]
+    assert row.verdict == REFUTED and row.counterexample["eps"] > 0
+
+
 def test_check_weight_map_rejects_bad_arguments():
     with pytest.raises(ValueError, match="callable"):
         check_weight_map(3.0)
@@ -204,6 +213,9 @@ def test_cli_exit_status_and_table(capsys):
     assert main(["tests.test_check:sum_cap", "--max-examples", "20"]) == 0  # a member, though not the minimiser
     out = capsys.readouterr().out
     assert "member but not the minimiser, excess B =" in out
+    assert main(["registry:snis", "--max-examples", "5", "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert rows["w_le_rho"]["verdict"] == "refuted" and rows["c2_minimiser"]["verdict"] == "out of scope"
 
 
 def test_cli_clear_errors_for_unknown_module_or_non_callable(capsys):

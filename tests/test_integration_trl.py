@@ -64,8 +64,9 @@ def test_trains_tiny_qwen3_on_stale_rollouts_with_groups_intact(tmp_path):
         assert blocks[:, 0].unique().numel() == 2
 
 
-def test_loss_and_gradient_equal_policy_loss_on_a_fixed_batch(tmp_path):
-    tr = _trainer(tmp_path, max_steps=1)
+@pytest.mark.parametrize("loss_agg_mode", [None, "seq-mean-token-mean"])
+def test_loss_and_gradient_equal_policy_loss_on_a_fixed_batch(tmp_path, loss_agg_mode):
+    tr = _trainer(tmp_path, max_steps=1, loss_agg_mode=loss_agg_mode)
     model = tr.model
     gen = torch.Generator().manual_seed(1)
     n_groups, P, T = 2, 3, 5
@@ -103,7 +104,8 @@ def test_loss_and_gradient_equal_policy_loss_on_a_fixed_batch(tmp_path):
 
     logits = model(input_ids=ids, attention_mask=am).logits[:, P - 1:-1].float()
     logp = torch.log_softmax(logits, -1).gather(-1, completion_ids[..., None]).squeeze(-1)
-    ref = policy_loss("gmc", logp, old, adv, completion_mask.bool(), eps=0.2, group_size=G)
+    kw = {} if loss_agg_mode is None else {"loss_agg_mode": loss_agg_mode}
+    ref = policy_loss("gmc", logp, old, adv, completion_mask.bool(), eps=0.2, group_size=G, **kw)
     ref_grads = torch.autograd.grad(ref, [p for p in model.parameters() if p.requires_grad])
 
     assert tr.args.gradient_accumulation_steps == 1
