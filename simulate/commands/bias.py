@@ -34,20 +34,20 @@ def _list(convert, option: str, what: str):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--instance", default="token-mdp", choices=sorted(mc.INSTANCES), help="synthetic instance (default token-mdp)")
-    p.add_argument("--estimators", default="gmc,tic,tis", help=f"comma list or 'all' (default gmc,tic,tis; known: {', '.join(est.ESTIMATORS)})")
-    p.add_argument("--eps", type=_list(float, "--eps", "thresholds ε > 0"), default=[0.2], help="comma list of ε > 0 (default 0.2)")
-    p.add_argument("--G", type=_list(int, "--G", "group sizes G >= 1"), default=[4, 16, 64], help="comma list of group sizes (default 4,16,64)")
-    p.add_argument("--delay", type=_list(int, "--delay", "delays d >= 0"), default=[0, 2, 8], help="comma list of delays d >= 0 (default 0,2,8)")
-    p.add_argument("--n-groups", type=int, default=20_000, help="groups per (G, d) (default 20000)")
-    p.add_argument("--eta", type=float, default=None, help="step size η of the staleness pair (default: the instance's, bandit 0.15, token-mdp 0.1)")
-    p.add_argument("--direction", default="grad", choices=("grad", "random"), help="direction u of θ − dηu (default grad)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    p.add_argument("--tail", default="fourth", choices=("fourth", "second"), help="tail inequality of theory's C4 bounds (default fourth)")
+    p.add_argument("--instance", default="token-mdp", choices=sorted(mc.INSTANCES), help="synthetic instance")
+    p.add_argument("--estimators", default="gmc,tic,tis", help=f"comma list or 'all' (known: {', '.join(est.ESTIMATORS)})")
+    p.add_argument("--eps", type=_list(float, "--eps", "thresholds ε > 0"), default="0.2", help="comma list of ε > 0")
+    p.add_argument("--G", type=_list(int, "--G", "group sizes G >= 1"), default="4,16,64", help="comma list of group sizes G >= 1")
+    p.add_argument("--delay", type=_list(int, "--delay", "delays d >= 0"), default="0,2,8", help="comma list of delays d >= 0")
+    p.add_argument("--n-groups", type=int, default=20_000, help="groups per (G, d)")
+    p.add_argument("--eta", type=float, default=None, help="step size η of the staleness pair (None: the instance's, bandit 0.15, token-mdp 0.1)")
+    p.add_argument("--direction", default="grad", choices=("grad", "random"), help="direction u of θ − dηu")
+    p.add_argument("--seed", type=int, default=0, help="seed")
+    p.add_argument("--tail", default="fourth", choices=("fourth", "second"), help="tail inequality of theory's C4 bounds")
     p.add_argument("--quantities", default=DEFAULT_QUANTITIES,
-                   help=f"comma list of quantities to print, or 'all'; the CSV always has all (default {DEFAULT_QUANTITIES})")
-    p.add_argument("--no-exact", action="store_true", help="skip exact expectations (default: compute them where a method applies)")
-    p.add_argument("--out", default=None, help="also write the full tidy table to this CSV file (default: none)")
+                   help="comma list of quantities to print, or 'all'; the CSV always has all")
+    p.add_argument("--no-exact", action="store_true", help="skip exact expectations (otherwise computed where a method applies)")
+    p.add_argument("--out", default=None, help="also write the full tidy table to this CSV file")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -203,7 +203,7 @@ def _per_trajectory(mdp, theta, theta_mu, name, eps, G, atoms):
         lm = ins.log_policy(mdp.check_theta(theta_mu, "theta_mu"))
         pi, mu = np.exp(lp), np.exp(lm)
         q = pi if name == "is" else mu  # μ·f(ρ) per step: ρ·μ = π, 1·μ = μ
-        ER = float(ins._backward(mdp, mu, mdp.reward)[0][0, mdp.s0])
+        ER = ins.exact_J(mdp, theta_mu)
         fRs = ins.expected_score(mdp, q, mdp.reward, pi)
         fs = ins.expected_score(mdp, q, np.ones(mdp.S), pi)
         out = dict(grad=(1.0 - 1.0 / G) * (fRs - ER * fs))
@@ -287,15 +287,36 @@ def exact_second_moment_S(mdp, theta, theta_mu, G: int) -> float:
     lm = ins.log_policy(mdp.check_theta(theta_mu, "theta_mu"))
     pi, mu = np.exp(lp), np.exp(lm)
     g = 1.0 - 2.0 * pi + (pi * pi).sum(-1, keepdims=True)
-    d = ins._forward(mdp, pi)
+    d = _state_dist(mdp, pi)
 
     def e_pi_f_s2(f):
-        _, Q = ins._backward(mdp, pi, f)
-        return float((d[:-1, :, None] * pi * g * Q).sum())
+        return float((d[:-1, :, None] * pi * g * _terminal_q(mdp, pi, f)).sum())
 
-    Jmu = float(ins._backward(mdp, mu, mdp.reward)[0][0, mdp.s0])
-    Jmu2 = float(ins._backward(mdp, mu, mdp.reward**2)[0][0, mdp.s0])
+    d_mu_T = _state_dist(mdp, mu)[-1]
+    Jmu, Jmu2 = float(d_mu_T @ mdp.reward), float(d_mu_T @ mdp.reward**2)
     a = 1.0 - 1.0 / G
     EY = a * Jmu
     EY2 = ((G - 1) * Jmu2 + (G - 1) * (G - 2) * Jmu**2) / G**2
     return a * a * e_pi_f_s2(mdp.reward**2) - 2 * a * e_pi_f_s2(mdp.reward) * EY + e_pi_f_s2(np.ones(mdp.S)) * EY2
+
+
+# The two recursions S needs beyond the public DP of simulate.instances (which gives J and ∇J only).
+def _state_dist(mdp, q: np.ndarray) -> np.ndarray:
+    """``d_t(s)`` under step weights ``q (T,S,V)``: ``d_0 = δ_{s0}``, ``d_{t+1}(s') = Σ d_t(s) q_t(s,a) 1{next = s'}``; ``(T+1, S)``."""
+    T, S, _ = mdp.theta_shape
+    d = np.zeros((T + 1, S))
+    d[0, mdp.s0] = 1.0
+    for t in range(T):
+        d[t + 1] = np.bincount(mdp.next_state[t].ravel(), weights=(d[t][:, None] * q[t]).ravel(), minlength=S)
+    return d
+
+
+def _terminal_q(mdp, q: np.ndarray, terminal: np.ndarray) -> np.ndarray:
+    """``Q_t(s,a) = V_{t+1}(next(s,a))`` with ``V_T = terminal``, ``V_t(s) = Σ_a q_t(s,a) Q_t(s,a)``; ``(T,S,V)``."""
+    T = mdp.T
+    Q = np.zeros(mdp.theta_shape)
+    v = np.asarray(terminal, dtype=np.float64)
+    for t in range(T - 1, -1, -1):
+        Q[t] = v[mdp.next_state[t]]
+        v = (q[t] * Q[t]).sum(axis=1)
+    return Q

@@ -163,7 +163,7 @@ def bias_table(
         theta_mu = path[-1 - d] if theta_path is not None else ins.stale_pair(mdp, theta, d, eta, direction, seed)
         mom = ins.ratio_moments(mdp, theta, theta_mu)
         S = exact_second_moment_S(mdp, theta, theta_mu, G)
-        J_mu = float(ins._backward(mdp, np.exp(ins.log_policy(theta_mu)), mdp.reward)[0][0, mdp.s0])
+        J_mu = ins.exact_J(mdp, theta_mu)
         g_seed = int(np.random.SeedSequence([seed, G]).generate_state(1)[0])
         res = run_mc(mdp, theta, theta_mu, run_names, eps_vals, G, n_groups, g_seed, n_chunks=n_chunks)
         i_is = res.slots.index(("is", eps_vals[0]))
