@@ -116,6 +116,24 @@ def test_loss_and_gradient_equal_policy_loss_on_a_fixed_batch(tmp_path, loss_agg
     assert tr._metrics["train"]["traj_is/cap_frac"][-1] == pytest.approx(0.5)
 
 
+def test_overflowing_is_weights_raise_instead_of_nan_gradients(tmp_path):
+    tr = _trainer(tmp_path, estimator="is", max_steps=1)
+    N, P, T = 2 * G, 2, 3
+    ids = torch.randint(3, 30, (N, P + T), generator=torch.Generator().manual_seed(0))
+    inputs = {
+        "prompt_ids": ids[:, :P], "prompt_mask": torch.ones(N, P, dtype=torch.long),
+        "completion_ids": ids[:, P:], "completion_mask": torch.ones(N, T, dtype=torch.long),
+        "advantages": torch.linspace(-1, 1, N),
+        "old_per_token_logps": torch.full((N, T), -60.0),  # ℓ_i ≈ 3·60 = 180 > 88.7: exp overflows float32
+        "group_ids": torch.arange(N) // G, "generation_step": torch.zeros(N, dtype=torch.long),
+    }
+    tr.model.train()
+    with pytest.raises(ValueError, match="not finite"):
+        tr.compute_loss(tr.model, inputs)
+    tr.estimator = "gmc"  # the same batch is fine for a capped map
+    assert bool(torch.isfinite(tr.compute_loss(tr.model, inputs)))
+
+
 def test_shuffle_whole_groups_keeps_each_group_together_and_in_order():
     from trl.trainer.utils import shuffle_sequence_dict
 

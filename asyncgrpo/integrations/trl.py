@@ -272,6 +272,13 @@ class AsyncGRPOTrainer(GRPOTrainer):
             self.estimator, logp[order], behaviour[order], adv[order], m,
             eps=self.eps, group_size=G, length_normalize=self.length_normalize, **self._loss_kwargs,
         )
+        if not bool(torch.isfinite(loss.detach())):
+            # only `is` can get here: its ρ_i = exp(ℓ_i) overflows (float32 beyond ℓ ≈ 88.7); a NaN
+            # gradient must not reach the optimizer silently
+            with torch.no_grad():
+                ell_max = float(torch.where(m, logp.detach()[order] - behaviour[order], 0.0).sum(1).max())
+            raise ValueError(f"the {self.estimator!r} loss is not finite (largest log-ratio ℓ_i = {ell_max:.4g}): "
+                             "its weights overflowed; use a capped estimator (gmc, tic, tis)")
         self._log_weight_metrics(mode, logp.detach()[order], behaviour[order], m, inputs.get("generation_step"), G)
         # TRL sets current_gradient_accumulation_steps inside its training loop; outside it (a direct
         # compute_loss call) the configured value is the same number.
