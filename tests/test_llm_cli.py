@@ -149,10 +149,11 @@ def test_figure_quick_saves_png_pdf_and_sidecar(tmp_path):
     meta = json.loads((tmp_path / "fig" / "fig_llm_delay.json").read_text())
     assert meta["seeds"] == [0, 1] and "git_commit" in meta and "d=8" in meta["table"]
     assert meta["protocol_hash"] == proto.content_hash() and meta["verdict"].startswith("quick: not a verdict")
+    assert "c9" not in meta and "protocol" not in meta  # those keys belong to the tabular protocol figure
     assert all(ev["claim"] == "C9" and ev["verdict"] in ("holds", "refuted", "inconclusive", "out of scope")
                for ev in meta["evidence"])
     df = pd.read_csv(tmp_path / "results" / "llm" / "fig_llm_delay_quick" / "results.csv")
-    assert len(df) == 8 and df["final_acc"].between(0, 1).all() and df["auc"].between(0, 1).all()
+    assert len(df) == 6 and df["final_acc"].between(0, 1).all() and df["auc"].between(0, 1).all()
 
 
 def test_local_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path):
