@@ -167,6 +167,18 @@ def test_bad_estimator_and_eps_are_rejected(tmp_path):
         atrl.AsyncGRPOTrainer(estimator="gmc", eps=0.0)
 
 
+def test_behaviour_logps_prefer_the_sampler_and_fill_its_nan_tokens():
+    cur = torch.full((2, 3), -1.0)
+    old = torch.full((2, 3), -2.0)
+    samp = torch.tensor([[-3.0, float("nan"), -3.0], [-3.0, -3.0, -3.0]])
+    assert torch.equal(atrl.behaviour_logps({}, cur), cur)
+    assert torch.equal(atrl.behaviour_logps({"old_per_token_logps": old}, cur), old)
+    out = atrl.behaviour_logps({"old_per_token_logps": old, "sampling_per_token_logps": samp}, cur)
+    assert out.tolist() == [[-3.0, -2.0, -3.0], [-3.0, -3.0, -3.0]]
+    out = atrl.behaviour_logps({"sampling_per_token_logps": samp}, cur)
+    assert out[0, 1] == -1.0  # no old log-probs: the current one, ℓ_t = 0 as TRL does
+
+
 def test_weight_metrics_match_the_functionals():
     ell = torch.tensor([[0.5, 0.4, -0.1, 0.2], [0.0, 0.0, 0.0, 0.0]], dtype=torch.float64).numpy()
     m = atrl.weight_metrics(ell, "gmc", 0.2)

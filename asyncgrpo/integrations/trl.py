@@ -120,6 +120,21 @@ def _batch_len(batch: dict[str, Any]) -> int:
     raise ValueError("batch has no tensor or list with a first (row) dimension")
 
 
+def behaviour_logps(inputs: dict[str, Any], current: torch.Tensor) -> torch.Tensor:
+    """``log μ`` per token: the sampler's, else TRL's ``old_per_token_logps``, else ``current`` (ℓ = 0).
+
+    The sampler's own log-probs (``sampling_per_token_logps``: vLLM, a ``rollout_func``) are the
+    behaviour policy exactly. A token the sampler could not score (NaN) takes the next source in
+    that order, which for the current log-probs means ``ℓ_{i,t} = 0`` — what TRL does with them.
+    """
+    fallback = inputs.get("old_per_token_logps")
+    fallback = current.detach() if fallback is None else fallback
+    sampled = inputs.get("sampling_per_token_logps")
+    if sampled is None:
+        return fallback
+    return torch.where(torch.isnan(sampled), fallback.to(sampled.dtype), sampled)
+
+
 def weight_metrics(ell: np.ndarray, name: str, eps: float) -> dict[str, float]:
     """Diagnostics of one micro-batch's weights, from log-ratios ``ell`` ``[n_groups, G]`` (float64).
 
@@ -256,11 +271,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
             mm_token_type_ids=inputs.get("mm_token_type_ids"),
             image_position_ids=inputs.get("image_position_ids"),
         )
-        behaviour = inputs.get("sampling_per_token_logps")
-        if behaviour is None:
-            behaviour = inputs.get("old_per_token_logps")
-        if behaviour is None:
-            behaviour = logp.detach()  # rollouts on-policy for this step: ℓ_i = 0
+        behaviour = behaviour_logps(inputs, logp.detach())
         if "group_ids" not in inputs:
             raise ValueError("inputs carry no group_ids: they must come from AsyncGRPOTrainer's generation step")
         order = group_order(inputs["group_ids"], G).to(logp.device)
@@ -341,4 +352,4 @@ def tiny_qwen3(seed: int = 0, hidden_size: int = 32, num_hidden_layers: int = 2,
     return model, tok
 
 
-__all__ = ["AsyncGRPOTrainer", "shuffle_whole_groups", "group_order", "weight_metrics", "tiny_qwen3", "METRIC_PREFIX"]
+__all__ = ["AsyncGRPOTrainer", "shuffle_whole_groups", "group_order", "weight_metrics", "behaviour_logps", "tiny_qwen3", "METRIC_PREFIX"]
