@@ -101,6 +101,9 @@ def _mc_series(quick, repeats, budget_s):
     for track in (True, False):
         path = "tracked" if track else "skipped"
         xs, ys, note = _series(Gs, lambda G, rep: per_group(8, 16, G, track)(G, rep), repeats, budget_s)
+        if 16 in xs and 1024 in xs:  # per-token cost is per-group cost / G
+            r = (ys[xs.index(1024)] / 1024) / (ys[xs.index(16)] / 16)
+            note = (note + "; " if note else "") + f"per-token cost G=1024 / G=16 = {r:.2f} (target ≤ 2)"
         rows.append((f"MC ĝ {path}: s/group vs G", "V=8 T=16", xs, ys, _fit(xs, ys), TARGET_K, note))
         xs, ys, note = _series(Ts, lambda T, rep: per_group(8, T, 16, track)(T, rep), repeats, budget_s)
         rows.append((f"MC ĝ {path}: s/group vs T", "V=8 G=16", xs, ys, _fit(xs, ys), TARGET_K, note))
