@@ -9,8 +9,13 @@ The same from a shell: ``python -m asyncgrpo.check mypkg.module:my_map --eps 0.2
 their meaning: :mod:`asyncgrpo.testing.properties`; strategies: :mod:`asyncgrpo.testing.strategies`.
 Needs ``hypothesis`` (the ``test`` extra) and scipy.
 """
-from asyncgrpo.testing import strategies
-from asyncgrpo.testing.properties import (
+try:
+    import hypothesis  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("asyncgrpo.testing needs hypothesis: pip install 'asyncgrpo[test]'") from exc
+
+from asyncgrpo.testing import strategies  # noqa: E402
+from asyncgrpo.testing.properties import (  # noqa: E402
     DESCRIPTIONS,
     HOLDS,
     MEMBERSHIP,
