@@ -117,6 +117,10 @@ def test_limit_messages_name_each_limit():
     ex = mc.exact_expectations(bd, theta, theta_mu, "gmc", 0.2, 64, max_count_states=100)
     assert ex["grad"] is None and ex["sq_norm"] is None
     assert "max_count_states = 100" in ex["reasons"]["grad"] and "MAX_COUNT_STATES" in ex["reasons"]["sq_norm"]
+    # work of the count engine (C(N+G-1, G)·N² = 2145·9 at G = 64)
+    ex = mc.exact_expectations(bd, theta, theta_mu, "gmc", 0.2, 64, max_count_work=1e4)
+    assert ex["grad"] is None and "max_count_work = 1e+04 (MAX_COUNT_WORK)" in ex["reasons"]["grad"]
+    assert mc.exact_expectations(bd, theta, theta_mu, "gmc", 0.2, 64, max_count_work=2e4)["grad"] is not None
     # atoms of the count engine
     ex = mc.exact_expectations(bd, theta, theta_mu, "snis", 0.2, 4, max_atoms=2)
     assert "max_atoms = 2" in ex["reasons"]["grad"] and "MAX_GROUP_ATOMS" in ex["reasons"]["grad"]

@@ -10,6 +10,7 @@ One file per idea:
 """
 from simulate.montecarlo.exact import (
     MAX_COUNT_STATES,
+    MAX_COUNT_WORK,
     MAX_GROUP_ATOMS,
     ExactLimitWarning,
     PathAtoms,
@@ -45,7 +46,7 @@ from simulate.montecarlo.tables import (
 )
 
 __all__ = [
-    "BIAS_QUANTITIES", "EST_QUANTITIES", "GROUP_QUANTITIES", "GRAD_MEMORY_BUDGET", "INSTANCES", "MAX_COUNT_STATES",
+    "BIAS_QUANTITIES", "EST_QUANTITIES", "GROUP_QUANTITIES", "GRAD_MEMORY_BUDGET", "INSTANCES", "MAX_COUNT_STATES", "MAX_COUNT_WORK",
     "MAX_GROUP_ATOMS", "ROUTES", "ExactLimitWarning", "MCResult", "PathAtoms", "Prepared", "available_memory",
     "bias_table", "check_memory", "choose_route", "chunk_seeds", "cut_terms", "decomposition", "exact_by_counts",
     "exact_expectations", "exact_second_moment_S", "exact_table", "format_decomposition", "format_table",

@@ -35,8 +35,10 @@ from simulate.montecarlo.reference import cut_terms, log_weights_batch
 MAX_COUNT_STATES = 4_000_000
 #: Largest number of paths ``N`` for the count engine (it forms the ``N×N`` Gram of the path scores).
 MAX_GROUP_ATOMS = 2048
+#: Largest work ``C(N+G−1, G)·N²`` (multiply-adds of ``E‖ĝ‖² = Σ P·cᵀ Gram c``) of the count engine: ~seconds.
+MAX_COUNT_WORK = 4e9
 _PER_TRAJECTORY = ("onpolicy", "is", "tis", "tic")
-_BLOCK = 1 << 15
+_BLOCK_ENTRIES = 1 << 22
 
 
 class ExactLimitWarning(UserWarning):
@@ -161,7 +163,7 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     r = np.zeros(N, dtype=np.int64)
     r[0] = G
     state = np.array([G, -1, 0], dtype=np.int64)
-    block = np.empty((_BLOCK, N), dtype=np.int64)
+    block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # ~32 MB per (rows, N) temporary
     lgG = gammaln(G + 1)
     while True:
         m = _next_counts_nb(r, state, block)
@@ -219,12 +221,13 @@ def _per_trajectory(mdp, theta, theta_mu, name, eps, G, atoms):
 
 
 def exact_table(mdp, theta, theta_mu, slots, G: int, *, atoms: PathAtoms | None = None, max_paths: int = ins.MAX_ENUM_PATHS,
-                max_count_states: int = MAX_COUNT_STATES, max_atoms: int = MAX_GROUP_ATOMS) -> dict:
+                max_count_states: int = MAX_COUNT_STATES, max_atoms: int = MAX_GROUP_ATOMS,
+                max_count_work: float = MAX_COUNT_WORK) -> dict:
     """Exact ``E ĝ`` (key ``grad``) and the :data:`EST_QUANTITIES` for every slot ``(name, ε)`` at one ``G``.
 
     Returns ``{slot: {"grad", *EST_QUANTITIES, "reasons"}}``: a value is ``None`` when no engine applies
     and ``reasons[key]`` then names the limit (``max_paths`` for path sums, ``max_count_states`` and
-    ``max_atoms`` for the count engine). The paths are enumerated once (or taken from ``atoms``) and
+    ``max_atoms``, ``max_count_work`` for the count engine). The paths are enumerated once (or taken from ``atoms``) and
     the count vectors once for all slots.
     """
     G = check_group_size(G)
@@ -243,6 +246,9 @@ def exact_table(mdp, theta, theta_mu, slots, G: int, *, atoms: PathAtoms | None 
     elif M > max_count_states:
         why_counts = (f"C(N+G-1, G) = {M:.3g} count vectors (N = {N} paths, G = {G}) > max_count_states = "
                       f"{max_count_states} (MAX_COUNT_STATES)")
+    elif M * N * N > max_count_work:
+        why_counts = (f"C(N+G-1, G)·N² = {M * N * N:.3g} multiply-adds (N = {N} paths, G = {G}) > max_count_work = "
+                      f"{max_count_work:.3g} (MAX_COUNT_WORK)")
     else:
         why_counts = None
     if paths_ok and atoms is None and (why_counts is None or any(nm in ("tis", "tic") for nm, _ in slots)):

@@ -53,7 +53,7 @@ def make_instance(name: str, **kwargs) -> ins.TabularMDP:
 
 def _limit_name(reason: str) -> str:
     """The size limit a reason of :func:`~.exact.exact_table` names (its last word in parentheses)."""
-    for name in ("MAX_ENUM_PATHS", "MAX_GROUP_ATOMS", "MAX_COUNT_STATES"):
+    for name in ("MAX_ENUM_PATHS", "MAX_GROUP_ATOMS", "MAX_COUNT_STATES", "MAX_COUNT_WORK"):
         if name in reason:
             return name
     return reason
