@@ -11,6 +11,7 @@ than into the cell outputs; the slider test reads them from there.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -60,7 +61,7 @@ def kernel_name(tmp_path_factory):
 
 def _execute(nb, kernel_name, cwd):
     # cwd: the notebooks' sweep cells write results/cells there, not into the repository
-    client = nbclient.NotebookClient(nb, kernel_name=kernel_name, timeout=300,
+    client = nbclient.NotebookClient(nb, kernel_name=kernel_name, timeout=900,
                                      resources={"metadata": {"path": str(cwd)}})
     client.execute()
     return nb
@@ -80,11 +81,24 @@ def _has_png(outputs) -> bool:
     return any("image/png" in o.get("data", {}) for o in outputs)
 
 
+# Appended to estimator_explorer: move two sliders, then check (next cell: widget messages are handled
+# between cells) that the callback ran once per change and drew the group those settings define.
+_EXPLORER_SLIDER_CELLS = [
+    'n0 = state["n_updates"]\nW_["G"].value = 16\nW_["sigma"].value = 1.5',
+    'assert state["n_updates"] == n0 + 2, state["n_updates"]\n'
+    'assert len(state["ell"]) == 16 and state["sigma"] == 1.5\n'
+    'pd.testing.assert_frame_equal(state["table"], weights_table(draw_group(16, 1.5, DEFAULTS["seed"]), DEFAULTS["eps"])[0])',
+]
+
+
 @pytest.mark.parametrize("name", ["estimator_explorer", "tour"])
 def test_notebook_executes_in_quick_mode(name, kernel_name, tmp_path):
-    nb = _execute(jupytext.read(NB_DIR / f"{name}.py"), kernel_name, tmp_path)
+    nb = jupytext.read(NB_DIR / f"{name}.py")
+    if name == "estimator_explorer" and importlib.util.find_spec("ipywidgets"):
+        nb.cells += [nbformat.v4.new_code_cell(src) for src in _EXPLORER_SLIDER_CELLS]
+    nb = _execute(nb, kernel_name, tmp_path)
     assert not [o for o in _outputs(nb) if o.get("output_type") == "error"]
-    assert _has_png(_outputs(nb)), "the notebook drew no figure"
+    assert _has_png(_outputs(nb) + _widget_outputs(nb)), "the notebook drew no figure"
     if name == "estimator_explorer":
         assert (tmp_path / "results" / "cells").is_dir()
 
