@@ -1,0 +1,259 @@
+"""Exact quantities of a :class:`~simulate.instances.mdp.TabularMDP` by dynamic programming over ``(t, s)``.
+
+``J``, ``∇J`` (forward occupancy × backward values), ``χ²`` and moments of ``ρ = π_θ(τ)/μ(τ)``
+(``ρ^k`` factorises over steps), path enumeration for small instances, and stale behaviour
+policies. The Numba kernels here are the one definition used by the wrappers, the Monte Carlo
+engine and the training simulator (docs/THEORY.md §1).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numba import njit
+
+from simulate.instances.mdp import MAX_ENUM_PATHS, TabularMDP
+
+
+@njit(cache=True)
+def log_softmax_nb(theta, out):
+    """``out[t,s,a] = log π_θ(a|s,t) = θ[t,s,a] − logsumexp_b θ[t,s,b]``; ``θ``, ``out``: ``ndarray(float64, (T,S,V))``.
+
+    Returns ``out``. No randomness.
+    """
+    T, S, V = theta.shape
+    for t in range(T):
+        for s in range(S):
+            m = theta[t, s, 0]
+            for a in range(1, V):
+                if theta[t, s, a] > m:
+                    m = theta[t, s, a]
+            z = 0.0
+            for a in range(V):
+                z += math.exp(theta[t, s, a] - m)
+            lz = m + math.log(z)
+            for a in range(V):
+                out[t, s, a] = theta[t, s, a] - lz
+    return out
+
+
+@njit(cache=True)
+def exact_J_grad_nb(logp, next_state, reward, s0, grad_out):
+    """Exact ``J(θ)`` (returned) and ``∇J(θ)`` (written into ``grad_out``) for a terminal reward:
+    :func:`exact_J_grad_steps_nb` with no per-step reward."""
+    return exact_J_grad_steps_nb(logp, next_state, np.zeros(logp.shape), reward, s0, grad_out)
+
+
+@njit(cache=True)
+def exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad_out):
+    """Exact ``J(θ)`` (returned) and ``∇J(θ)`` (written into ``grad_out``) by forward–backward DP.
+
+    Return ``R(τ) = Σ_t r_t(s_t, a_t) + R_T(s_T)``: ``step_reward (T,S,V)`` is ``r_t`` (zeros for a
+    terminal-only reward), ``reward (S,)`` is ``R_T``; ``logp = log π_θ`` ``(T,S,V)``,
+    ``next_state (T,S,V)`` int, ``grad_out (T,S,V)``.
+    Forward occupancy ``d_0 = δ_{s0}``, ``d_{t+1}(s') = Σ_{s,a: next(s,a)=s'} d_t(s) π(a|s)``;
+    backward ``V_T = R_T``, ``Q_t(s,a) = r_t(s,a) + V_{t+1}(next(s,a))``, ``V_t(s) = Σ_a π(a|s) Q_t(s,a)``;
+    ``∂J/∂θ[t,s,a] = d_t(s) π(a|s) (Q_t(s,a) − V_t(s))`` and ``J = V_0(s_0)``.
+    """
+    T, S, V = logp.shape
+    p = np.zeros((T + 1, S))
+    p[0, s0] = 1.0
+    for t in range(T):
+        for s in range(S):
+            if p[t, s] > 0.0:
+                for a in range(V):
+                    p[t + 1, next_state[t, s, a]] += p[t, s] * math.exp(logp[t, s, a])
+    val = np.empty((T + 1, S))
+    for s in range(S):
+        val[T, s] = reward[s]
+    for t in range(T - 1, -1, -1):
+        for s in range(S):
+            v = 0.0
+            for a in range(V):
+                v += math.exp(logp[t, s, a]) * (step_reward[t, s, a] + val[t + 1, next_state[t, s, a]])
+            val[t, s] = v
+    for t in range(T):
+        for s in range(S):
+            for a in range(V):
+                q = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
+                grad_out[t, s, a] = p[t, s] * math.exp(logp[t, s, a]) * (q - val[t, s])
+    return val[0, s0]
+
+
+@njit(cache=True)
+def chi2_nb(logp, logq, next_state, s0):
+    """``χ²(π‖μ) = E_μ[ρ²] − 1 = Σ_τ π(τ)²/μ(τ) − 1`` by a forward DP (``ρ²`` factorises over steps).
+
+    ``f_0 = δ_{s0}``, ``f_{t+1}(s') = Σ_{s,a: next(s,a)=s'} f_t(s) π(a|s)²/μ(a|s)``, result ``Σ_s f_T(s) − 1``;
+    ``logp = log π``, ``logq = log μ``, both ``(T,S,V)``. Not clipped at 0 (round-off may give −1e−16).
+    """
+    T, S, V = logp.shape
+    f = np.zeros(S)
+    f[s0] = 1.0
+    for t in range(T):
+        g = np.zeros(S)
+        for s in range(S):
+            if f[s] != 0.0:
+                for a in range(V):
+                    g[next_state[t, s, a]] += f[s] * math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
+        f = g
+    return f.sum() - 1.0
+
+
+def log_policy(theta) -> np.ndarray:
+    """``log π_θ(a|s, t) = θ[t,s,a] − logsumexp_b θ[t,s,b]`` over the last axis (:func:`log_softmax_nb`)."""
+    th = np.asarray(theta, dtype=np.float64)
+    if th.ndim == 0:
+        raise ValueError("theta must have at least one axis (the actions)")
+    flat = np.ascontiguousarray(th.reshape(1, -1, th.shape[-1]))
+    return log_softmax_nb(flat, np.empty_like(flat)).reshape(th.shape)
+
+
+def _forward(mdp: TabularMDP, q: np.ndarray) -> np.ndarray:
+    """``d_{t}(s) = Σ_{s',a} d_{t-1}(s') q[t-1,s',a] 1{next(s',a)=s}``, ``d_0 = δ_{s0}``; shape ``(T+1, S)``."""
+    T, S, _ = mdp.theta_shape
+    d = np.zeros((T + 1, S))
+    d[0, mdp.s0] = 1.0
+    for t in range(T):
+        d[t + 1] = np.bincount(mdp.next_state[t].ravel(), weights=(d[t][:, None] * q[t]).ravel(), minlength=S)
+    return d
+
+
+def _backward(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray):
+    """``V_T = terminal``, ``Q_t(s,a) = V_{t+1}(next(s,a))``, ``V_t(s) = Σ_a q[t,s,a] Q_t(s,a)``."""
+    T, S, _ = mdp.theta_shape
+    Vv = np.zeros((T + 1, S))
+    Q = np.zeros(mdp.theta_shape)
+    Vv[T] = terminal
+    for t in range(T - 1, -1, -1):
+        Q[t] = Vv[t + 1][mdp.next_state[t]]
+        Vv[t] = (q[t] * Q[t]).sum(axis=1)
+    return Vv, Q
+
+
+def exact_J_grad(mdp: TabularMDP, theta) -> tuple[float, np.ndarray]:
+    """``(J(θ), ∇J(θ))`` by forward–backward DP (:func:`exact_J_grad_nb`); ``∇J`` has shape ``theta_shape``."""
+    th = np.ascontiguousarray(mdp.check_theta(theta))
+    grad = np.empty_like(th)
+    J = exact_J_grad_nb(log_softmax_nb(th, np.empty_like(th)), mdp.next_state, mdp.reward, mdp.s0, grad)
+    return float(J), grad
+
+
+def exact_J(mdp: TabularMDP, theta) -> float:
+    """``J(θ) = E_{τ∼π_θ} R(τ) = V_0(s_0)`` by DP (:func:`exact_J_grad_nb`)."""
+    return exact_J_grad(mdp, theta)[0]
+
+
+def expected_score(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """``Σ_τ Π_t q(a_t|s_t) · f(s_T) · s_θ(τ)`` with ``s_θ`` the score of the softmax policy ``pi``.
+
+    ``q`` are step weights ``(T,S,V)`` (a policy, or ``π^k μ^{1−k}`` for moments), ``f = terminal``
+    ``(S,)``. Row ``(t,s)`` of the score is ``e_a − π(·|s)``, so the result is
+    ``d_t(s) q(a|s) Q_t(s,a) − d_t(s) V_t(s) π(a|s)``. With ``q = π_θ``, ``f = R`` it is ``∇J(θ)``.
+    """
+    d = _forward(mdp, q)
+    Vv, Q = _backward(mdp, q, terminal)
+    return d[:-1, :, None] * (q * Q - Vv[:-1, :, None] * pi)
+
+
+def exact_grad_J(mdp: TabularMDP, theta) -> np.ndarray:
+    """``∇J(θ)[t,s,a] = d_t(s) π_θ(a|s) (Q_t(s,a) − V_t(s))``, shape ``theta_shape`` (:func:`exact_J_grad_nb`)."""
+    return exact_J_grad(mdp, theta)[1]
+
+
+def ratio_moment(mdp: TabularMDP, theta, theta_mu, k: float) -> float:
+    """``E_μ[ρ^k] = Σ_τ Π_t π_θ(a_t|s_t)^k μ(a_t|s_t)^{1−k}`` by DP (``ρ^k`` factorises over steps)."""
+    lp = log_policy(mdp.check_theta(theta))
+    lm = log_policy(mdp.check_theta(theta_mu, "theta_mu"))
+    Vv, _ = _backward(mdp, np.exp(k * lp + (1.0 - k) * lm), np.ones(mdp.S))
+    return float(Vv[0, mdp.s0])
+
+
+def chi2(mdp: TabularMDP, theta, theta_mu) -> float:
+    """``χ²(π_θ‖μ) = E_μ[ρ²] − 1 = Var_μ ρ`` by DP (:func:`chi2_nb`), clipped at 0 against round-off."""
+    lp = log_policy(mdp.check_theta(theta))
+    lm = log_policy(mdp.check_theta(theta_mu, "theta_mu"))
+    return max(float(chi2_nb(lp, lm, mdp.next_state, mdp.s0)), 0.0)
+
+
+def enumerate_paths(mdp: TabularMDP, max_paths: int = MAX_ENUM_PATHS):
+    """All ``V^T`` token sequences: ``(actions (N,T) int64, states (N,T) int64, final_state (N,))``.
+
+    ``states[:, t] = s_t`` (the state in which ``a_t`` is chosen). Raises ValueError past ``max_paths``.
+    """
+    N = mdp.V**mdp.T
+    if N > max_paths:
+        raise ValueError(f"enumeration needs V^T <= {max_paths} paths, got V^T = {mdp.V}^{mdp.T} = {N}")
+    actions = np.array(list(itertools.product(range(mdp.V), repeat=mdp.T)), dtype=np.int64).reshape(N, mdp.T)
+    states = np.empty_like(actions)
+    s = np.full(N, mdp.s0, dtype=np.int64)
+    for t in range(mdp.T):
+        states[:, t] = s
+        s = mdp.next_state[t, s, actions[:, t]]
+    return actions, states, s
+
+
+def _path_log_prob(logp: np.ndarray, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    t = np.arange(actions.shape[1])
+    return logp[t[None, :], states, actions].sum(axis=1)
+
+
+def ratio_moments(mdp: TabularMDP, theta, theta_mu, method: str = "auto") -> dict:
+    """Moments of ``ρ`` under ``μ`` used by theory/'s bounds (THEORY C4).
+
+    Returns ``dict(sigma2, mu4, m_tic)`` with ``σ² = Var_μ ρ = χ²``, ``μ₄ = E_μ(ρ−1)⁴`` and
+    ``m_tic = E_μ[ρ(ρ−1)⁴]``. ``method="enum"`` sums over all ``V^T`` paths directly (no
+    cancellation); ``"dp"`` expands the powers, ``μ₄ = E ρ⁴ − 4Eρ³ + 6Eρ² − 3`` and
+    ``m_tic = E ρ⁵ − 4Eρ⁴ + 6Eρ³ − 4Eρ² + 1`` (using ``E_μ ρ = 1``), each ``E ρ^k`` by DP;
+    ``"auto"`` enumerates when ``V^T ≤ 2^16``.
+    """
+    if method not in ("auto", "enum", "dp"):
+        raise ValueError(f"method must be 'auto', 'enum' or 'dp', got {method!r}")
+    if method == "auto":
+        method = "enum" if mdp.V**mdp.T <= (1 << 16) else "dp"
+    if method == "enum":
+        lp = log_policy(mdp.check_theta(theta))
+        lm = log_policy(mdp.check_theta(theta_mu, "theta_mu"))
+        actions, states, _ = enumerate_paths(mdp)
+        log_mu = _path_log_prob(lm, states, actions)
+        rho = np.exp(_path_log_prob(lp, states, actions) - log_mu)
+        mu = np.exp(log_mu)
+        x = rho - 1.0
+        return dict(
+            sigma2=float(np.sum(mu * x * x)),
+            mu4=float(np.sum(mu * x**4)),
+            m_tic=float(np.sum(mu * rho * x**4)),
+        )
+    e = {k: ratio_moment(mdp, theta, theta_mu, float(k)) for k in (2, 3, 4, 5)}
+    return dict(
+        sigma2=max(e[2] - 1.0, 0.0),
+        mu4=max(e[4] - 4 * e[3] + 6 * e[2] - 3.0, 0.0),
+        m_tic=max(e[5] - 4 * e[4] + 6 * e[3] - 4 * e[2] + 1.0, 0.0),
+    )
+
+
+def stale_pair(mdp: TabularMDP, theta, d: float, eta: float, direction: str = "grad", seed: int = 0) -> np.ndarray:
+    """Behaviour logits ``θ_μ = θ − d·η·u`` at distance ``‖θ − θ_μ‖ = dη`` (controlled staleness).
+
+    ``u = ∇J(θ)/‖∇J(θ)‖`` (``direction="grad"``: as if ``d`` ascent steps of length ``η`` had
+    happened since ``μ``) or a uniform random unit vector (``"random"``, drawn from ``seed``).
+    """
+    th = mdp.check_theta(theta)
+    if not (math.isfinite(d) and d >= 0):
+        raise ValueError(f"d must be a finite number >= 0 (the delay), got {d!r}")
+    if not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"eta must be a finite number >= 0 (the step size), got {eta!r}")
+    if direction == "grad":
+        u = exact_grad_J(mdp, th)
+    elif direction == "random":
+        u = np.random.default_rng(seed).normal(size=mdp.theta_shape)
+    else:
+        raise ValueError(f"direction must be 'grad' or 'random', got {direction!r}")
+    norm = np.linalg.norm(u)
+    if norm == 0.0:
+        raise ValueError("the gradient is zero at theta: no 'grad' direction; use direction='random'")
+    return th - d * eta * (u / norm)
+
+
+__all__ = ["log_softmax_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]
