@@ -72,6 +72,7 @@ def theory_rows(run_checks: bool = True) -> dict[str, dict]:
         except Exception as exc:  # noqa: BLE001 — a failing derivation is reported, not hidden
             ok, result = False, f"derivation raised {type(exc).__name__}: {exc}"
         rows[cid] = {"statement": c.statement, "title": c.title, "result": result, "ok": ok,
+                     "summary": c.summary if ok is not None else None,
                      "check": "—" if ok is None else ("derived ✓" if ok else "FAILED ✗")}
     return rows
 
@@ -129,12 +130,15 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
 
 # --------------------------------------------------------------------------- verdicts
 _LOOSE = re.compile(r"^holds, bound loose ×(.+)$")
+#: An evidence row that reports a number without judging anything (e.g. a fitted slope next to a
+#: bound's order, theory against theory): shown as "—", never counted as a verdict.
+INFO = "reported"
 
 
 def rows_verdict(verdicts) -> str:
     """One verdict from a claim's evidence rows: refuted if any row is; holds if all hold (``bound loose
     ×k`` with the tightest k when every row is loose); out of scope if all are; otherwise inconclusive."""
-    vs = [v for v in verdicts if v]
+    vs = [v for v in verdicts if v and v != INFO]
     if not vs:
         return vd.INCONCLUSIVE
     for v in vs:
@@ -167,7 +171,7 @@ def summary(rep: dict, cid: str) -> str:
         return rep["c9"]["verdict"]
     if cid == "C5" and rep.get("c5"):
         return rep["c5"]["verdict"]
-    evs = rep["evidence"].get(cid, [])
+    evs = [ev for ev in rep["evidence"].get(cid, []) if ev.get("verdict") != INFO]
     if evs:
         return rows_verdict([ev.get("verdict", "") for ev in evs])
     ok = rep["theory"][cid].get("ok")
@@ -184,7 +188,7 @@ def key_number(rep: dict, cid: str) -> str:
         per = rep["c5"]["per_instance"]
         scoped = [i for i, r in per.items() if r.get("in_scope")]
         return f"in scope on {len(scoped)}/{len(per)} instances"
-    evs = [ev for ev in rep["evidence"].get(cid, []) if ev.get("measured") is not None]
+    evs = [ev for ev in rep["evidence"].get(cid, []) if ev.get("measured") is not None and ev.get("verdict") != INFO]
     if not evs:
         return "symbolic" if rep["theory"][cid].get("ok") else "—"
     ev = evs[0]
@@ -319,10 +323,12 @@ def blocks(rep: dict) -> list:
     ev_rows = []
     for cid in CLAIM_IDS:
         th = rep["theory"][cid]
-        ev_rows.append([f"**{cid}**", "theory (sympy)", "", th["result"], "", th["check"], ""])
+        ev_rows.append([f"**{cid}**", "theory (sympy)", "", th.get("summary") or th["result"], "", th["check"], ""])
         for ev in rep["evidence"].get(cid, []):
+            v = ev.get("verdict", "")
             ev_rows.append(["", ev.get("quantity", ""), ev.get("point", ""), stats.fmt(ev.get("measured"), ev.get("se")),
-                            stats.fmt(ev.get("bound")), ev.get("verdict", ""), ev.get("note", "")])
+                            stats.fmt(ev.get("bound")), "— (reported, no verdict)" if v == INFO else v,
+                            ev.get("note", "")])
     b += [("h2", "Evidence per claim"),
           ("details", "every measured check (Monte Carlo intervals: ±1.96 se)",
            ["claim", "quantity", "at", "measured", "bound", "verdict", "note"], ev_rows)]

@@ -137,6 +137,7 @@ def test_report_stamps_a_dirty_tree_and_rejects_unknown_verdict_words(tmp_path):
     (["out of scope", "out of scope"], "out of scope"),
     (["holds", "inconclusive"], "inconclusive"),
     (["out of scope", "holds"], "holds"),
+    (["reported", "holds"], "holds"),  # an information row is not a verdict
 ])
 def test_rows_verdict(rows, want):
     assert report.rows_verdict(rows) == want
