@@ -135,14 +135,19 @@ def test_eps_G_notebook_executes_and_its_sliders_update(kernel_name, tmp_path):
 
 
 @pytest.mark.slow
-def test_eps_G_notebook_runs_without_ipywidgets(kernel_name, tmp_path):
+@pytest.mark.parametrize("name, n_png", [("eps_G_tradeoff", 4), ("estimator_explorer", 2)])
+def test_sliders_degrade_to_plain_figures_without_ipywidgets(name, n_png, kernel_name, tmp_path):
     """Without ipywidgets every cell still runs and the default state is drawn as a plain figure."""
-    nb = jupytext.read(NB_DIR / "eps_G_tradeoff.py")
+    nb = jupytext.read(NB_DIR / f"{name}.py")
     nb.cells.insert(0, nbformat.v4.new_code_cell("import sys\nsys.modules['ipywidgets'] = None  # import fails"))
     nb = _execute(nb, kernel_name, tmp_path)
     outputs = _outputs(nb)
     assert not any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json") for o in outputs)
-    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4  # sliders' figure, 2 theory, Monte Carlo
+    # eps_G: the sliders' figure, two theory figures, Monte Carlo; explorer: the group, figure 1
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= n_png
+    sliders = [c for c in nb.cells if c.cell_type == "code" and "update()  # headless" in c.source]
+    assert len(sliders) == 1
+    assert sum("image/png" in o.get("data", {}) for o in sliders[0].outputs) == 1, "the default state, drawn once"
 
 
 def test_a_raising_cell_fails_the_run(kernel_name, tmp_path):
