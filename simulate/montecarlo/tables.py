@@ -182,9 +182,7 @@ def bias_table(
             why = exv["reasons"] if exact else {}
             ex_grad = exv.get("grad")
             b_val, b_se, _ = res.bias(grad_J, e)
-            w_val, w_se, _ = res.bias(np.zeros_like(grad_J), e, ref=i_is)
-            if nm == "is":  # ĝ_is − ĝ_is = 0 on every group: the weighting part is 0 exactly
-                w_val, w_se = 0.0, 0.0
+            w_val, w_se, _ = res.bias(np.zeros_like(grad_J), e, ref=i_is)  # (0, 0) for `is` itself: ĝ_is − ĝ_is ≡ 0
             meas = {
                 "grad_bias": (b_val, b_se, None if ex_grad is None else float(np.linalg.norm(ex_grad - grad_J)), "grad"),
                 "baseline_bias": (baseline, 0.0, baseline, None),
