@@ -92,7 +92,7 @@ class Protocol:
 
     def start_grid(self, estimator: str) -> tuple[float, float]:
         """The initial ``log₂ η`` range of ``estimator`` (token-level maps have their own)."""
-        from simulate.training import TOKEN_ESTIMATORS
+        from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
 
         return self.eta_log2_token if estimator in TOKEN_ESTIMATORS else self.eta_log2
 

@@ -1,0 +1,263 @@
+"""The learner as one Numba kernel: sampling from the stale behaviour policy, weights or token
+coefficients, ĝ, the update, and the exact diagnostics of every step (:mod:`simulate.training`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from asyncgrpo.estimators.kernels import log_weights_nb
+from asyncgrpo.estimators.token_level import token_coefficients_nb
+from simulate.instances import alias_tables, chi2_nb, exact_J_grad_steps_nb, log_softmax_nb, sample_token_nb
+
+@njit(cache=True)
+def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, code, eps, eps_low, eps_high,
+                  tau_m2, G, n_prompts, eta, delays, seed, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac,
+                  theta_max, J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out):
+    """One run of the learner loop (module docstring); returns the divergence step or −1.
+
+    Inputs: ``next_state`` int64 (T,S,V), ``reward`` float64 (S,) terminal ``R_T``, ``step_reward``
+    float64 (T,S,V) per-step ``r_t`` (zeros for terminal-only), ``phi`` float64 (T·S·V, p) features
+    with logits ``θ = Φw`` when ``use_phi`` (else ``w`` are the logits and ``phi`` is ignored),
+    ``w0`` float64 (p,) initial parameters, ``bernoulli``: the learner sees ``R ~ Bernoulli(E R(τ))``
+    instead of ``R(τ)``; ``delays`` int64 (K,) with ``d_k ≤ k``. Outputs (overwritten, NaN after
+    divergence): ``J_out``, ``gn2_out`` (K+1,) with ``‖∇_w J‖²``; ``chi2_out``, ``clip_out``,
+    ``ess_out``, ``ghat_out``, ``zero_out`` (K,; 1 where every group had equal rewards, so ĝ_k = 0);
+    ``theta_out`` (T,S,V) final logits. Randomness: ``np.random.seed(seed)`` here, one uniform per
+    token (alias tables of μ_k) and one per trajectory when ``bernoulli``, so a run depends only on
+    its arguments.
+    """
+    np.random.seed(seed)
+    T, S, V = step_reward.shape
+    P = w0.shape[0]
+    par = w0.copy()
+    gw = np.empty(P)
+    theta0 = np.empty((T, S, V))
+    if use_phi:
+        _features_nb(phi, par, theta0)
+    else:
+        theta0[:] = par.reshape((T, S, V))
+    K = delays.shape[0]
+    N = G * n_prompts
+    B = 1
+    for k in range(K):
+        if delays[k] + 1 > B:
+            B = delays[k] + 1
+    hist = np.empty((B, T, S, V))  # ring buffer θ_{k−B+1..k}
+    theta = theta0.copy()
+    logp = np.empty((T, S, V))
+    logq = np.empty((T, S, V))
+    grad = np.empty((T, S, V))
+    ghat = np.empty((T, S, V))
+    m1 = np.zeros(P)
+    m2 = np.zeros(P)
+    states = np.empty((N, T), dtype=np.int64)
+    actions = np.empty((N, T), dtype=np.int64)
+    tok_ell = np.empty((N, T))
+    mask = np.ones((N, T), dtype=np.bool_)
+    coef = np.empty((N, T))
+    ell = np.empty(N)
+    adv = np.empty(N)
+    logw = np.empty(G)
+    for i in range(J_out.shape[0]):
+        J_out[i] = np.nan
+        gn2_out[i] = np.nan
+    for i in range(K):
+        chi2_out[i] = np.nan
+        clip_out[i] = np.nan
+        ess_out[i] = np.nan
+        ghat_out[i] = np.nan
+        zero_out[i] = np.nan
+    theta_out[:] = theta0
+    token_level = code >= 10
+    J0 = 0.0
+    for k in range(K + 1):
+        # --- divergence checks on θ_k, then exact diagnostics
+        bad = False
+        for idx in np.ndindex(T, S, V):
+            x = theta[idx]
+            if not (abs(x) <= theta_max):  # also catches NaN
+                bad = True
+                break
+        if bad:
+            return k
+        log_softmax_nb(theta, logp)
+        Jk = exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad)
+        g2 = 0.0
+        if use_phi:  # ∇_w J = Φᵀ ∇_θ J (chain rule through θ = Φw)
+            _features_T_nb(phi, grad, gw)
+            for j in range(P):
+                g2 += gw[j] * gw[j]
+        else:
+            for idx in np.ndindex(T, S, V):
+                g2 += grad[idx] * grad[idx]
+        J_out[k] = Jk
+        gn2_out[k] = g2
+        theta_out[:] = theta
+        if k == 0:
+            J0 = Jk
+        elif not math.isfinite(Jk) or Jk < collapse_frac * J0:
+            return k
+        if k == K:
+            break
+        hist[k % B] = theta
+        d = delays[k]
+        log_softmax_nb(hist[(k - d) % B], logq)
+        chi2_out[k] = chi2_nb(logp, logq, next_state, s0)
+        # --- sample N trajectories from μ_k (alias tables of simulate.instances, one uniform per token)
+        prob, alias = alias_tables(logq)
+        for n in range(N):
+            s = s0
+            ret = 0.0
+            for t in range(T):
+                a_t = sample_token_nb(np.random.random(), prob[t, s], alias[t, s])
+                states[n, t] = s
+                actions[n, t] = a_t
+                tok_ell[n, t] = logp[t, s, a_t] - logq[t, s, a_t]
+                ret += step_reward[t, s, a_t]
+                s = next_state[t, s, a_t]
+            ell[n] = 0.0
+            for t in range(T):
+                ell[n] += tok_ell[n, t]
+            ret += reward[s]
+            if bernoulli:  # a verifier that pays 1 with probability E R(τ) (draw after the tokens)
+                ret = 1.0 if np.random.random() < ret else 0.0
+            adv[n] = ret  # centred per group below
+        for g in range(n_prompts):
+            mean = 0.0
+            for i in range(G):
+                mean += adv[g * G + i]
+            mean /= G
+            var = 0.0
+            for i in range(G):
+                adv[g * G + i] -= mean
+                var += adv[g * G + i] * adv[g * G + i]
+            if adv_norm:
+                sd = math.sqrt(var / G)
+                for i in range(G):
+                    adv[g * G + i] /= sd + 1e-6
+        # --- stop-gradient coefficients c[n, t], clip fraction and ESS
+        n_cut = 0
+        ess_sum = 0.0
+        if token_level:
+            token_coefficients_nb(code, tok_ell, mask, adv, eps_low, eps_high, tau_m2, coef)
+            for n in range(N):
+                seq = math.exp(ell[n] / T)
+                for t in range(T):
+                    raw = seq if code == 11 else math.exp(tok_ell[n, t])
+                    # a zero-advantage token contributes nothing, so it is never "clipped" (verl/TRL count alike)
+                    if adv[n] != 0.0 and coef[n, t] * T < raw * (1.0 - 1e-9):
+                        n_cut += 1
+            clip_out[k] = n_cut / (N * T)
+        else:
+            for g in range(n_prompts):
+                log_weights_nb(code, ell[g * G:(g + 1) * G], eps, logw)
+                for i in range(G):
+                    w = math.exp(logw[i])
+                    for t in range(T):
+                        coef[g * G + i, t] = w
+                    if logw[i] < ell[g * G + i] - 1e-9:
+                        n_cut += 1
+            clip_out[k] = n_cut / N if (code == 2 or code == 3 or code == 4) else np.nan
+        for g in range(n_prompts):
+            sw = 0.0
+            sw2 = 0.0
+            for i in range(G):
+                w = 0.0
+                for t in range(T):
+                    w += coef[g * G + i, t]
+                sw += w
+                sw2 += w * w
+            ess_sum += sw * sw / sw2 if sw2 > 0.0 else 0.0
+        ess_out[k] = ess_sum / n_prompts
+        all_zero = 1.0
+        for n in range(N):
+            if adv[n] != 0.0:
+                all_zero = 0.0
+                break
+        zero_out[k] = all_zero
+        # --- ĝ_k = (1/N) Σ_n A_n Σ_t c[n,t] (e_{a_t} − π_θ(·|s_t))
+        ghat[:] = 0.0
+        for n in range(N):
+            if adv[n] == 0.0:
+                continue
+            for t in range(T):
+                cf = adv[n] * coef[n, t] / N
+                if cf == 0.0:
+                    continue
+                s = states[n, t]
+                for a in range(V):
+                    ghat[t, s, a] -= cf * math.exp(logp[t, s, a])
+                ghat[t, s, actions[n, t]] += cf
+        gh2 = 0.0
+        for idx in np.ndindex(T, S, V):
+            gh2 += ghat[idx] * ghat[idx]
+        ghat_out[k] = gh2
+        if not math.isfinite(gh2):
+            return k
+        # --- update w_{k+1} (ĝ in parameter space: Φᵀĝ_θ for a feature policy), then θ_{k+1}
+        if use_phi:
+            _features_T_nb(phi, ghat, gw)
+        else:
+            gw[:] = ghat.reshape(P)
+        if opt == 0:
+            for j in range(P):
+                par[j] += eta * gw[j]
+        else:
+            bc1 = 1.0 - beta1 ** (k + 1)
+            bc2 = 1.0 - beta2 ** (k + 1)
+            for j in range(P):
+                m1[j] = beta1 * m1[j] + (1.0 - beta1) * gw[j]
+                m2[j] = beta2 * m2[j] + (1.0 - beta2) * gw[j] * gw[j]
+                par[j] += eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + adam_eps)
+        if use_phi:
+            _features_nb(phi, par, theta)
+        else:
+            theta[:] = par.reshape((T, S, V))
+    return -1
+
+
+@njit(cache=True)
+def _features_nb(phi, w, theta_out):
+    """Logits of a feature policy: ``θ[t,s,a] = Σ_j Φ[(t,s,a), j] w_j``; ``phi (T·S·V, p)``."""
+    T, S, V = theta_out.shape
+    flat = theta_out.reshape(T * S * V)
+    for i in range(T * S * V):
+        x = 0.0
+        for j in range(w.shape[0]):
+            x += phi[i, j] * w[j]
+        flat[i] = x
+
+
+@njit(cache=True)
+def _features_T_nb(phi, g_theta, out):
+    """Chain rule through ``θ = Φw``: ``out = Φᵀ g_θ`` (``g_θ`` of shape (T,S,V), ``out`` (p,))."""
+    T, S, V = g_theta.shape
+    flat = g_theta.reshape(T * S * V)
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for i in range(T * S * V):
+        gi = flat[i]
+        if gi != 0.0:
+            for j in range(out.shape[0]):
+                out[j] += phi[i, j] * gi
+
+
+@njit(cache=True, parallel=True)
+def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, codes, eps, eps_low, eps_high,
+                    tau_m2, G, n_prompts, eta, delays, seeds, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac,
+                    theta_max, J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, div_out):
+    """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; per-run arrays carry a leading ``R`` axis.
+
+    Each run seeds Numba's (per-thread) generator itself, so its numbers do not depend on the
+    thread or on the other runs of the batch.
+    """
+    R = codes.shape[0]
+    for r in prange(R):
+        div_out[r] = _train_one_nb(
+            next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0[r], codes[r], eps[r], eps_low[r],
+            eps_high[r], tau_m2[r], G[r], n_prompts[r], eta[r], delays[r], seeds[r], opt[r], beta1[r], beta2[r],
+            adam_eps[r], adv_norm[r], collapse_frac[r], theta_max[r], J_out[r], gn2_out[r], chi2_out[r],
+            clip_out[r], ess_out[r], ghat_out[r], zero_out[r], theta_out[r])
+    return div_out

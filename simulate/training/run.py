@@ -1,0 +1,93 @@
+"""Running configurations: :func:`run_training`, :func:`run_many` (batches in the parallel kernel)."""
+from __future__ import annotations
+
+import numpy as np
+
+from simulate.training.config import OPTIMIZERS, TrainConfig, TrainResult, optimal_J
+from simulate.training.kernel import _train_batch_nb
+
+def run_training(config: TrainConfig, mdp=None) -> TrainResult:
+    """Run one configuration; ``mdp`` (built from ``config.instance`` if ``None``) may be passed to skip rebuilding."""
+    return run_many([config], mdp=mdp)[0]
+
+
+def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None, desc: str = "runs"):
+    """Run many configurations; returns a list of :class:`TrainResult` in the same order.
+
+    Configs are grouped by ``(instance, steps)``; each group runs in the parallel kernel, in chunks
+    of ``chunk`` runs (default ``8 × threads``) so that ``progress`` can show a tqdm bar. ``mdp``
+    overrides the instance of every config (for tests with hand-built instances).
+    """
+    import numba
+
+    configs = list(configs)
+    results: list[TrainResult | None] = [None] * len(configs)
+    groups: dict = {}
+    for j, c in enumerate(configs):
+        groups.setdefault((c.instance, c.steps), []).append(j)
+    chunk = chunk or 8 * numba.get_num_threads()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(configs), desc=desc, unit="run")
+    built: dict = {}
+    for (inst, K), idx in groups.items():
+        m = mdp if mdp is not None else built.setdefault(inst, inst.build())
+        for start in range(0, len(idx), chunk):
+            part = [configs[j] for j in idx[start:start + chunk]]
+            for j, res in zip(idx[start:start + chunk], _run_batch(part, m, K)):
+                results[j] = res
+            if bar is not None:
+                bar.update(len(part))
+    if bar is not None:
+        bar.close()
+    return results
+
+
+def _run_batch(configs, mdp, K) -> list[TrainResult]:
+    next_state = np.ascontiguousarray(mdp.next_state, dtype=np.int64)
+    reward = np.ascontiguousarray(mdp.reward, dtype=np.float64)
+    shape = tuple(next_state.shape)
+    R = len(configs)
+    # Optional parts of a protocol instance (simulate.protocol.instances): per-step rewards, a
+    # feature policy θ = Φw, and Bernoulli rewards; a plain TabularMDP has none of them.
+    step_reward = getattr(mdp, "step_reward", None)
+    step_reward = np.zeros(shape) if step_reward is None else np.ascontiguousarray(step_reward, dtype=np.float64)
+    phi = getattr(mdp, "features", None)
+    use_phi = phi is not None
+    phi = np.zeros((1, 1)) if phi is None else np.ascontiguousarray(phi, dtype=np.float64)
+    P = phi.shape[1] if use_phi else int(np.prod(shape))
+    bernoulli = bool(getattr(mdp, "bernoulli", False))
+
+    def arr(name, dtype):
+        return np.array([getattr(c, name) for c in configs], dtype=dtype)
+
+    delays = np.stack([c.delays() for c in configs])
+    J_star = optimal_J(mdp)
+    w0 = np.stack([c.theta0((P,)) for c in configs])
+    J = np.empty((R, K + 1))
+    gn2 = np.empty((R, K + 1))
+    chi2, clip, ess, ghat, zero = (np.empty((R, K)) for _ in range(5))
+    theta = np.empty((R,) + shape)
+    div = np.empty(R, dtype=np.int64)
+    with np.errstate(all="ignore"):
+        _train_batch_nb(
+            next_state, reward, step_reward, int(mdp.s0), phi, use_phi, bernoulli, w0,
+            np.array([c.code for c in configs], dtype=np.int64),
+            arr("eps", np.float64), arr("eps_low", np.float64), arr("eps_high", np.float64),
+            arr("tau_m2", np.float64), arr("G", np.int64), arr("n_prompts", np.int64), arr("eta", np.float64),
+            delays, arr("seed", np.int64), np.array([OPTIMIZERS.index(c.optimizer) for c in configs], dtype=np.int64),
+            arr("beta1", np.float64), arr("beta2", np.float64), arr("adam_eps", np.float64),
+            arr("adv_norm", np.bool_), arr("collapse_frac", np.float64), arr("theta_max", np.float64),
+            J, gn2, chi2, clip, ess, ghat, zero, theta, div,
+        )
+    return [
+        TrainResult(config=c, J=J[r], grad_norm2=gn2[r], chi2=chi2[r], clip_frac=clip[r], ess=ess[r],
+                    ghat_norm2=ghat[r], zero_grad=zero[r], delays=delays[r],
+                    diverged_at=None if div[r] < 0 else int(div[r]), theta=theta[r], J_star=J_star)
+        for r, c in enumerate(configs)
+    ]
+
+
+__all__ = ["run_training", "run_many"]
