@@ -43,7 +43,6 @@ from figures import style
 from simulate import delays as dl
 from simulate import instances as ins
 from simulate import montecarlo as mc
-from simulate.experiments import get_regime
 from simulate.training import TrainConfig, run_many
 
 QUICK = os.environ.get("ASYNCGRPO_NOTEBOOK_QUICK", "0") == "1"  # the tests set this: fewer groups and seeds
@@ -154,22 +153,28 @@ check.round(4)
 #
 # The asynchronous learner of `simulate.training`: at step `k` the group is drawn from
 # `μ_k = π_{θ_{k−d}}` and `θ_{k+1} = θ_k + η ĝ_k`; `J(θ_k)` is computed exactly at every step. The
-# instance is the `local` regime of the training experiments (a token MDP with partial-credit reward,
-# `simulate.experiments.REGIMES`) with its quick settings: step size, number of steps and largest delay are
-# the regime's, not chosen for this notebook. One setting and a few seeds: an illustration of what the
-# C9 experiment measures, not its verdict (that uses tuned step sizes and paired tests; see
-# figures/REPORT.md).
+# settings are taken from the pre-registered training protocol (docs/protocol.md,
+# `simulate/protocol/protocol.toml`), not chosen for this notebook: its first instance (`count-frac`, a
+# token MDP with partial-credit reward), its primary cell (ε, G, d), its sample budget (so `K = budget/G`
+# steps), its evaluation seeds, and the midpoint of its initial step-size grid (the protocol tunes η per
+# cell; this tour does not). A few seeds of one untuned setting: an illustration of what the C9 protocol
+# measures, not its verdict (see figures/REPORT.md).
 
 # %%
-reg = get_regime("local")
-eta_train, steps, d_train = reg.quick_etas[1], reg.quick_steps, max(reg.quick_c9_ds)
+from simulate.protocol import get_instance
+from simulate.protocol.spec import load_protocol
+
+proto = load_protocol()
+inst = get_instance(proto.instances[0])
+eps_train, G_train, d_train = proto.primary["eps"], proto.primary["G"], proto.primary["d"]
+steps = proto.budget // G_train
+eta_train = 2.0 ** np.mean(proto.eta_log2)
 n_seeds = 4 if QUICK else 16
 names = ("onpolicy", "is", "tis", "tic", "gmc")
-train_mdp = reg.instance.build()
-configs = [TrainConfig(instance=reg.instance, estimator=n, G=8, eps=eps, eta=eta_train, steps=steps,
+configs = [TrainConfig(instance=inst, estimator=n, G=G_train, eps=eps_train, eta=eta_train, steps=steps,
                        delay=dl.fixed(dd), seed=s)
-           for dd in (0, d_train) for n in names for s in range(n_seeds)]
-runs = run_many(configs, mdp=train_mdp)
+           for dd in (0, d_train) for n in names for s in proto.eval_seeds[:n_seeds]]
+runs = run_many(configs)
 
 fig, axes = plt.subplots(1, 2, figsize=(style.WIDTH_2COL, 2.7), sharey=True)
 rows = []
@@ -188,7 +193,7 @@ for ax, dd in zip(axes, (0, d_train)):
     ax.set_xlabel("learner step $k$")
 axes[0].set_ylabel(r"$J(\theta_k)$ (mean ± s.e. over seeds)")
 axes[0].legend(fontsize=6.5)
-fig.suptitle(f"{reg.instance.label}, η = {eta_train:g}, G = 8, ε = {eps}, {n_seeds} seeds", fontsize=9)
+fig.suptitle(f"{inst.name}: η = {eta_train:g}, G = {G_train}, ε = {eps_train}, K = {steps}, {n_seeds} seeds", fontsize=9)
 fig.tight_layout()
 
 # %%

@@ -7,7 +7,11 @@ comments; code is not scanned for links, where ``table[0](x)`` would look like o
    and, for a link into a ``.md`` file with an anchor, to an anchor that file defines;
 2. nothing points outside the repository at the shared spec directory;
 3. every ``THEORY.md §N``, ``THEORY.md §N CK`` or ``THEORY CK`` reference (a bare ``THEORY.md`` or
-   ``THEORY`` means ``docs/THEORY.md``) names a section and claim ids that docs/THEORY.md has.
+   ``THEORY`` means ``docs/THEORY.md``) names a section and claim ids that docs/THEORY.md has;
+4. in README.md and docs/*.md, code spans that name the toolkit's own things still name something:
+   ``tests/x.py::test_y`` (the test exists), ``simulate.montecarlo.bias_table`` (the module exists and
+   mentions the name; resolved statically, nothing is imported) and repository paths such as
+   ``simulate/llm/protocol.py``.
 
 The checkers are plain functions, also tested on synthetic strings, so a checker that silently finds
 nothing fails here instead of passing every file.
@@ -147,6 +151,50 @@ def notebook_text(raw: str) -> tuple[str, str]:
     return "\n\n".join(md), "\n".join(code)
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_TEST_REF = re.compile(r"\b(tests/[\w/]+\.py)::(\w+\*?)")  # test_C5_* names a family
+_PACKAGES = ("asyncgrpo", "simulate", "theory", "figures", "sweep")
+_DOTTED = re.compile(r"(?<![\w./])((?:" + "|".join(_PACKAGES) + r")(?:\.\w+)+)")
+_TOP_DIRS = ("asyncgrpo", "simulate", "theory", "figures", "sweep", "tests", "notebooks", "docs", "bench",
+             "constraints", "examples")
+_REPO_PATH = re.compile(r"^(?:" + "|".join(_TOP_DIRS) + r")/[\w./-]*$")
+
+
+def resolve_dotted(name: str, repo: Path = REPO) -> bool:
+    """Whether ``pkg.mod.attr`` names a module of the repository (file or package) and, if an attribute
+    follows, whether that module's source mentions it (a definition or a re-export). Static: no import."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        base = repo.joinpath(*parts[:i])
+        for cand in (base.with_suffix(".py"), base / "__init__.py"):
+            if cand.is_file():
+                rest = parts[i:]
+                return not rest or re.search(rf"\b{re.escape(rest[0])}\b", cand.read_text(encoding="utf-8")) is not None
+        if base.is_dir() and i == len(parts):  # a namespace directory, e.g. a folder of data
+            return True
+    return False
+
+
+def check_code_spans(source: str, markdown: str, repo: Path = REPO) -> list[str]:
+    """Code spans of ``markdown`` naming a test, a dotted module path or a repository path that does not exist."""
+    problems = []
+    for span in _CODE_SPAN.findall(markdown):
+        for path, test in _TEST_REF.findall(span):
+            f = repo / path
+            if not f.is_file():
+                problems.append(f"{source}: `{span}`: no file {path}")
+            elif not re.search(rf"^\s*(?:async\s+)?def {re.escape(test.rstrip('*'))}" + ("" if test.endswith("*") else r"\b"),
+                               f.read_text(encoding="utf-8"), re.M):
+                problems.append(f"{source}: `{span}`: {path} has no test {test}")
+        for name in _DOTTED.findall(span.split("(", 1)[0]):
+            if not resolve_dotted(name, repo):
+                problems.append(f"{source}: `{span}`: {name} does not resolve in the repository")
+        target = span.strip().rstrip("/")
+        if _REPO_PATH.match(span.strip()) and "*" not in target and not (repo / target).exists():
+            problems.append(f"{source}: `{span}`: no such path in the repository")
+    return problems
+
+
 # --------------------------------------------------------------------------- the repository's files
 
 
@@ -229,12 +277,18 @@ def test_every_theory_reference_names_an_existing_section_and_claim(documents, t
     assert not problems, "\n".join(problems)
 
 
+def test_code_spans_in_the_docs_name_existing_tests_modules_and_paths(documents):
+    problems = [msg for p, md, _ in documents if p.suffix == ".md"
+                for msg in check_code_spans(p.relative_to(REPO).as_posix(), md)]
+    assert not problems, "\n".join(problems)
+
+
 # --------------------------------------------------------------------------- the checkers themselves
 
 
 def test_link_checker_flags_missing_files_outside_paths_and_bad_anchors():
     src = REPO / "docs" / "example.md"
-    good = "see [theory](THEORY.md), [C7](THEORY.md#c7), [code](../simulate/instances.py), [web](https://x.org/a.md)"
+    good = "see [theory](THEORY.md), [C7](THEORY.md#c7), [code](../tests/test_docs.py), [web](https://x.org/a.md)"
     assert check_links(src, good) == []
     bad = "[a](THEORY_missing.md) [b](../../" + "shared/THEORY.md) [c](THEORY.md#c10) [d](../notebooks/nope.py)"
     problems = check_links(src, bad)
@@ -285,3 +339,14 @@ def test_python_prose_keeps_docstrings_and_comments_only():
 def test_slug_follows_github_rules():
     assert slug("§3 Claims and how each is checked") == "3-claims-and-how-each-is-checked"
     assert slug("C7 — G → ∞ with fixed behaviour") == "c7--g---with-fixed-behaviour"
+
+
+def test_code_span_checker_flags_missing_tests_names_and_paths():
+    good = ("`tests/test_docs.py::test_slug_follows_github_rules`, `tests/test_docs.py::test_code_span*`, `simulate.montecarlo.bias_table(df)`, "
+            "`asyncgrpo.estimators.IN_CLASS`, `python -m simulate.llm experiment`, `docs/THEORY.md`, `results/cells/`")
+    assert check_code_spans("f", good) == []
+    bad = ("`tests/test_docs.py::test_no_such_test*` `tests/test_nope.py::test_x` `simulate.montecarlo.no_such_name` "
+           "`theory.no_such_module` `docs/NOPE.md`")
+    problems = check_code_spans("f", bad)
+    assert len(problems) == 5, problems
+    assert "has no test" in problems[0] and "no file" in problems[1] and "no such path" in problems[4]
