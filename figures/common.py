@@ -92,6 +92,14 @@ def save(fig, out_dir, name: str, meta: dict) -> list[str]:
     return [str(p) for p in paths]
 
 
+def add_caption(out_dir, name: str, caption: str) -> None:
+    """Add ``caption`` (what is plotted, what the claim predicts, what to look for) to a saved sidecar."""
+    p = Path(out_dir) / f"{name}.json"
+    meta = json.loads(p.read_text())
+    meta["caption"] = caption
+    p.write_text(json.dumps(meta, indent=1, default=_jsonable, allow_nan=False))
+
+
 def tightest(df, claim: str, quantity: str, point, figure: str, names=("tis", "tic", "gmc")) -> list[Evidence]:
     """Per estimator, the row of ``df`` where ``value/bound`` is largest (the bound's tightest point).
 
