@@ -68,8 +68,8 @@ def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int
             for nt in range(1, max_threads + 1):
                 numba.set_num_threads(nt)
                 mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, 64, track_grad=track, prepared=prep)  # compile
-                dt, dc, res = _best(lambda: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups, seed=1,
-                                                      track_grad=track, prepared=prep), repeats)
+                dt, dc, res = _best(lambda track=track: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups,
+                                                                  seed=1, track_grad=track, prepared=prep), repeats)
                 rate[track, nt], cpu_rate[track, nt], results[track, nt] = tokens / dt, tokens / dc, res
                 rows.append((f"numba, ĝ {'tracked' if track else 'skipped'}", nt, n_groups, tokens / dt, tokens / dc, dt))
     finally:
@@ -78,7 +78,7 @@ def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int
     try:
         numba.set_num_threads(1)
         mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, 64, prepared=prep, route="vector")  # compile
-        dt, dc, res_v = _best(lambda: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups, seed=1,
+        dt, dc, _ = _best(lambda: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups, seed=1,
                                                 prepared=prep, route="vector"), repeats)
         rows.append(("numba, ĝ tracked, vector", 1, n_groups, tokens / dt, tokens / dc, dt))
     finally:

@@ -100,16 +100,16 @@ def _mc_series(quick, repeats, budget_s):
     Ns = [2048, 8192, 32768] if quick else [4096, 16384, 65536]
     for track in (True, False):
         path = "tracked" if track else "skipped"
-        xs, ys, note = _series(Gs, lambda G, rep: per_group(8, 16, G, track)(G, rep), repeats, budget_s)
+        xs, ys, note = _series(Gs, lambda G, rep, track=track: per_group(8, 16, G, track)(G, rep), repeats, budget_s)
         if 16 in xs and 1024 in xs:  # per-token cost is per-group cost / G
             r = (ys[xs.index(1024)] / 1024) / (ys[xs.index(16)] / 16)
             note = (note + "; " if note else "") + f"per-token cost G=1024 / G=16 = {r:.2f} (target ≤ 2)"
         rows.append((f"MC ĝ {path}: s/group vs G", "V=8 T=16", xs, ys, _fit(xs, ys), TARGET_K, note))
-        xs, ys, note = _series(Ts, lambda T, rep: per_group(8, T, 16, track)(T, rep), repeats, budget_s)
+        xs, ys, note = _series(Ts, lambda T, rep, track=track: per_group(8, T, 16, track)(T, rep), repeats, budget_s)
         rows.append((f"MC ĝ {path}: s/group vs T", "V=8 G=16", xs, ys, _fit(xs, ys), TARGET_K, note))
-        xs, ys, note = _series(Vs, lambda V, rep: per_group(V, 16, 16, track)(V, rep), repeats, budget_s)
+        xs, ys, note = _series(Vs, lambda V, rep, track=track: per_group(V, 16, 16, track)(V, rep), repeats, budget_s)
         rows.append((f"MC ĝ {path}: s/group vs V", "T=16 G=16", xs, ys, _fit(xs, ys), TARGET_K, note))
-        xs, ys, note = _series(Ns, lambda n, rep: per_group(8, 16, 16, track, n_groups=n)(n, rep), repeats, budget_s)
+        xs, ys, note = _series(Ns, lambda n, rep, track=track: per_group(8, 16, 16, track, n_groups=n)(n, rep), repeats, budget_s)
         rows.append((f"MC ĝ {path}: s/run vs groups", "V=8 T=16 G=16", xs, ys, _fit(xs, ys), TARGET_K, note))
     return rows
 
@@ -197,7 +197,7 @@ print(json.dumps(dict(base=base, peak=peak, peak0=peak0, n_params=int(np.prod(md
 
 def _memory(T=128, V=64, G=16, n=512):
     code = _MEM_CHILD % (T, V, G, n, ESTIMATORS, ESTIMATORS)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"memory child failed: {out.stderr[-2000:]}")
     m = json.loads(out.stdout.strip().splitlines()[-1])

@@ -10,12 +10,11 @@ bounds dashed. (d) removed mass ``E(1/G)Σ(ρ_i − w_i)`` with GMC's C7 bound `
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from asyncgrpo import estimators as est
-from sweep import Sweep
 from figures import common, plots, stats, style
+from sweep import Sweep
 
 NAME = "fig1_bias_vs_G"
 TITLE = "Bias against G at fixed staleness (C7)"

@@ -8,12 +8,11 @@ figure 3 (second moments), so its cells are computed once.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from asyncgrpo import estimators as est
-from sweep import Sweep
 from figures import common, plots, stats, style
+from sweep import Sweep
 
 NAME = "fig2_bias_vs_eps"
 TITLE = "E[𝔅] against ε with the C4 bounds"

@@ -5,7 +5,6 @@ to those in ``𝒲_ε`` (tis, tic, gmc), while ``is`` and ``snis`` are outside t
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from figures import common, fig_bias_eps, plots, style

@@ -21,8 +21,19 @@ from simulate.montecarlo.exact import (
     n_count_vectors,
     path_atoms,
 )
-from simulate.montecarlo.kernel import EST_QUANTITIES, GROUP_QUANTITIES, ROUTES, choose_route, pack_table
-from simulate.montecarlo.reference import cut_terms, log_weights_batch, reference_mc, weight_functionals
+from simulate.montecarlo.kernel import (
+    EST_QUANTITIES,
+    GROUP_QUANTITIES,
+    ROUTES,
+    choose_route,
+    pack_table,
+)
+from simulate.montecarlo.reference import (
+    cut_terms,
+    log_weights_batch,
+    reference_mc,
+    weight_functionals,
+)
 from simulate.montecarlo.run import (
     GRAD_MEMORY_BUDGET,
     MCResult,
@@ -46,10 +57,41 @@ from simulate.montecarlo.tables import (
 )
 
 __all__ = [
-    "BIAS_QUANTITIES", "EST_QUANTITIES", "GROUP_QUANTITIES", "GRAD_MEMORY_BUDGET", "INSTANCES", "MAX_COUNT_STATES", "MAX_COUNT_WORK",
-    "MAX_GROUP_ATOMS", "ROUTES", "ExactLimitWarning", "MCResult", "PathAtoms", "Prepared", "available_memory",
-    "bias_table", "check_memory", "choose_route", "chunk_seeds", "cut_terms", "decomposition", "exact_by_counts",
-    "exact_expectations", "exact_second_moment_S", "exact_table", "format_decomposition", "format_table",
-    "log_weights_batch", "make_instance", "n_count_vectors", "pack_table", "path_atoms", "plan_memory", "prepare",
-    "reference_mc", "run_mc", "slots_of", "weight_functionals",
+    "BIAS_QUANTITIES",
+    "EST_QUANTITIES",
+    "GRAD_MEMORY_BUDGET",
+    "GROUP_QUANTITIES",
+    "INSTANCES",
+    "MAX_COUNT_STATES",
+    "MAX_COUNT_WORK",
+    "MAX_GROUP_ATOMS",
+    "ROUTES",
+    "ExactLimitWarning",
+    "MCResult",
+    "PathAtoms",
+    "Prepared",
+    "available_memory",
+    "bias_table",
+    "check_memory",
+    "choose_route",
+    "chunk_seeds",
+    "cut_terms",
+    "decomposition",
+    "exact_by_counts",
+    "exact_expectations",
+    "exact_second_moment_S",
+    "exact_table",
+    "format_decomposition",
+    "format_table",
+    "log_weights_batch",
+    "make_instance",
+    "n_count_vectors",
+    "pack_table",
+    "path_atoms",
+    "plan_memory",
+    "prepare",
+    "reference_mc",
+    "run_mc",
+    "slots_of",
+    "weight_functionals",
 ]

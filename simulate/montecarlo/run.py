@@ -25,7 +25,14 @@ from asyncgrpo import estimators as est
 from asyncgrpo.estimators import reference
 from asyncgrpo.validation import check_eps, check_group_size
 from simulate import instances as ins
-from simulate.montecarlo.kernel import EST_QUANTITIES, GROUP_QUANTITIES, ROUTES, choose_route, mc_kernel, pack_table
+from simulate.montecarlo.kernel import (
+    EST_QUANTITIES,
+    GROUP_QUANTITIES,
+    ROUTES,
+    choose_route,
+    mc_kernel,
+    pack_table,
+)
 
 #: Default memory for the bias-vector batch sums (and the vector route's scratch); more batches
 #: give better standard errors, fewer bound the memory at large ``T·S·V``.

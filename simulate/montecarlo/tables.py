@@ -14,9 +14,14 @@ import numpy as np
 from asyncgrpo import estimators as est
 from asyncgrpo.validation import check_group_size
 from simulate import instances as ins
-from simulate.montecarlo.exact import ExactLimitWarning, exact_second_moment_S, exact_table, path_atoms
+from simulate.montecarlo.exact import (
+    ExactLimitWarning,
+    exact_second_moment_S,
+    exact_table,
+    path_atoms,
+)
 from simulate.montecarlo.kernel import EST_QUANTITIES
-from simulate.montecarlo.run import plan_memory, check_memory, run_mc, slots_of
+from simulate.montecarlo.run import check_memory, plan_memory, run_mc, slots_of
 from theory import bounds
 
 
@@ -139,7 +144,7 @@ def bias_table(
         mdp = make_instance(instance, **kw)
         _, scale, eta_default = INSTANCES[instance]
     eta = eta_default if eta is None else eta
-    names, eps_vals, slots = slots_of(estimators, eps_list)
+    _, eps_vals, slots = slots_of(estimators, eps_list)
     G_list = [check_group_size(g) for g in np.atleast_1d(G_list)]
     if not G_list:
         raise ValueError("G_list must hold at least one group size G >= 1")
