@@ -150,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     md, page, rep = rp.write(out, report, quick=args.quick, timings=timings, failures=failures, provenance=provenance)
+    if committed and not failures:
+        readme = HERE.parent / "README.md"
+        if rp.update_readme(readme, rep):
+            print(f"[report] updated the findings block of {readme}")
     print(f"[report] {md} and {page} ({time.perf_counter() - t0:.1f} s; total {time.perf_counter() - t_all:.1f} s)")
     for cid in rp.CLAIM_IDS:
         print(f"  {cid}: {rp.summary(rep, cid)}")

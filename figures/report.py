@@ -351,6 +351,34 @@ def blocks(rep: dict) -> list:
     return b
 
 
+def readme_block(rep: dict) -> str:
+    """The README's "What the checks found" block: key findings and one verdict per claim, generated
+    from the same data as the report so the two cannot drift (tests/test_readme.py checks it)."""
+    lines = [f"- {x}" for x in key_findings(rep)]
+    lines += ["", "| claim | verdict | key number |", "|---|---|---|"]
+    lines += [f"| {c} {rep['theory'][c].get('title', '')} | {summary(rep, c)} | {_md_cell(key_number(rep, c))} |"
+              for c in CLAIM_IDS]
+    prov = rep["provenance"]
+    lines += ["", f"From the report of git `{prov['commit'][:12]}`"
+                  + (" (DIRTY tree)" if prov.get("dirty") else "") + f", {rep['created'][:10]}."]
+    return "\n".join(lines)
+
+
+README_START, README_END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
+
+
+def update_readme(readme: Path, rep: dict) -> bool:
+    """Replace the block between the README's verdict markers; returns whether the file changed."""
+    text = readme.read_text()
+    a, b = text.find(README_START), text.find(README_END)
+    if a < 0 or b < a:
+        raise ValueError(f"{readme} lacks the markers {README_START} … {README_END}")
+    new = text[: a + len(README_START)] + "\n" + readme_block(rep) + "\n" + text[b:]
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
 # --------------------------------------------------------------------------- renderers
 def _md_cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
