@@ -38,7 +38,7 @@ MAX_GROUP_ATOMS = 2048
 #: Largest work ``C(N+G−1, G)·N²`` (multiply-adds of ``E‖ĝ‖² = Σ P·cᵀ Gram c``) of the count engine: ~seconds.
 MAX_COUNT_WORK = 4e9
 _PER_TRAJECTORY = ("onpolicy", "is", "tis", "tic")
-_BLOCK_ENTRIES = 1 << 22
+_BLOCK_ENTRIES = 1 << 16
 
 
 class ExactLimitWarning(UserWarning):
@@ -163,7 +163,7 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     r = np.zeros(N, dtype=np.int64)
     r[0] = G
     state = np.array([G, -1, 0], dtype=np.int64)
-    block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # ~32 MB per (rows, N) temporary
+    block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # 512 KB temporaries: they stay in L2
     lgG = gammaln(G + 1)
     while True:
         m = _next_counts_nb(r, state, block)
