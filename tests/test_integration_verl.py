@@ -180,3 +180,67 @@ def test_registration_with_verl():
     av.register_policy_losses()
     for n in av.LOSS_NAMES:
         assert get_policy_loss_fn(n) is av.trajectory_policy_loss
+
+
+@pytest.mark.parametrize("mode", av.VERL_AGG_MODES)
+def test_loss_equals_verl_agg_loss_of_the_weighted_surrogate(mode):
+    """With verl installed: the loss equals verl's own agg_loss on −A·sg(w)·log π, local and global counts."""
+    pytest.importorskip("verl")
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    data, _ = verl_batch()
+    b = data.batch
+    av.add_trajectory_weights(data, "gmc", 0.2)
+    lp = b["old_log_probs"].clone().requires_grad_(True)
+    n_tok, n_seq = float(b["response_mask"].sum()), 12
+    for info in ({}, {"dp_size": 4, "batch_num_tokens": 3 * n_tok, "global_batch_size": 3 * n_seq}):
+        class Cfg:
+            global_batch_info = dict(info)
+
+        ours, _ = av.trajectory_policy_loss(b["old_log_probs"], lp, b["advantages"], b["response_mask"].bool(),
+                                            loss_agg_mode=mode, config=Cfg(), rollout_is_weights=b["rollout_is_weights"])
+        ref = agg_loss(-b["advantages"] * b["rollout_is_weights"] * lp, b["response_mask"], mode, **info)
+        # verl divides by T_i + 1e-8 in seq-mean-token-mean, policy_loss by T_i: a relative 1e-8/T_i
+        rel = 1e-7 if mode == "seq-mean-token-mean" else 1e-12
+        assert float(ours.detach()) == pytest.approx(float(ref.detach()), rel=rel), info
+        g1, = torch.autograd.grad(ours, lp)
+        g2, = torch.autograd.grad(ref, lp)
+        torch.testing.assert_close(g1, g2, rtol=rel, atol=1e-12)
+
+
+def test_verl_plugin_discovery_and_trainer_hook_on_a_dataproto():
+    """With verl installed: VERL_USE_EXTERNAL_MODULES registers the losses and installs the hook; the
+    hooked rollout-correction step of verl puts uid-grouped weights into a real DataProto."""
+    pytest.importorskip("verl")
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np, torch
+from verl import DataProto
+from verl.trainer.ppo import rollout_corr_helper as rch
+from verl.trainer.ppo.core_algos import get_policy_loss_fn
+from verl.trainer.config.algorithm import RolloutCorrectionConfig
+from asyncgrpo.integrations import verl as av
+assert get_policy_loss_fn("gmc") is av.trajectory_policy_loss
+assert rch.compute_rollout_correction_and_add_to_batch.asyncgrpo_estimator == ("gmc", 0.3)
+N, T = 8, 5
+g = torch.Generator().manual_seed(0)
+old = -torch.rand(N, T, generator=g)
+roll = old - 0.3 * torch.rand(N, T, generator=g)
+mask = torch.ones(N, T)
+uid = np.array(["a", "b"] * 4, dtype=object)
+batch = DataProto.from_dict(tensors={"old_log_probs": old, "rollout_log_probs": roll, "response_mask": mask},
+                            non_tensors={"uid": uid})
+batch, metrics = rch.compute_rollout_correction_and_add_to_batch(batch, RolloutCorrectionConfig(rollout_is=None))
+w = batch.batch["rollout_is_weights"]
+ref, _ = av.compute_trajectory_weights(old, roll, mask, uid, "gmc", 0.3)
+assert torch.equal(w, ref), (w, ref)
+assert "traj_is/cap_frac" in metrics and any(k.startswith("rollout_corr/") for k in metrics)
+print("ok", sorted(metrics)[:3])
+"""
+    env = dict(os.environ, VERL_USE_EXTERNAL_MODULES="asyncgrpo.integrations.verl",
+               ASYNCGRPO_VERL_ESTIMATOR="gmc", ASYNCGRPO_VERL_EPS="0.3")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
