@@ -270,6 +270,21 @@ def _training_blocks(rep: dict) -> list:
                  _f(c["threshold"]), c["verdict"]] for c in c9["comparisons"]]
         b += [("details", "C9 comparisons (held-out seeds; interval at each test's Holm level)",
                ["instance", "sub-claim", "comparison", "estimate", "interval", "threshold", "verdict"], comp)]
+        pe, pG, pd_ = pm["primary"]["eps"], pm["primary"]["G"], pm["primary"]["d"]
+        prim = [c for c in c9.get("cells", []) if c["G"] == pG and c["d"] in (0, pd_)
+                and abs(c["eps"] - pe) < 1e-12]
+        prim.sort(key=lambda c: (c["instance"], c["estimator"], c["d"]))
+        b += [("details", "Every estimator at the primary cell: secondary metrics (held-out seeds, tuned η)",
+               ["instance", "estimator", "d", "nAUC", "final nJ", "zero-gradient steps", "failure rate", "η tuned",
+                "η window (octaves within δ)", "η at grid edge"],
+               [[c["instance"], c["estimator"], c["d"], _f(c["nauc"]), _f(c["final_nJ"]), _f(c["zero_frac"], 2),
+                 _f(c["failure_rate"], 2), _f(c["eta_tuned"]), _f(c["window_octaves"], 2),
+                 "yes" if c["eta_at_edge"] else "no"] for c in prim])]
+        edge = [c for c in c9.get("cells", []) if c.get("eta_at_edge")]
+        if edge:
+            b.append(("p", "Cells whose tuned η is still at a grid edge after widening: " + "; ".join(
+                f"{c['instance']}/{c['estimator']} d={c['d']} ε={c['eps']} G={c['G']} (η={_f(c['eta_tuned'])})"
+                for c in edge) + "."))
     c5 = rep.get("c5")
     if c5:
         rows = []
