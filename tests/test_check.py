@@ -206,7 +206,11 @@ def test_check_weight_map_rejects_bad_arguments():
 
 
 # --------------------------------------------------------------------------- the CLI
-def test_cli_exit_status_and_table(capsys):
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_cli_exit_status_and_table(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))  # `python -m` puts the working directory there; plain pytest may not
     assert main(["tests.test_check:two_sided_clip", "--eps", "0.2", "--max-examples", "20"]) == 1
     out = capsys.readouterr().out
     assert "w_le_rho" in out and "refuted" in out and "counterexample" in out and "NOT a member" in out
@@ -218,7 +222,8 @@ def test_cli_exit_status_and_table(capsys):
     assert rows["w_le_rho"]["verdict"] == "refuted" and rows["c2_minimiser"]["verdict"] == "out of scope"
 
 
-def test_cli_clear_errors_for_unknown_module_or_non_callable(capsys):
+def test_cli_clear_errors_for_unknown_module_or_non_callable(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
     assert main(["no_such_module_xyz:fn"]) == 2
     assert "cannot import module 'no_such_module_xyz'" in capsys.readouterr().err
     assert main(["tests.test_check:no_such_fn"]) == 2
