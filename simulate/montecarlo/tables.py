@@ -22,7 +22,6 @@ from simulate.montecarlo.exact import (
 )
 from simulate.montecarlo.kernel import EST_QUANTITIES
 from simulate.montecarlo.run import check_memory, plan_memory, run_mc, slots_of
-from theory import bounds
 
 
 def _bandit_default(**kw):
@@ -69,6 +68,8 @@ def _f(x):
 
 
 def _bound(nm, q, eps, G, S, mom, tail):
+    from theory import bounds  # here, not at the top: sympy's import cost only for tables with bounds
+
     if nm not in est.IN_CLASS:
         return np.nan
     if q == "sq_norm":
