@@ -288,11 +288,11 @@ def install_trainer_hook(estimator: str = "gmc", eps: float = 0.2) -> None:
 def _autoregister() -> None:
     # Imported by verl through VERL_USE_EXTERNAL_MODULES: register the losses, and install the hook
     # when an estimator is configured in the environment (the driver process).
-    try:
-        import verl.trainer.ppo.core_algos  # noqa: F401
-    except ImportError:
-        return
-    register_policy_losses()
+    import importlib.util
+
+    if importlib.util.find_spec("verl") is None:
+        return  # no verl: the pure-torch half of this module still works
+    register_policy_losses()  # verl present: a broken verl install raises here, it is not skipped
     name = os.environ.get("ASYNCGRPO_VERL_ESTIMATOR")
     if name:
         install_trainer_hook(name, float(os.environ.get("ASYNCGRPO_VERL_EPS", "0.2")))
