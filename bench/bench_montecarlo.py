@@ -99,10 +99,15 @@ def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int
     ]
     for name, nt, n, r, rc, dt in rows:
         lines.append(f"{name:<28} {nt:>7} {n:>7} {r / 1e6:>13.2f} {rc / 1e6:>12.2f} {dt:>8.3f}")
-    lines += ["", f"{'target (issue 4)':<44} {'measured':>12} {'target':>8}  verdict"]
+    lines += ["", f"{'target (issues 4, 15)':<44} {'measured':>12} {'target':>8}  verdict"]
 
-    def verdict(ok, note=""):
-        return ("PASS" if ok else "FAIL") + note
+    busy = max(load0[0], load1[0]) > 0.5 * ncpu
+
+    def verdict(ok, note="", timing=True):
+        # a rate measured while other processes hold the CPUs says little about the kernel: no verdict then
+        if timing and busy and not ok:
+            return f"inconclusive (load {max(load0[0], load1[0]):.1f} on {ncpu} CPUs)"
+        return ("holds" if ok else "refuted") + note
 
     r1 = rate[True, 1]
     lines.append(f"{'numba 1 thread, ĝ tracked [M tok/s]':<44} {r1 / 1e6:>12.2f} {TARGET_RATE / 1e6:>8.0f}  {verdict(r1 >= TARGET_RATE)}"
@@ -112,14 +117,12 @@ def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int
     ratio = r1 / np_rate
     lines.append(f"{'numba / numpy (1 thread, ĝ tracked)':<44} {ratio:>11.1f}x {TARGET_VS_NUMPY:>7.1f}x  {verdict(ratio >= TARGET_VS_NUMPY)}")
     if max_threads >= 2:
-        busy = max(load0[0], load1[0]) > 0.5 * ncpu
-        note = f"  (unreliable: load {max(load0[0], load1[0]):.1f} on {ncpu} CPUs)" if busy else ""
         for track in (True, False):
             sc = rate[track, 2] / rate[track, 1]
             lab = f"scaling 1→2 threads, ĝ {'tracked' if track else 'skipped'}"
-            lines.append(f"{lab:<44} {sc:>11.2f}x {TARGET_SCALING:>7.1f}x  {verdict(sc >= TARGET_SCALING, note)}")
+            lines.append(f"{lab:<44} {sc:>11.2f}x {TARGET_SCALING:>7.1f}x  {verdict(sc >= TARGET_SCALING)}")
         same = all(_same(results[tr, 1], results[tr, 2]) for tr in (True, False))
-        lines.append(f"{'1 vs 2 threads bit-identical':<44} {str(same):>12} {'True':>8}  {verdict(same)}")
+        lines.append(f"{'1 vs 2 threads bit-identical':<44} {str(same):>12} {'True':>8}  {verdict(same, timing=False)}")
     else:
         lines.append("scaling: only one Numba thread available (NUMBA_NUM_THREADS=1), not measured")
     return "\n".join(lines)
