@@ -148,3 +148,26 @@ def test_bias_table_warns_once_per_limit_and_never_leaves_a_bare_nan(monkeypatch
     assert len(missing) > 0 and (missing.exact_note.str.len() > 0).all()
     assert set(missing[missing.quantity == "grad_bias"].estimator) == {"gmc"}  # tis keeps its path-sum value
     assert missing[missing.quantity == "ess"].exact_note.str.contains("ESS").all()
+
+
+def test_one_enumeration_per_table_cell_shared_by_all_estimators(monkeypatch):
+    """bias_table enumerates the paths once and the count vectors once per (G, d), whatever the number of estimators."""
+    import simulate.montecarlo.exact as exact
+    import simulate.montecarlo.tables as tables
+
+    calls = {"counts": 0, "paths": 0}
+    real_counts, real_paths = exact.exact_by_counts, tables.path_atoms
+
+    def counting_counts(*a, **k):
+        calls["counts"] += 1
+        return real_counts(*a, **k)
+
+    def counting_paths(*a, **k):
+        calls["paths"] += 1
+        return real_paths(*a, **k)
+
+    monkeypatch.setattr(exact, "exact_by_counts", counting_counts)
+    monkeypatch.setattr(tables, "path_atoms", counting_paths)
+    df = mc.bias_table("bandit", ALL, [0.1, 0.2], [2, 3], [0, 4], n_groups=64, n_chunks=4, progress=False)
+    assert calls == {"counts": 4, "paths": 4}  # 2 G × 2 d, for 6 estimators × 2 ε
+    assert df[df.quantity == "grad_bias"].exact.notna().all()
