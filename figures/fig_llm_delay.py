@@ -66,7 +66,7 @@ def plot(df, result, metric: str = "auc"):
     for j, name in enumerate(names):
         off = (j - (len(names) - 1) / 2) * 0.035 * span
         runs = df[df.estimator == name]
-        ax.scatter(runs["d"] + off, runs[metric], s=5, color=style.color(name), alpha=0.45, lw=0)
+        ax.scatter(runs["d"] + off, runs[metric], s=7, color=style.color(name), alpha=0.5, lw=0)
         r = s[s.estimator == name].sort_values("d")
         ax.errorbar(r["d"] + off, r["mean"], yerr=[r["mean"] - r["lo"], r["hi"] - r["mean"]], color=style.color(name),
                     marker=style.marker(name), ms=3, capsize=2, lw=1, label=name)
@@ -94,6 +94,8 @@ def plot(df, result, metric: str = "auc"):
         bx.set_xlabel(f"paired Δ {metric} (ticks: threshold ±δ)")
         bx.margins(x=0.25)
     title = f"C9 at LM scale: {result.verdict}"
+    if result.rates:  # the rate checks are parts of the claim too: say them where the verdict is
+        title += "\n" + " · ".join(f"{r.name}: {r.failures}/{r.n} → {r.verdict}" for r in result.rates)
     if result.quick:
         title = "quick: not a verdict — " + title
     bx.set_title(title, fontsize=7)

@@ -301,3 +301,34 @@ def test_length_normalize_field_reaches_the_loss(warm, tmp_path):
         assert len(set(seen["lengths"].tolist())) > 1 and abs(seen[True] - seen[False]) > 1e-3 * abs(seen[False])
         assert logged == pytest.approx(seen[flag], rel=1e-6, abs=1e-9)
         assert logged != pytest.approx(seen[not flag], rel=1e-4)
+
+
+# ----------------------------------------------------------------------------- issue 16: modes, dual clip, metrics
+
+
+def test_loss_agg_mode_and_dual_clip_reach_the_loss_and_peer_metrics_are_logged(warm, tmp_path):
+    """``loss_agg_mode``/``clip_ratio_c`` go to ``policy_loss``: the logged loss equals the loss with those
+    options on the same batch and differs from the default aggregation; the loss's peer-named metrics
+    (clip fractions low/high, chi2_seq, ppo_kl, ESS, the pg_loss objective) are in every metrics line."""
+    cfg0, model0, tok, _ = warm
+    cfg = cfg0.replace(steps=2, estimator="grpo", loss_agg_mode="token-mean", clip_ratio_c=3.0, d=1, D=1,
+                       n_prompts=8, G=4, eval_every=100, eta=1e-3, out_dir=str(tmp_path))
+    seen = []
+
+    def hook(v):
+        logp = completion_logprobs(v.model, v.rollout.seq, v.rollout.attn, v.rollout.mask, v.rollout.prompt_len)
+        adv = torch.tensor(v.adv, dtype=torch.float32)
+        args = ("grpo", logp.detach(), v.rollout.logp_old, adv, v.rollout.mask)
+        seen.append((float(policy_loss(*args, group_size=4, loss_agg_mode="token-mean", clip_ratio_c=3.0)),
+                     float(policy_loss(*args, group_size=4))))
+
+    train(cfg, model=copy.deepcopy(model0), tok=tok, on_step=hook, progress=False)
+    rows = [json.loads(s) for s in open(tmp_path / "metrics.jsonl")]
+    for row, (mode, default) in zip(rows, seen):
+        assert row["loss"] == pytest.approx(mode, rel=1e-6, abs=1e-9)
+        for key in ("pg_loss", "clipfrac_low", "clipfrac_high", "chi2_seq", "ppo_kl", "ess_batch_rho"):
+            assert key in row and np.isfinite(row[key]), key
+    assert any(abs(m - d) > 1e-4 * abs(d) for m, d in seen)  # the mode changes the loss on these batches
+    with pytest.raises(ValueError, match="loss_agg_mode"):
+        train(cfg.replace(loss_agg_mode="sum-of-everything", out_dir=str(tmp_path / "bad")), model=model0, tok=tok,
+              progress=False)

@@ -7,19 +7,23 @@ backend, token-level baselines from :mod:`asyncgrpo.estimators.token_level`, bot
 
 Commands (``python -m simulate.llm …``)::
 
-    train --estimator gmc --delay 4 --steps 40      # tiny model on CPU, stale rollouts, minutes
+    train --estimator gmc --d 4 --steps 40          # tiny model on CPU, stale rollouts, minutes
     warmstart                                       # the cached supervised warm start only
-    experiment --estimators onpolicy,is,tic,gmc --delays 0,8 --seeds 3 --warmstart-seed 0
+    experiment                                      # the pre-registered C9 protocol (protocol.py)
     gpu-check [--dry-run]                           # < 5 min on one H200 (bf16 'gpu' preset)
 
 Modules::
 
-    config.py      frozen dataclasses: TrainConfig, TaskConfig, WarmStartConfig, PRESETS (size dial)
+    config.py      frozen dataclasses: TrainConfig, TaskConfig, WarmStartConfig, PRESETS (size dial);
+                   THEORY names (G, eta, eps, d, D); check_runtime (device, writable folders)
+    protocol.py    the pre-registered LM C9 protocol (seeds, delays, estimators, metric, margin), hashed
     tokenizer.py   character tokenizer (random-init models); adapter for a checkpoint's own + chat template
     tasks.py       procedural arithmetic / countdown, held-out split by stable hash, never-raising parser
     model.py       Qwen3 build/load, KV-cached sampling recording log μ, float32 log π recompute
     warmstart.py   supervised warm start (cached under results/llm/cache), greedy held-out accuracy
-    train.py       the asynchronous RL loop, top to bottom (delays, snapshots, guarded update, metrics)
-    experiment.py  accuracy against delay over estimators × delays × seeds → tidy DataFrame, C9 verdict
+    train.py       the asynchronous RL loop, top to bottom (delays, snapshots, guarded update, metrics),
+                   resume checks, output lock, fsync-ed metrics lines, weights-only checkpoints
+    experiment.py  accuracy against delay over estimators × delays × seeds → tidy DataFrame; the C9
+                   verdict by simulate.verdicts (paired t, Holm, Clopper–Pearson)
     gpu_check.py   the prepared GPU check and its CPU dry run
 """
