@@ -29,3 +29,11 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+# Mutation testing of the core (issue 19; mutation/README.md). Too slow for CI: one file takes
+# minutes to an hour. `make mutate FILES=simulate/delays.py` runs one file; FILES empty = all.
+.PHONY: mutate
+FILES ?=
+mutate: $(STAMP)
+	$(PY) -c "import cosmic_ray" 2>/dev/null || $(PY) -m pip install -q -c constraints/cpu.txt -e '.[mutation]'
+	$(PY) mutation/run.py $(FILES)
