@@ -26,7 +26,7 @@
 # 3. **Monte Carlo** with the same controls, next to the exact values.
 #
 # Every number comes from `simulate.montecarlo`, `theory.bounds`, `figures.tuning` and
-# `asyncgrpo.sweep`; the notebook only wires and draws. These are claims under test (docs/THEORY.md),
+# `sweep`; the notebook only wires and draws. These are claims under test (docs/THEORY.md),
 # not established facts. Without a widget front-end (headless runs) the cells still compute and show
 # the default state.
 
@@ -241,13 +241,13 @@ ax.legend()
 # ## Monte Carlo with the same controls
 #
 # The same bandit, θ, μ and estimators as the exact panels, at the selected ε and d, for every G:
-# one `asyncgrpo.sweep` cell per G (`figures.cells.bias_cell`, cached under `results/cells/`, so a
+# one `sweep` cell per G (`figures.cells.bias_cell`, cached under `results/cells/`, so a
 # re-run is instant). The table puts each measured value (± its standard error) next to its exact
 # value; the figure draws the measured points over the exact curves. With widgets, the button re-runs
 # it at the current slider values.
 
 # %%
-from asyncgrpo.sweep import Sweep, run_sweep
+from sweep import Sweep, run_sweep
 
 N_GROUPS = 2_000 if QUICK else 20_000
 
