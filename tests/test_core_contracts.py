@@ -94,3 +94,137 @@ def test_queue_lognormal_with_sigma_zero_is_the_constant_queue():
     # σ = 0: every generation time is exactly 1, so the queue is the constant one (d_k = n − 1 after warm-up)
     n = 3
     np.testing.assert_array_equal(dl.queue(n, "lognormal", 0.0).sample(40), np.minimum(np.arange(40), n - 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# asyncgrpo/estimators/reference.py and kernels.py (docs/THEORY.md §2): every map against its
+# defining formula, written out with scipy's logsumexp, and the Numba kernels against the reference.
+
+from scipy.special import logsumexp  # noqa: E402
+
+from asyncgrpo.estimators import kernels, reference  # noqa: E402
+
+NAMES = list(reference.CODES)
+EPS = 0.25  # log1p(0.25) is the same float in NumPy and in math (not so for 0.2: see the xfail below)
+CAP = math.log1p(EPS)
+# a group below the cap (ρ̄ < 1+ε), one above it, one with the maximum not in first position, and
+# one with ℓ_i exactly on log(1+ε) (the clip boundary of tis/tic)
+GROUPS = [
+    np.array([-0.7, 0.05, -1.3, 0.1]),
+    np.array([0.2, 1.5, -0.4, 0.9, 0.3]),
+    np.array([-2.0, 0.4, 3.0, -0.5]),
+    np.array([CAP, CAP - 0.3, CAP + 0.3, -1.0]),
+]
+
+
+def _definition(name, ell, eps):
+    cap = math.log1p(eps)
+    lrb = logsumexp(ell) - math.log(ell.size)  # log ρ̄
+    return {
+        "onpolicy": np.zeros_like(ell), "is": ell.copy(), "tis": np.minimum(ell, cap),
+        "tic": np.where(ell <= cap, ell, -np.inf), "gmc": ell + min(0.0, cap - lrb), "snis": ell - lrb,
+    }[name]
+
+
+def test_numpy_and_math_log1p_agree_on_the_boundary():
+    # the boundary tests below need ℓ = log(1+ε) to be the same float in NumPy and in the kernels
+    assert np.log1p(EPS) == CAP
+
+
+@pytest.mark.xfail(strict=True, reason="known disagreement, reported in issue 19: NumPy's log1p(0.2) is 1 ulp "
+                   "above math.log1p(0.2), so at ℓ = np.log1p(0.2) the NumPy tic keeps the weight and the "
+                   "Numba kernel removes it")
+def test_tic_backends_agree_exactly_on_the_boundary_for_eps_0_2():
+    ell = np.array([np.log1p(0.2), 0.0])
+    np.testing.assert_array_equal(kernels.log_weights_nb(3, ell, 0.2, np.empty(2)),
+                                  reference.log_weights("tic", ell, 0.2))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("gi", range(len(GROUPS)))
+def test_reference_log_weights_match_the_definition(name, gi):
+    ell = GROUPS[gi]
+    got = reference.log_weights(name, ell, EPS)
+    np.testing.assert_allclose(got, _definition(name, ell, EPS), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(reference.weights(name, ell, EPS), np.exp(_definition(name, ell, EPS)), rtol=1e-13)
+    # log_group_mass is log ρ̄ = logsumexp(ℓ) − log G, a float for one group
+    lg = reference.log_group_mass(ell)
+    assert isinstance(lg, float) and lg == pytest.approx(logsumexp(ell) - math.log(ell.size), rel=1e-14, abs=1e-15)
+
+
+def test_clip_boundary_is_inclusive_for_tic_and_tis():
+    ell = GROUPS[3]  # ℓ_0 = log(1+ε) exactly
+    assert reference.log_weights("tic", ell, EPS)[0] == CAP          # kept: ℓ ≤ log(1+ε)
+    assert reference.log_weights("tic", ell, EPS)[2] == -np.inf      # just above: removed
+    assert reference.log_weights("tis", ell, EPS)[0] == CAP
+    out = np.empty_like(ell)
+    assert kernels.log_weights_nb(3, ell, EPS, out)[0] == CAP and out[2] == -np.inf
+    assert kernels.log_weights_nb(2, ell, EPS, out)[0] == CAP and out[2] == CAP
+
+
+def test_reference_batches_along_leading_axes():
+    batch = np.stack([GROUPS[0][:4], GROUPS[1][:4], GROUPS[2]])
+    lg = reference.log_group_mass(batch)
+    assert lg.shape == (3,)
+    np.testing.assert_allclose(lg, [reference.log_group_mass(r) for r in batch], rtol=1e-15)
+    for name in NAMES:
+        got = reference.log_weights(name, batch, EPS)
+        np.testing.assert_allclose(got, np.stack([_definition(name, r, EPS) for r in batch]), rtol=1e-13, atol=1e-15)
+
+
+def test_reference_weights_do_not_mutate_input_and_unknown_name_raises():
+    ell = GROUPS[1].copy()
+    w = reference.log_weights("is", ell, EPS)
+    w[0] = 99.0  # `is` returns a copy: writing to it must not change the caller's ℓ
+    assert ell[0] == GROUPS[1][0]
+    with pytest.raises(KeyError):
+        reference.log_weights("nope", ell, EPS)
+    with np.errstate(over="raise"):
+        assert reference.weights("is", np.array([800.0, 0.0]), EPS)[0] == math.inf  # overflow is silent, +inf
+
+
+def test_gmc_caps_the_group_mass_exactly_at_one_plus_eps():
+    ell = GROUPS[1]  # ρ̄ > 1+ε: after gmc the mean weight is exactly 1+ε
+    assert reference.weights("gmc", ell, EPS).mean() == pytest.approx(1 + EPS, rel=1e-14)
+    # an all-equal group sitting exactly on the cap: no rescaling either way
+    flat = np.full(4, CAP)
+    np.testing.assert_allclose(reference.log_weights("gmc", flat, EPS), flat, rtol=1e-15)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("gi", range(len(GROUPS)))
+def test_kernels_equal_the_reference(name, gi):
+    ell = GROUPS[gi]
+    code = reference.CODES[name]
+    ref = reference.log_weights(name, ell, EPS)
+    out = np.full_like(ell, np.nan)
+    got = kernels.log_weights_nb(code, ell, EPS, out)
+    assert got is out
+    np.testing.assert_allclose(got, ref, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(kernels.weights_nb(code, ell, EPS, np.empty_like(ell)), np.exp(ref), rtol=1e-14)
+    m, r = kernels.lse_parts_nb(ell)
+    assert m == ell.max()
+    assert m + r == pytest.approx(reference.log_group_mass(ell), rel=1e-14, abs=1e-15)
+    assert kernels.log_group_mass_nb(ell) == pytest.approx(reference.log_group_mass(ell), rel=1e-14, abs=1e-15)
+
+
+def test_kernel_batch_and_unknown_code():
+    batch = np.stack([GROUPS[0][:4], GROUPS[2], GROUPS[3]])
+    for name, code in reference.CODES.items():
+        out = kernels.weights_batch_nb(code, batch, EPS, np.empty_like(batch))
+        np.testing.assert_allclose(out, reference.weights(name, batch, EPS), rtol=1e-14)
+    with pytest.raises(ValueError, match="unknown estimator code"):
+        kernels.log_weights_nb(6, GROUPS[0], EPS, np.empty(4))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kernel_group_functionals_against_direct_sums(name):
+    # ρ̄, 𝔅 = (1/G)Σ(ρ−w)²/ρ, removed = (1/G)Σ(ρ−w), Σw/G written out directly (moderate ℓ: no overflow)
+    for ell in GROUPS:
+        logw = reference.log_weights(name, ell, EPS)
+        rho, w = np.exp(ell), np.exp(logw)
+        rb, B, rem, mw = kernels.group_functionals_nb(ell, logw)
+        assert rb == pytest.approx(rho.mean(), rel=1e-13)
+        assert B == pytest.approx(np.mean((rho - w) ** 2 / rho), rel=1e-12, abs=1e-15)
+        assert rem == pytest.approx(np.mean(rho - w), rel=1e-12, abs=1e-15)
+        assert mw == pytest.approx(w.mean(), rel=1e-13)
