@@ -228,3 +228,211 @@ def test_kernel_group_functionals_against_direct_sums(name):
         assert B == pytest.approx(np.mean((rho - w) ** 2 / rho), rel=1e-12, abs=1e-15)
         assert rem == pytest.approx(np.mean(rho - w), rel=1e-12, abs=1e-15)
         assert mw == pytest.approx(w.mean(), rel=1e-13)
+
+
+# --------------------------------------------------------------------------------------------------
+# simulate/verdicts.py (docs/THEORY.md §4): the decision rule at its boundaries, against scipy.
+
+from scipy import stats  # noqa: E402
+
+from simulate import verdicts as vd  # noqa: E402
+
+
+def test_vocabulary():
+    assert all(vd.is_verdict(v) for v in ("holds", "refuted", "inconclusive", "out of scope", "holds, bound loose ×2"))
+    assert not any(vd.is_verdict(v) for v in ("violated", "holds, bound", "Holds", ""))
+
+
+@pytest.mark.parametrize("alpha, ok", [(0.05, True), (1e-9, True), (0.4999, True), (0.0, False), (0.5, False),
+                                       (-0.1, False), (True, False), ("0.05", False), (1, False)])
+def test_alpha_range(alpha, ok):
+    if ok:
+        assert vd.holm([0.01], alpha)[1][0] == pytest.approx(alpha)
+    else:
+        with pytest.raises(ValueError, match=r"alpha must be a number in \(0, 0.5\)"):
+            vd.holm([0.01], alpha)
+
+
+@pytest.mark.parametrize("margin, ok", [(0.0, True), (0, True), (2.5, True), (-1e-12, False), (math.inf, False),
+                                        (math.nan, False), (True, False), ("0.1", False)])
+def test_margin_range(margin, ok):
+    x = [0.1, 0.3, 0.2]
+    if ok:
+        assert vd.one_sample_comparison(x, kind="superiority", margin=margin).threshold == float(margin)
+    else:
+        with pytest.raises(ValueError, match="margin must be a finite number >= 0"):
+            vd.one_sample_comparison(x, kind="superiority", margin=margin)
+
+
+def test_sample_guards():
+    with pytest.raises(ValueError, match="x needs at least 2 values, got 1"):
+        vd.one_sample_comparison([0.1], kind="superiority", margin=0.0)
+    with pytest.raises(ValueError, match="got 2 non-finite values"):
+        vd.one_sample_comparison([0.1, math.inf, math.nan], kind="superiority", margin=0.0)
+    with pytest.raises(ValueError, match="at least one value"):
+        vd.t_interval([])
+    for level in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="level"):
+            vd.t_interval([1.0, 2.0], level)
+
+
+def test_t_interval_level_and_n_two():
+    x = [1.0, 3.0]
+    m, lo, hi = vd.t_interval(x, 0.5)
+    ci = stats.ttest_1samp(x, 0.0).confidence_interval(0.5)
+    assert (m, lo, hi) == pytest.approx((2.0, ci.low, ci.high), rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", vd.KINDS)
+def test_both_p_values_and_threshold_match_scipy(kind):
+    r = np.random.default_rng(8)
+    a, b = r.normal(0.03, 0.05, 9), r.normal(0.0, 0.05, 9)
+    c = vd.paired_comparison(a, b, kind=kind, margin=0.02, name="x")
+    thr = 0.02 if kind == "superiority" else -0.02
+    assert c.threshold == thr and c.kind == kind and c.name == "x" and c.n == 9 and c.margin == 0.02
+    d = a - b
+    assert c.estimate == pytest.approx(d.mean(), rel=1e-14) and c.se == pytest.approx(stats.sem(d), rel=1e-14)
+    assert c.p_holds == pytest.approx(stats.ttest_1samp(d, thr, alternative="greater").pvalue, rel=1e-12)
+    assert c.p_refutes == pytest.approx(stats.ttest_1samp(d, thr, alternative="less").pvalue, rel=1e-12)
+    # a family of one: the interval is the two-sided 1 − 2α one at α = 0.05
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.90)
+    assert c.alpha_level == 0.05 and (c.lo, c.hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert vd.one_sample_comparison(d, kind=kind, margin=0.02, name="x") == c
+
+
+def test_two_samples_are_enough():
+    c = vd.one_sample_comparison([0.5, 0.7], kind="superiority", margin=0.0)
+    assert c.se == pytest.approx(0.1) and 0 < c.p_holds < 0.5
+    assert c.p_holds == pytest.approx(stats.ttest_1samp([0.5, 0.7], 0.0, alternative="greater").pvalue, rel=1e-12)
+
+
+@pytest.mark.parametrize("value, want, ph, pr", [
+    (0.05, "holds", 0.0, 1.0), (0.02, "inconclusive", 1.0, 1.0), (-0.01, "refuted", 1.0, 0.0),
+])
+def test_no_spread_decides_by_the_sign_of_m_minus_c(value, want, ph, pr):
+    c = vd.one_sample_comparison([value] * 4, kind="superiority", margin=0.02)
+    assert (c.verdict, c.p_holds, c.p_refutes, c.se) == (want, ph, pr, 0.0)
+    assert c.lo == c.hi == c.estimate == value
+
+
+def test_holm_boundary_ties_and_range():
+    rej, lev = vd.holm([0.025, 0.05], 0.05)  # p equal to its level is rejected (≤)
+    assert rej.tolist() == [True, True] and lev.tolist() == [0.025, 0.05]
+    rej, lev = vd.holm([0.01, 0.01], 0.05)   # ties: stable order, the first gets the stricter level
+    assert lev.tolist() == [0.025, 0.05] and rej.tolist() == [True, True]
+    assert vd.holm([0.0, 1.0])[0].tolist() == [True, False]
+    rej, lev = vd.holm([0.3, 0.001], 0.05)   # stop at the first non-rejected, later ones stay unrejected
+    assert rej.tolist() == [False, True]
+    for bad in ([-0.01], [1.01], [math.nan]):
+        with pytest.raises(ValueError, match="pvalues"):
+            vd.holm(bad)
+
+
+def test_decide_levels_and_intervals_in_a_family():
+    mk = lambda name, ph, pr, n=10, se=0.1: vd.Comparison(name, "superiority", 0.0, 0.0, n, 0.3, se, ph, pr)  # noqa: E731
+    assert vd.decide([]) == []
+    out = vd.decide([mk("a", 0.001, 0.999), mk("b", 0.5, 0.5), mk("c", 0.999, 0.001)])
+    assert [c.verdict for c in out] == ["holds", "inconclusive", "refuted"]
+    # holds: its p_holds rank 0 of 3 → α/3; refuted: its p_refutes rank 0 → α/3;
+    # inconclusive: min of its two Holm levels (rank 1 in both lists → α/2)
+    assert [c.alpha_level for c in out] == pytest.approx([0.05 / 3, 0.05 / 2, 0.05 / 3])
+    for c in out:
+        q = stats.t.ppf(1 - c.alpha_level, 9)
+        assert (c.lo, c.hi) == pytest.approx((0.3 - q * 0.1, 0.3 + q * 0.1), rel=1e-12)
+    one = vd.decide([mk("d", 0.001, 0.999, n=1, se=0.1)])[0]  # n = 1: no t quantile, a point interval
+    assert one.lo == one.hi == 0.3
+    assert vd.decide([mk("e", 0.001, 0.999)], alpha=0.1)[0].alpha_level == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("k, n, p0, direction, want", [
+    (3, 24, 0.1, "below", "inconclusive"), (0, 1, 0.5, "above", "inconclusive"), (24, 24, 0.5, "above", "holds"),
+    (24, 24, 0.5, "below", "refuted"), (0, 60, 0.1, "below", "holds"),
+])
+def test_rate_check_zones_and_edges(k, n, p0, direction, want):
+    r = vd.rate_check(k, n, p0=p0, direction=direction, name="r")
+    ci = stats.binomtest(k, n).proportion_ci(0.90, method="exact")
+    assert (r.lo, r.hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert (r.verdict, r.rate, r.failures, r.n, r.p0, r.direction, r.name) == (want, k / n, k, n, p0, direction, "r")
+
+
+def test_rate_check_level_follows_alpha_and_guards():
+    r = vd.rate_check(5, 40, p0=0.2, direction="below", alpha=0.1)
+    ci = stats.binomtest(5, 40).proportion_ci(0.80, method="exact")
+    assert (r.lo, r.hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    for kw, word in [(dict(failures=1, n=0), "n must"), (dict(failures=1, n=2.0), "n must"),
+                     (dict(failures=-1, n=5), "failures must"), (dict(failures=6, n=5), "failures must"),
+                     (dict(failures=1.0, n=5), "failures must"), (dict(failures=1, n=5, p0=0.0), "p0"),
+                     (dict(failures=1, n=5, p0=1.0), "p0"), (dict(failures=1, n=5, direction="up"), "direction"),
+                     (dict(failures=1, n=5, alpha=0.5), "alpha")]:
+        kw = {"p0": 0.1, "direction": "above", **kw}
+        with pytest.raises(ValueError, match=word):
+            vd.rate_check(**kw)
+
+
+@pytest.mark.parametrize("vs, want", [
+    (["out of scope", "holds"], "holds"), (["holds, bound loose ×2", "holds"], "holds"),
+    (["inconclusive", "out of scope"], "inconclusive"), (["refuted", "out of scope"], "refuted"),
+    (["out of scope"], "out of scope"), (["holds"], "holds"), (["refuted", "holds", "holds"], "refuted"),
+])
+def test_combine_rule(vs, want):
+    assert vd.combine(vs) == want
+
+
+def test_combine_and_aggregate_guards():
+    with pytest.raises(ValueError, match="must not be empty"):
+        vd.combine([])
+    assert vd.aggregate([]) == "out of scope"
+    with pytest.raises(ValueError, match="vocabulary"):
+        vd.aggregate(["holds", "violated"])
+
+
+@pytest.mark.parametrize("vs, frac, want", [
+    (["holds, bound loose ×3"] * 3 + ["inconclusive"], 0.75, "holds"),  # a loose bound counts as holds
+    (["holds", "inconclusive"], 0.5, "holds"), (["holds", "inconclusive"], 0.75, "inconclusive"),
+    (["holds"] * 4, 1.0, "holds"), (["holds"] * 3 + ["inconclusive"], 1.0, "inconclusive"),
+    (["refuted", "refuted", "holds", "holds"], 0.75, "inconclusive"),  # 2 of 4 is no strict majority
+    (["refuted", "refuted", "holds", "out of scope"], 0.75, "refuted"),
+])
+def test_aggregate_min_fraction(vs, frac, want):
+    assert vd.aggregate(vs, min_fraction=frac) == want
+
+
+def test_bootstrap_slope_point_estimate_level_and_guards():
+    x = np.array([0.0, 1.0, 3.0])
+    Y = 0.5 * x + np.random.default_rng(2).normal(0, 0.2, (12, 3))
+    s, lo, hi = vd.bootstrap_slope(x, Y, n_resamples=500, seed=1)
+    assert s == pytest.approx(np.polyfit(x, Y.mean(axis=0), 1)[0], rel=1e-12)
+    s2, lo2, hi2 = vd.bootstrap_slope(x, Y, n_resamples=500, level=0.5, seed=1)
+    assert s2 == s and lo < lo2 < s < hi2 < hi  # a lower level gives a narrower interval around the estimate
+    assert vd.bootstrap_slope(x, np.tile(0.5 * x, (3, 1))) == pytest.approx((0.5, 0.5, 0.5), rel=1e-12)
+    for xx, YY, word in [(x, Y[:, :2], "shape"), (x[:1], Y[:, :1], "two distinct"), (np.zeros(3), Y, "two distinct"),
+                         (x, np.where(Y > 1, np.nan, Y), "finite"), (x, Y[0], "shape")]:
+        with pytest.raises(ValueError, match=word):
+            vd.bootstrap_slope(xx, YY)
+
+
+@pytest.mark.parametrize("lo, hi, thr, above, want", [
+    (0.2, 0.5, 0.1, True, "holds"), (-0.5, -0.2, 0.1, True, "refuted"), (0.0, 0.3, 0.1, True, "inconclusive"),
+    (0.1, 0.3, 0.1, True, "inconclusive"), (-0.1, 0.1, 0.1, True, "inconclusive"),  # touching is not beyond
+    (-0.3, 0.1, 0.1, False, "inconclusive"), (0.1, 0.3, 0.1, False, "inconclusive"), (0.2, 0.2, 0.1, True, "holds"),
+])
+def test_interval_verdict_above_and_boundaries(lo, hi, thr, above, want):
+    assert vd.interval_verdict(lo, hi, thr, above=above) == want
+
+
+def test_interval_verdict_guards():
+    for lo, hi in [(0.3, 0.2), (math.nan, 0.2), (0.0, math.inf)]:
+        with pytest.raises(ValueError, match="finite interval"):
+            vd.interval_verdict(lo, hi, 0.0)
+
+
+def test_bound_verdict_edges():
+    assert vd.bound_verdict(1.0, 1.2, 1.2) == "holds, bound loose ×1.2"     # upper == bound still holds
+    assert vd.bound_verdict(0.0, 0.1, 1.0) == "holds, bound loose ×∞"
+    assert vd.bound_verdict(3.0, 3.0, 1.234567) == "refuted"
+    assert vd.bound_verdict(2.0, 3.0, 1.0) == "inconclusive"                 # lower side exactly on the bound
+    assert vd.bound_verdict(1.0, 1.0, 3.14159) == "holds, bound loose ×3.14"
+    with pytest.raises(ValueError, match="finite"):
+        vd.bound_verdict(1.0, math.inf, 2.0)
+    with pytest.raises(ValueError, match="must be >= measured"):
+        vd.bound_verdict(1.0, 0.9, 2.0)
