@@ -273,3 +273,20 @@ def test_warmstart_key_changes_with_the_code_that_computes_it(monkeypatch):
     assert config.warmstart_key(cfg.replace(estimator="tic", eta=1e-3)) == k0  # RL settings do not matter
     monkeypatch.setattr(config, "_source_hash", lambda modules: "other-code")
     assert config.warmstart_key(cfg) != k0
+
+
+def test_experiment_cli_runs_the_protocol_grid_by_default(tmp_path, monkeypatch):
+    """No flags: the protocol's runs (shared d=0 baseline); a changed setting: the full grid, flagged."""
+    from simulate.llm.protocol import PROTOCOL
+
+    grids = []
+
+    def fake_run(sweep, **kw):
+        grids.append(ex.grid(sweep))
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(ex, "run", fake_run)
+    assert main(["experiment", "--experiment-dir", str(tmp_path)]) == 2
+    assert len(grids[-1]) == len(PROTOCOL.runs()) * len(PROTOCOL.seeds)
+    assert main(["experiment", "--steps", "3", "--experiment-dir", str(tmp_path)]) == 2
+    assert len(grids[-1]) == len(PROTOCOL.estimators) * len(PROTOCOL.delays) * len(PROTOCOL.seeds)

@@ -116,8 +116,10 @@ def cmd_experiment(args) -> int:
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     seeds = tuple(range(args.seeds))
+    same_runs = base.replace(cache_dir="", out_dir="") == ex.protocol_base().replace(cache_dir="", out_dir="")
+    is_protocol = same_runs and (estimators, delays, seeds) == (PROTOCOL.estimators, PROTOCOL.delays, PROTOCOL.seeds)
     sweep = ex.Sweep(estimators=estimators, delays=delays, seeds=seeds, base=base.replace(D=max(max(delays), base.D)),
-                     out_dir=args.experiment_dir)
+                     out_dir=args.experiment_dir, pairs=PROTOCOL.runs() if is_protocol else None)
     opts = {"backend": args.backend}  # None: ex.run picks by device
     if args.workers is not None:
         if args.workers < 1:
@@ -125,7 +127,6 @@ def cmd_experiment(args) -> int:
         opts["n_workers"] = args.workers
     df = ex.run(sweep, root=args.cells, **opts)
     print(ex.table(df, PROTOCOL.metric))
-    is_protocol = (estimators, delays, seeds) == (PROTOCOL.estimators, PROTOCOL.delays, PROTOCOL.seeds)
     if not is_protocol:
         print("note: this grid differs from the pre-registered protocol (simulate/llm/protocol.py); "
               "the lines below apply its comparisons to the runs present")
