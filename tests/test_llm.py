@@ -21,7 +21,12 @@ from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.functionals import advantages
 from simulate.llm import tasks
 from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
-from simulate.llm.model import build_model, check_checkpoint, completion_logprobs, generate
+from simulate.llm.model import (
+    build_model,
+    check_checkpoint,
+    completion_logprobs,
+    generate,
+)
 from simulate.llm.tokenizer import CharTokenizer
 from simulate.llm.train import delay_schedule, train, update_step
 from simulate.llm.warmstart import prompt_ids, warm_start

@@ -85,7 +85,7 @@ def test_c9_verdict_agrees_with_its_interval():
 
     rng = np.random.default_rng(0)
     proto = LMProtocol(estimators=("onpolicy", "tic", "gmc"), degrading=("onpolicy", "tic"))
-    noise = lambda: 0.005 * rng.standard_normal(8)  # noqa: E731
+    noise = lambda: 0.005 * rng.standard_normal(8)
     # gmc ahead of both by 0.10 at d=8; both rivals lose 0.3 from d=0 to d=8; gmc stable
     df = _table(0.6 + noise(), {"onpolicy": 0.5 + noise(), "tic": 0.5 + noise()},
                 d0={"onpolicy": 0.8 + noise(), "tic": 0.8 + noise(), "gmc": 0.6 + noise()})
@@ -223,8 +223,8 @@ def test_config_settings_round_trip():
 
 def test_experiment_runs_through_the_sweep_engine_and_resumes(tmp_path, monkeypatch):
     """Cells are stored by the engine; a second run loads them and trains nothing."""
-    from sweep import load_cells
     from simulate.llm.config import TaskConfig, WarmStartConfig
+    from sweep import load_cells
 
     base = TrainConfig(steps=2, n_prompts=2, G=4, eval_every=100, D=2, warmstart_seed=0,
                        length_normalize=True, task=TaskConfig(n_eval=8), warmstart=WarmStartConfig(steps=3, batch_size=8),

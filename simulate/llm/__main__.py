@@ -16,8 +16,18 @@ import os
 import sys
 
 from simulate.commands import run_cli
-from simulate.llm.config import (ALL_ESTIMATORS, DELAY_MODES, DEVICES, PRESETS, TASKS, TaskConfig, TrainConfig,
-                                 WarmStartConfig, check_runtime, check_writable)
+from simulate.llm.config import (
+    ALL_ESTIMATORS,
+    DELAY_MODES,
+    DEVICES,
+    PRESETS,
+    TASKS,
+    TaskConfig,
+    TrainConfig,
+    WarmStartConfig,
+    check_runtime,
+    check_writable,
+)
 
 #: Nested config fields exposed as flat flags: ``(flag dest, dataclass, field)``.
 NESTED = (("task", TaskConfig, "task"), ("digits", TaskConfig, "digits"), ("n_eval", TaskConfig, "n_eval"),
@@ -153,7 +163,8 @@ def _experiment_defaults(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from simulate.llm import experiment as ex_defaults  # light: torch is imported only by the cells
+    # light: torch is imported only by the cells
+    from simulate.llm import experiment as ex_defaults
     from simulate.llm.protocol import PROTOCOL
 
     parser = argparse.ArgumentParser(prog="python -m simulate.llm", description=__doc__.splitlines()[0])

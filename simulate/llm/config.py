@@ -259,7 +259,7 @@ class TrainConfig:
         """Plain nested dict (JSON-serialisable)."""
         return dataclasses.asdict(self)
 
-    def replace(self, **changes) -> "TrainConfig":
+    def replace(self, **changes) -> TrainConfig:
         """A copy with ``changes`` (nested ``task=``/``warmstart=`` take dataclasses)."""
         return dataclasses.replace(self, **changes)
 

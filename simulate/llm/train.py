@@ -66,7 +66,6 @@ from simulate.llm.config import TrainConfig, check_runtime, config_diff
 from simulate.llm.model import Rollout, completion_logprobs, generate
 from simulate.llm.warmstart import heldout_accuracy, lenient, prompt_ids, warm_start
 
-
 # ----------------------------------------------------------------------------- delays
 
 
@@ -229,8 +228,7 @@ def write_lines(path: str, rows: list[dict]) -> None:
     """Replace ``path`` by ``rows`` as JSON lines, atomically (temp file, ``fsync``, rename)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+        f.writelines(json.dumps(r) + "\n" for r in rows)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
