@@ -38,7 +38,7 @@ MAX_GROUP_ATOMS = 2048
 #: Largest work ``C(N+G−1, G)·N²`` (multiply-adds of ``E‖ĝ‖² = Σ P·cᵀ Gram c``) of the count engine: ~seconds.
 MAX_COUNT_WORK = 4e9
 _PER_TRAJECTORY = ("onpolicy", "is", "tis", "tic")
-_BLOCK_ENTRIES = 1 << 16
+_BLOCK_ENTRIES = 1 << 14
 
 
 class ExactLimitWarning(UserWarning):
@@ -163,7 +163,7 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     r = np.zeros(N, dtype=np.int64)
     r[0] = G
     state = np.array([G, -1, 0], dtype=np.int64)
-    block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # 512 KB temporaries: they stay in L2
+    block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # ≤ 128 KB temporaries: below malloc's mmap threshold, so no fresh zeroed pages per block
     lgG = gammaln(G + 1)
     while True:
         m = _next_counts_nb(r, state, block)
@@ -173,7 +173,10 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
         pos = n > 0
         with np.errstate(divide="ignore"):
             logn = np.log(n)
-        P = np.exp(lgG - gammaln(n + 1).sum(1) + np.where(pos, n * log_mu, 0.0).sum(1))
+        logP = lgG - gammaln(n + 1).sum(1) + np.where(pos, n * log_mu, 0.0).sum(1)
+        # count vectors with P < e^-700 add nothing at float64 precision; as exact zeros they also keep
+        # subnormal numbers (100× slower arithmetic) out of the sums below
+        P = np.where(logP > -700.0, np.exp(np.maximum(logP, -700.0)), 0.0)
         a = np.where(pos, ell + logn, -np.inf)
         mx = a.max(1)
         log_rho_bar = mx + np.log(np.exp(a - mx[:, None]).sum(1)) - math.log(G)
