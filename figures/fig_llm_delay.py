@@ -13,6 +13,10 @@ step has the scale of the token-level baselines'. The runs are cells of the proj
 stored under the figure command's ``--cells`` root (default ``results/llm/<name>/cells``), so an
 interrupted or repeated figure run reuses finished runs. The quick variant runs the same protocol on
 fewer seeds and shorter runs and says "quick: not a verdict".
+
+Cost, measured from empty caches with 2 local worker processes (2026-12-03, on a 2-core machine shared
+with other jobs at load 5–6): default 56 runs + warm start, 270 CPU-seconds in all (481 s wall under
+that load; CPU/2 ≈ 135 s is the floor on 2 free cores); quick 14 runs, 41 CPU-seconds (90 s wall).
 """
 from __future__ import annotations
 
