@@ -112,8 +112,13 @@ def _scratch(workdir: Path, tag: str, source: Path | None = None) -> Path:
     return src
 
 
-def _equivalents() -> dict[tuple[str, int, int, str], str]:
-    """``(path, line, col, operator) -> reason`` from equivalent.txt (``path:line:col:operator | reason``)."""
+def _equivalents() -> dict[tuple, str]:
+    """``(path, line, col, operator, index) -> reason`` from equivalent.txt.
+
+    Line format ``path:line:col:operator[#index] | reason``. ``index`` tells apart the mutants one
+    operator makes at the same place (``NumberReplacer`` makes ``n + 1`` then ``n − 1``: ``#0``,
+    ``#1``); without it the entry covers all of them.
+    """
     out = {}
     for raw in EQUIVALENT.read_text().splitlines():
         line = raw.strip()
@@ -121,10 +126,28 @@ def _equivalents() -> dict[tuple[str, int, int, str], str]:
             continue
         key, _, reason = line.partition("|")
         path, ln, col, op = key.strip().split(":", 3)
+        op, _, idx = op.strip().partition("#")
         if not reason.strip():
             raise ValueError(f"equivalent.txt: entry without a reason: {raw!r}")
-        out[(path, int(ln), int(col), op.strip())] = reason.strip()
+        out[(path, int(ln), int(col), op, int(idx) if idx else None)] = reason.strip()
     return out
+
+
+def _keyed(items, target: str):
+    """``(item, result, (path, line, col, operator, index))`` for each work item, index as in equivalent.txt."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for item, res in sorted(items, key=lambda ir: (ir[0].mutations[0].operator_name, ir[0].mutations[0].occurrence)):
+        m = item.mutations[0]
+        place = (target, m.start_pos[0], m.start_pos[1], m.operator_name)
+        idx = seen.get(place, 0)
+        seen[place] = idx + 1
+        out.append((item, res, (*place, idx)))
+    return out
+
+
+def _reason(equiv: dict, key: tuple) -> str | None:
+    return equiv.get(key, equiv.get((*key[:4], None)))
 
 
 def _config(target: str, tests: list[str], timeout: float) -> str:
@@ -159,13 +182,12 @@ def _mark_equivalent(db_path: Path, target: str, equiv: dict) -> int:
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     n = 0
+    keyed = _keyed(_items(db_path), target)
     with use_db(str(db_path), WorkDB.Mode.open) as db:
-        for item in list(db.pending_work_items):
-            m = item.mutations[0]
-            key = (target, m.start_pos[0], m.start_pos[1], m.operator_name)
-            if key in equiv:
-                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
-                                                      output="equivalent: " + equiv[key]))
+        for item, res, key in keyed:
+            why = _reason(equiv, key)
+            if res is None and why is not None:
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output="equivalent: " + why))
                 n += 1
     return n
 
@@ -190,9 +212,8 @@ def _reset_survivors(db: Path, target: str, equiv: dict) -> int:
     import sqlite3
 
     again = []
-    for item, res in _items(db):
-        m = item.mutations[0]
-        listed = (target, m.start_pos[0], m.start_pos[1], m.operator_name) in equiv
+    for item, res, key in _keyed(_items(db), target):
+        listed = _reason(equiv, key) is not None
         if res is not None and (res.test_outcome == "survived" or
                                 ((res.output or "").startswith("equivalent:") and not listed)):
             again.append(item.job_id)
@@ -202,7 +223,7 @@ def _reset_survivors(db: Path, target: str, equiv: dict) -> int:
 
 
 def run_target(target: str, workdir: Path, timeout: float, count_only: bool = False,
-               rerun_survivors: bool = False, source: Path | None = None) -> None:
+               rerun_survivors: bool = False, source: Path | None = None, max_minutes: float | None = None) -> None:
     tag = _tag(target)
     src = _scratch(workdir, tag, source)
     cfg = workdir / f"{tag}.toml"
@@ -224,17 +245,22 @@ def run_target(target: str, workdir: Path, timeout: float, count_only: bool = Fa
     if base.returncode != 0:
         sys.exit(f"{target}: the related tests fail on unmutated code; fix that first\n{base.stdout}{base.stderr}")
     t0 = time.time()
-    _cr(["cosmic-ray", "exec", str(cfg), str(db)], src, check=True)
+    try:
+        # cosmic-ray takes pending mutants in job-id (random uuid) order, so a run cut short by
+        # --max-minutes has scored a random sample; the rest shows as "not run".
+        _cr(["cosmic-ray", "exec", str(cfg), str(db)], src, check=True,
+            timeout=None if max_minutes is None else 60 * max_minutes)
+    except subprocess.TimeoutExpired:
+        print(f"{target}: stopped after {max_minutes} min (--max-minutes)", flush=True)
     print(f"{target}: done in {time.time() - t0:.0f} s", flush=True)
     _write_survivors(target, workdir)
 
 
 def _write_survivors(target: str, workdir: Path) -> None:
     lines = []
-    for item, res in _items(workdir / f"{_tag(target)}.sqlite"):
+    for _, res, key in _keyed(_items(workdir / f"{_tag(target)}.sqlite"), target):
         if res is not None and res.test_outcome == "survived":
-            m = item.mutations[0]
-            lines.append(f"## {target}:{m.start_pos[0]}:{m.start_pos[1]}:{m.operator_name}\n{res.diff}\n")
+            lines.append(f"## {':'.join(map(str, key[:4]))}#{key[4]}\n{res.diff}\n")
     (workdir / f"{_tag(target)}.survivors.txt").write_text("\n".join(lines))
 
 
@@ -265,7 +291,10 @@ def report(workdir: Path, targets) -> int:
             print(f"{t:40s} {'(not run)':>42s}")
             continue
         k, s, e, p = sc
-        pct = 100.0 * k / (k + s) if k + s else 100.0
+        if k + s == 0:
+            print(f"{t:40s} {k:7d} {s:9d} {e:7d} {p:8d} {'—':>7s}")
+            continue
+        pct = 100.0 * k / (k + s)
         worst = min(worst, pct)
         print(f"{t:40s} {k:7d} {s:9d} {e:7d} {p:8d} {pct:6.1f}%")
     print("score = killed / (killed + survived): the share of non-equivalent mutants killed;"
@@ -278,6 +307,8 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="*", help=f"targets (default: all of {', '.join(TARGETS)})")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "asyncgrpo-mutation")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it counts as killed")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="stop each file's run after this long (the mutants not reached count as not run)")
     ap.add_argument("--report", action="store_true", help="only print the table of the last runs")
     ap.add_argument("--count", action="store_true", help="only count the mutants of each file")
     ap.add_argument("--rerun-survivors", action="store_true",
@@ -298,7 +329,7 @@ def main(argv=None) -> int:
     if not args.report:
         for t in targets:
             run_target(t, args.workdir, args.timeout, count_only=args.count, rerun_survivors=args.rerun_survivors,
-                       source=args.source)
+                       source=args.source, max_minutes=args.max_minutes)
     if args.count:
         return 0
     return report(args.workdir, targets)

@@ -6,6 +6,7 @@ Each test here was written against a mutant that the rest of the suite let throu
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,7 +26,10 @@ def test_delay_spec_defaults_are_pinned():
     q = dl.queue(3)
     assert (q.gen_dist, q.gen_sigma) == ("lognormal", 1.0)
     np.testing.assert_array_equal(s.sample(20), 0)
-    assert s.sample(5).tolist() == s.sample(5, seed=0).tolist()  # default seed 0
+    u = dl.uniform(5)
+    assert u.sample(60).tolist() == u.sample(60, seed=0).tolist() != u.sample(60, seed=1).tolist()  # default seed 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.d = 3  # frozen: a spec used as a result-table key cannot change under it
 
 
 @pytest.mark.parametrize("p", [1.0 + 1e-12, 1.5, 2.0, 3.0, -0.5, 0.0])
