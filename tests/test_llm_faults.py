@@ -190,3 +190,14 @@ def test_cli_rejects_bad_values_before_building_a_model(tmp_path, monkeypatch, c
             assert __import__("re").search(message, err), (flags, err)
     assert main(["experiment", "--estimators", "", "--experiment-dir", str(tmp_path / "e")]) == 2
     assert "--estimators must be" in capsys.readouterr().err
+
+
+def test_loss_options_are_checked_by_the_config():
+    """Bad loss options are config errors naming the option (so the CLI rejects them before any model)."""
+    with pytest.raises(ValueError, match="loss_agg_mode must be one of"):
+        TrainConfig(estimator="grpo", loss_agg_mode="sum-of-everything")
+    with pytest.raises(ValueError, match="cispo_clamp must be one of"):
+        TrainConfig(estimator="cispo", cispo_clamp="sideways")
+    with pytest.raises(ValueError, match="cispo_clamp applies to estimator cispo only"):
+        TrainConfig(estimator="grpo", cispo_clamp="two-sided")
+    assert TrainConfig(estimator="cispo", cispo_clamp="two-sided", loss_agg_mode="dapo").cispo_clamp == "two-sided"

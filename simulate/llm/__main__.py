@@ -15,6 +15,8 @@ import dataclasses
 import os
 import sys
 
+from asyncgrpo.estimators.aggregation import AGG_MODES
+from asyncgrpo.estimators.token_level import CISPO_CLAMPS
 from simulate.commands import run_cli
 from simulate.llm.config import (
     ALL_ESTIMATORS,
@@ -35,7 +37,8 @@ NESTED = (("task", TaskConfig, "task"), ("digits", TaskConfig, "digits"), ("n_ev
           ("warmstart_batch_size", WarmStartConfig, "batch_size"))
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 _CHOICES = {"estimator": ALL_ESTIMATORS, "delay": DELAY_MODES, "preset": tuple(PRESETS), "device": DEVICES,
-            "dtype": ("float32", "bfloat16"), "task": TASKS}
+            "dtype": ("float32", "bfloat16"), "task": TASKS, "cispo_clamp": CISPO_CLAMPS,
+            "loss_agg_mode": AGG_MODES}
 
 
 def _flag_type(f: dataclasses.Field):

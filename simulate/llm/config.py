@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass, field
 
 from asyncgrpo import estimators as est
+from asyncgrpo.estimators.aggregation import check_loss_agg_mode
+from asyncgrpo.estimators.token_level import CISPO_CLAMPS
 
 #: Token-level baselines of THEORY §2 (mirrors ``asyncgrpo.estimators.token_level.TOKEN_ESTIMATORS``
 #: so that the CLI can list them before torch is imported).
@@ -130,11 +132,13 @@ class TrainConfig:
     loss_agg_mode: str | None = None
     """Aggregation of per-token terms in ``policy_loss`` (verl names ``token-mean``, ``seq-mean-token-mean``,
     ``seq-mean-token-sum``, ``seq-mean-token-sum-norm``; TRL aliases ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``).
-    ``None``: the loss's own default (THEORY's ``ĝ`` for trajectory-level maps). Needs a ``policy_loss``
-    that accepts ``loss_agg_mode``."""
+    ``None``: the loss's own default (THEORY's ``ĝ`` for trajectory-level maps)."""
     clip_ratio_c: float | None = None
     """Dual clip: for ``A < 0`` the token ratio is capped at ``clip_ratio_c`` (verl's default 3.0);
-    ``None``: off. Needs a ``policy_loss`` that accepts ``clip_ratio_c``."""
+    ``None``: off."""
+    cispo_clamp: str | None = None
+    """cispo's clamp convention (``upper``: ``[0, 1+ε_high]``, the default here; ``two-sided``: verl's
+    ``[1−ε_low, 1+ε_high]``; ``absolute``: TRL's ``ε_high`` as the cap itself). ``None``: the loss's default."""
     G: int = 8
     """Group size: trajectories per prompt."""
     n_prompts: int = 16
@@ -208,8 +212,12 @@ class TrainConfig:
             _check_positive(self, "clip_ratio_c")
             if self.clip_ratio_c <= 1:
                 raise ValueError(f"clip_ratio_c must be a finite number > 1 (dual-clip cap), got {self.clip_ratio_c!r}")
-        if self.loss_agg_mode is not None and not isinstance(self.loss_agg_mode, str):
-            raise ValueError(f"loss_agg_mode must be a mode name or None, got {self.loss_agg_mode!r}")
+        if self.loss_agg_mode is not None:
+            check_loss_agg_mode(self.loss_agg_mode)
+        if self.cispo_clamp is not None and self.cispo_clamp not in CISPO_CLAMPS:
+            raise ValueError(f"cispo_clamp must be one of {', '.join(CISPO_CLAMPS)}, got {self.cispo_clamp!r}")
+        if self.cispo_clamp is not None and self.estimator != "cispo":
+            raise ValueError(f"cispo_clamp applies to estimator cispo only, not {self.estimator!r}")
         for name, low in (("G", 1), ("n_prompts", 1), ("steps", 1), ("d", 0), ("D", 0), ("n_actors", 1),
                           ("max_new_tokens", 1), ("eval_every", 1), ("checkpoint_every", 0), ("threads", 1),
                           ("seed", 0)):

@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import fcntl
-import inspect
 import json
 import math
 import os
@@ -141,8 +140,9 @@ def ratio_stats(cfg: TrainConfig, tok_ell: torch.Tensor, mask: torch.Tensor, adv
         "ess_rho": ess_over_g(torch.exp(ell - ell.max())),  # ESS is scale-free: shift avoids overflow
     }
     if cfg.token_level:
+        clip = {k: v for k, v in (("clip_ratio_c", cfg.clip_ratio_c), ("cispo_clamp", cfg.cispo_clamp)) if v is not None}
         c = token_coefficients_torch(cfg.estimator, tok_ell, mask, adv, eps_low=cfg.eps_low,
-                                     eps_high=cfg.eps_high, tau_m2=cfg.tau_m2)
+                                     eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, **clip)
         T_i = mask.sum(1, keepdim=True).double()
         ref = torch.exp(ell[:, None] / T_i).expand_as(c) if cfg.estimator == "gspo" else torch.exp(tok_ell)
         below = (c * T_i < ref * (1 - 1e-4)) & mask
@@ -304,25 +304,11 @@ def check_resume(cfg: TrainConfig, force: bool = False) -> dict:
 
 
 def _loss_options(cfg: TrainConfig) -> dict:
-    """Options of ``policy_loss`` beyond the thresholds, checked before any model is built.
-
-    A set option that this ``policy_loss`` does not accept is an error naming it; an unknown
-    ``loss_agg_mode`` is rejected by the aggregation module's own check. When the loss can return its
-    metrics (``return_metrics``), they are requested and logged per step.
-    """
-    wanted = {k: v for k, v in (("loss_agg_mode", cfg.loss_agg_mode), ("clip_ratio_c", cfg.clip_ratio_c))
-              if v is not None}
-    known = inspect.signature(policy_loss).parameters
-    missing = [k for k in wanted if k not in known]
-    if missing:
-        raise ValueError(f"{', '.join(missing)}: this asyncgrpo's policy_loss does not accept it")
-    if cfg.loss_agg_mode is not None:
-        from asyncgrpo.estimators.aggregation import check_loss_agg_mode
-
-        check_loss_agg_mode(cfg.loss_agg_mode)
-    if "return_metrics" in known:
-        wanted["return_metrics"] = True
-    return wanted
+    """Options of ``policy_loss`` beyond the thresholds (values checked by the config), and
+    ``return_metrics`` so that the loss's peer-named metrics are logged per step."""
+    opts = {k: v for k, v in (("loss_agg_mode", cfg.loss_agg_mode), ("clip_ratio_c", cfg.clip_ratio_c),
+                              ("cispo_clamp", cfg.cispo_clamp)) if v is not None}
+    return {**opts, "return_metrics": True}
 
 
 def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, force: bool = False,
@@ -466,16 +452,12 @@ def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) ->
 
 
 def _split_loss(out) -> tuple[torch.Tensor, dict]:
-    """``policy_loss`` returns the loss, or ``(loss, metrics)``; metrics become floats for the JSON line.
+    """``policy_loss(..., return_metrics=True)`` gives ``(loss, metrics)``; metrics become floats.
 
-    The loss's metrics keep their own (peer-aligned) names — ``pg_loss``, ``pg_clipfrac_lower``,
+    The loss's metrics keep their own (peer-aligned) names — ``pg_loss``, ``clipfrac_low``/``_high``,
     ``chi2_seq``, ``ppo_kl``, ESS, … — so a curve can be overlaid on a verl or TRL one; a name this
     loop already logs (its own diagnostics) gets the prefix ``loss/`` instead of being overwritten.
     """
-    if isinstance(out, torch.Tensor):
-        return out, {}
-    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
-        raise TypeError(f"policy_loss returned {type(out).__name__}; expected a tensor or (loss, metrics)")
     loss, m = out
     flat = {}
     for k, v in m.items():
