@@ -223,8 +223,9 @@ def test_kernel_batch_and_unknown_code():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_kernel_group_functionals_against_direct_sums(name):
-    # ρ̄, 𝔅 = (1/G)Σ(ρ−w)²/ρ, removed = (1/G)Σ(ρ−w), Σw/G written out directly (moderate ℓ: no overflow)
-    for ell in GROUPS:
+    # ρ̄, 𝔅 = (1/G)Σ(ρ−w)²/ρ, removed = (1/G)Σ(ρ−w), Σw/G written out directly (moderate ℓ: no overflow).
+    # The last group has ρ̄ = 1/2, so snis gives w_i = 2ρ_i: 1 − w/ρ = −1 exactly, a term that must count.
+    for ell in GROUPS + [np.full(3, -math.log(2.0))]:
         logw = reference.log_weights(name, ell, EPS)
         rho, w = np.exp(ell), np.exp(logw)
         rb, B, rem, mw = kernels.group_functionals_nb(ell, logw)
@@ -440,3 +441,77 @@ def test_bound_verdict_edges():
         vd.bound_verdict(1.0, math.inf, 2.0)
     with pytest.raises(ValueError, match="must be >= measured"):
         vd.bound_verdict(1.0, 0.9, 2.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# asyncgrpo/validation.py: accepted edges, the names and ranges in the messages.
+
+from asyncgrpo import validation as va  # noqa: E402
+
+
+def test_scalars_accept_0d_arrays_and_edges():
+    assert va.check_real(np.array(2.5), "x") == 2.5 and type(va.check_real(np.int64(3), "x")) is float
+    assert va.check_eps(np.array(0.3)) == 0.3 and va.check_eps(1e-300) == 1e-300 and va.check_eps(7) == 7.0
+    assert va.check_group_size(np.array(4)) == 4 and va.check_group_size(8.0) == 8 and va.check_group_size(1) == 1
+    assert va.check_group_size(va.INT_MAX) == 2**63 - 1
+    assert type(va.check_group_size(np.int32(5))) is int and type(va.check_group_size(5.0)) is int
+    for bad in (np.array([0.3]), -0.0, 0.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match=r"clip must be a finite number > 0 \(valid range: 0 < clip < inf\)"):
+            va.check_eps(bad, "clip")
+    for bad in (va.INT_MAX + 1, 0, -1, 0.5, math.nan, np.array([2])):
+        with pytest.raises(ValueError, match=r"K must be an integer >= 1 \(valid range: 1 <= K <= 2\*\*63 - 1\)"):
+            va.check_group_size(bad, "K")
+    with pytest.raises(ValueError, match=r"lr must be a finite real number, got nan"):
+        va.check_real(math.nan, "lr")
+
+
+def test_long_values_are_cut_at_60_characters():
+    assert va._show("x" * 58) == repr("x" * 58)                      # 60 characters: shown whole
+    assert va._show("x" * 59) == repr("x" * 59)[:40] + "…(61 chars)"  # 61: cut to 40 + the length
+    with pytest.raises(ValueError, match=r"lr must be a finite real number, got str 'y{58}'$"):
+        va.check_real("y" * 58, "lr")
+
+
+def test_real_array_conversions():
+    a = np.array([0.5, -1.0])
+    assert va.check_real_array(a, "x") is a  # float64 in, no copy (large batches are not duplicated)
+    out = va.check_real_array([1, 2], "x")
+    assert out.dtype == np.float64 and out.tolist() == [1.0, 2.0]
+    obj = va.check_real_array(np.array([1, 2.5, np.float32(3)], dtype=object), "x")
+    assert obj.dtype == np.float64 and obj.tolist() == [1.0, 2.5, 3.0]
+    for bad, word in [(np.array([True, 1], dtype=object), "got object values"), (np.array(["1"]), "got <U1 values"),
+                      ([1 + 0j], "got complex values"), ([False], "got booleans")]:
+        with pytest.raises(ValueError, match=f"x must be real numbers, {word}"):
+            va.check_real_array(bad, "x")
+
+
+def test_log_ratio_and_log_weight_messages():
+    with pytest.raises(ValueError, match=r"ell must be a 1-D array of one group's log-ratios, got shape \(1, 2\)"):
+        va.check_log_ratios([[0.0, 1.0]], "ell")
+    with pytest.raises(ValueError, match="ell is an empty group: G must be >= 1"):
+        va.check_log_ratios([], "ell")
+    with pytest.raises(ValueError, match=r"ell must be finite \(no NaN or inf\); found inf at index 2$"):
+        va.check_log_ratios([0.0, 1.0, math.inf, math.nan], "ell")
+    with pytest.raises(ValueError, match=r"R must be finite .*found nan at index \(1, 0\)$"):
+        va.check_finite(np.array([[0.0, 1.0], [math.nan, 2.0]]), "R")
+    assert va.check_log_ratios([0.5], "ell").tolist() == [0.5]  # G = 1
+    lw = va.check_log_weights([-math.inf, 0.0], (2,))  # −inf is a zero weight: allowed
+    assert lw.tolist() == [-math.inf, 0.0]
+    with pytest.raises(ValueError, match=r"log_w must have the shape of the log-ratios \(3,\), got \(2,\)"):
+        va.check_log_weights([0.0, 0.0], (3,))
+    for bad, idx in [([0.0, math.inf], 1), ([math.nan, 0.0], 0), ([[0.0, 0.0], [0.0, math.nan]], 3)]:
+        shape = np.shape(bad)
+        with pytest.raises(ValueError, match=rf"log_w must be finite or -inf \(a zero weight\); found \w+ at index {idx}$"):
+            va.check_log_weights(bad, shape)
+
+
+def test_mask_paths():
+    b = np.array([True, False])
+    assert va.check_mask(b) is b and va.check_mask(b, shape=(2,)) is b
+    np.testing.assert_array_equal(va.check_mask([[0, 1]]), [[False, True]])
+    with pytest.raises(ValueError, match="m must hold booleans or 0/1, got dtype <U1"):
+        va.check_mask(np.array(["1", "0"]), name="m")
+    with pytest.raises(ValueError, match=r"m must hold booleans or exactly 0/1; found 2 at index \(0, 1\)"):
+        va.check_mask([[1, 2], [0, 3]], name="m")
+    with pytest.raises(ValueError, match=r"m must have shape \(1, 2\), got \(2,\)"):
+        va.check_mask([1, 0], shape=(1, 2), name="m")
