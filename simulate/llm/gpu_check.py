@@ -4,7 +4,8 @@ What it does: the ``gpu`` preset (Qwen3 architecture, ~85M parameters with the c
 vocabulary) in bf16 on ``cuda``; a cached supervised warm start; then, for ``gmc``, ``tic``, ``is``
 and ``onpolicy`` at delays ``0`` and ``8``, one seed of asynchronous RL; it prints the training
 throughput (completion tokens per second, sampling and learner together) and a short
-accuracy-against-delay table with the C9 line. Log-probs stay float32 (see :mod:`model`).
+accuracy-against-delay table with the protocol's C9 lines, marked "quick: not a verdict" (one seed:
+a throughput and path check; the verdict is the CPU protocol's). Log-probs stay float32 (see :mod:`model`).
 
 ``--dry-run`` (alias ``--tiny``) runs the same code path on CPU with the ``tiny`` preset and a few
 steps, in seconds, so the script is tested where no GPU exists. Timings of the full check were
