@@ -71,12 +71,8 @@ def _upward_references(path: Path) -> list[str]:
     return found
 
 
-# The old engine module stays only until its last callers import ``sweep`` instead; delete both.
-_LEGACY = {"asyncgrpo/sweep.py"}
-
-
 def test_core_sources_name_no_upper_layer():
-    files = sorted(p for p in (REPO / "asyncgrpo").rglob("*.py") if str(p.relative_to(REPO)) not in _LEGACY)
+    files = sorted((REPO / "asyncgrpo").rglob("*.py"))
     assert files
     bad = [ref for p in files for ref in _upward_references(p)]
     assert bad == [], "\n".join(bad)
