@@ -109,13 +109,18 @@ def main(argv: list[str] | None = None) -> int:
         sweep_opts["root"] = args.cells
     client = cluster = None
     if args.scheduler or args.dask_local:
-        from distributed import Client, LocalCluster
+        from distributed import Client
+
+        from sweep.dask_backend import connect, local_cluster
 
         if args.scheduler:
-            client = Client(args.scheduler)
+            try:
+                client = connect(args.scheduler)  # short timeout, one clear line
+            except ValueError as exc:
+                print(f"error: --scheduler: {exc}", file=sys.stderr)
+                return 2
         else:
-            cluster = LocalCluster(n_workers=args.dask_local, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            cluster = local_cluster(args.dask_local)  # workers exit with this process, even on SIGKILL
             client = Client(cluster)
         sweep_opts["client"] = client
         print(f"sweeps on Dask: {client.scheduler.address}")

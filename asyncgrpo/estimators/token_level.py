@@ -57,7 +57,7 @@ from asyncgrpo.estimators.aggregation import (
     check_loss_agg_mode,
     token_normaliser,
 )
-from asyncgrpo.validation import check_eps
+from asyncgrpo.validation import check_eps, check_mask
 
 #: Names of the token-level baselines.
 TOKEN_ESTIMATORS: tuple[str, ...] = ("grpo", "gspo", "cispo", "m2po")
@@ -106,7 +106,7 @@ def _check_inputs(name, tok_ell, mask, adv):
     if name not in TOKEN_CODES:
         raise ValueError(f"unknown token-level estimator {name!r}; known: {', '.join(TOKEN_ESTIMATORS)}")
     tok_ell = np.asarray(tok_ell, dtype=np.float64)
-    mask = np.asarray(mask, dtype=np.bool_)
+    mask = np.asarray(check_mask(mask), dtype=np.bool_)  # a mask of 0.5 is an error, never silently True
     adv = np.asarray(adv, dtype=np.float64)
     if tok_ell.ndim != 2 or tok_ell.shape[0] == 0 or tok_ell.shape[1] == 0:
         raise ValueError(f"tok_ell must have shape [N, T] with N, T >= 1, got {tok_ell.shape}")

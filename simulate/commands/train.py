@@ -2,7 +2,7 @@
 
 Every default is read from the configuration objects, never restated: learner options from
 ``simulate.training.TrainConfig()``, delay options from its ``DelaySpec()``, and the instance from
-the experiments' instance ``simulate.experiments.EXP_INSTANCE``. Delay names follow THEORY §1:
+the protocol's control instance (:data:`EXP_INSTANCE`, the ``count-frac`` instance of ``simulate.protocol``). Delay names follow THEORY §1:
 ``--delay d`` is the fixed delay, ``--max-delay D`` the largest delay of the uniform model (and the
 truncation of the geometric one); ``--delay-model`` picks the model.
 """
@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from simulate import delays as dl
-from simulate.experiments import EXP_INSTANCE
 from simulate.training import ALL_ESTIMATORS, OPTIMIZERS, InstanceSpec, TrainConfig, run_training
 
 NAME = "train"
@@ -21,7 +20,9 @@ HELP = "run one asynchronous GRPO training configuration on a bandit or token MD
 
 _CFG = TrainConfig()  # the learner's defaults
 _DELAY = _CFG.delay  # the delay model's defaults (DelaySpec())
-_INST = EXP_INSTANCE  # the instance the experiments run on
+#: the default instance: the training protocol's control instance (count-frac, V = 3, T = 6)
+EXP_INSTANCE = InstanceSpec(kind="token", V=3, T=6, state="count", reward="count_frac")
+_INST = EXP_INSTANCE
 
 
 class _Given(argparse.Action):

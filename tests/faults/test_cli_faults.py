@@ -64,7 +64,7 @@ def _train_parser():
 
 
 def test_train_defaults_are_the_config_defaults():
-    from simulate.experiments import EXP_INSTANCE
+    from simulate.commands.train import EXP_INSTANCE
     from simulate.training import TrainConfig
 
     cfg = train_cmd.config_from(_train_parser().parse_args([]))

@@ -151,3 +151,14 @@ def test_cast_down_never_rounds_up():
         out = tb.cast_down(w, dt)
         assert out.dtype == dt and bool((out.double() <= w).all())
         assert bool((out.double() >= w * (1 - 2 * torch.finfo(dt).eps)).all())
+
+
+def test_numpy_token_coefficients_refuse_a_fractional_mask():
+    """The NumPy token-level path checks its mask like every other entry point (0.5 is not a boolean)."""
+    import numpy as np
+
+    from asyncgrpo.estimators.token_level import token_coefficients
+
+    ell = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="mask"):
+        token_coefficients("grpo", ell, np.full((2, 3), 0.5), np.array([1.0, -1.0]))
