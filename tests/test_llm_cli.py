@@ -29,7 +29,7 @@ def test_cli_mirrors_config_defaults():
                 assert getattr(args, f.name) == getattr(d, f.name), f.name
         for dest, cls, name in NESTED:
             assert getattr(args, dest) == getattr(cls(), name), dest
-    args = parser.parse_args(["train", "--estimator", "tic", "--d", "3", "--G", "4", "--eta", "1e-4",
+    args = parser.parse_args(["train", "--estimator", "tic", "--delay", "3", "--G", "4", "--eta", "1e-4",
                               "--no-adv-norm", "--model", "/some/dir"])
     cfg = config_from_args(args)
     assert (cfg.estimator, cfg.d, cfg.G, cfg.eta, cfg.model_path) == ("tic", 3, 4, 1e-4, "/some/dir")
@@ -50,7 +50,7 @@ def test_theory_names_match_the_tabular_config():
 
 
 def test_cli_bad_input_is_one_clear_error(capsys):
-    assert main(["train", "--d", "9", "--D", "2"]) == 2
+    assert main(["train", "--delay", "9", "--max-delay", "2"]) == 2
     assert "d must be in 0..D" in capsys.readouterr().err
     assert main(["train", "--model", "/definitely/not/here", "--steps", "1"]) == 2
     assert "not a directory" in capsys.readouterr().err

@@ -12,7 +12,7 @@ error or the recovery, and that nothing is lost or silently wrong.
 | damaged warm-start cache                | warning naming the file, recomputed, same weights       | test_damaged_warmstart_cache_is_recomputed |
 | two runs on one output folder           | second refused (``flock``); no stale lock after exit    | test_second_run_on_one_folder_is_refused |
 | bad CLI values                          | one ``error:`` line naming the option, before any model | test_cli_rejects_bad_values_before_building_a_model |
-| ``--delay uniform --d 8``               | refused: ``d`` is the fixed model's parameter            | (same test) |
+| ``--delay-model uniform --delay 8``    | refused: ``d`` is the fixed model's parameter            | (same test) |
 """
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_cli_rejects_bad_values_before_building_a_model(tmp_path, monkeypatch, c
         (["--steps", "0"], "steps must be an integer >= 1"),
         (["--device", "cuda"], "device 'cuda' requested but torch.cuda.is_available"),
         (["--out-dir", str(tmp_path / "file" / "out")], "out_dir .* is a file, not a directory"),
-        (["--delay", "uniform", "--d", "8"], "d=8 is the fixed model's parameter; delay=uniform .* uses D"),
+        (["--delay-model", "uniform", "--delay", "8"], "d=8 is the fixed model's parameter; delay=uniform .* uses D"),
         (["--clip-ratio-c", "0.5"], "clip_ratio_c must be a finite number > 1"),
     ]
     if os.path.isdir("/proc"):

@@ -7,7 +7,7 @@ backend, token-level baselines from :mod:`asyncgrpo.estimators.token_level`, bot
 
 Commands (``python -m simulate.llm …``)::
 
-    train --estimator gmc --d 4 --steps 40          # tiny model on CPU, stale rollouts, minutes
+    train --estimator gmc --delay 4 --steps 40          # tiny model on CPU, stale rollouts, minutes
     warmstart                                       # the cached supervised warm start only
     experiment                                      # the pre-registered C9 protocol (protocol.py)
     gpu-check [--dry-run]                           # < 5 min on one H200 (bf16 'gpu' preset)

@@ -6,7 +6,7 @@ dataclass, never restated. Every input is checked before a model is built: the c
 checks, then :func:`simulate.llm.config.check_runtime` (CUDA present, output folders writable).
 Example (tiny model, stale rollouts, CPU, a couple of minutes)::
 
-    python -m simulate.llm train --estimator gmc --d 4 --steps 40
+    python -m simulate.llm train --estimator gmc --delay 4 --steps 40
 """
 from __future__ import annotations
 
@@ -47,13 +47,18 @@ def _flag_type(f: dataclasses.Field):
     return _TYPES[base]
 
 
+#: One spelling per concept across every CLI of the project (``python -m simulate train``/``bias`` too):
+#: ``--delay`` is the delay d, ``--max-delay`` the largest delay D, ``--delay-model`` the model.
+_FLAGS = {"delay": "--delay-model", "d": "--delay", "D": "--max-delay"}
+
+
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     for f in dataclasses.fields(TrainConfig):
         if f.name in ("task", "warmstart"):
             continue
         default = getattr(d, f.name)
-        flag = "--" + f.name.replace("_", "-")
+        flag = _FLAGS.get(f.name, "--" + f.name.replace("_", "-"))
         if f.name == "model_path":
             p.add_argument("--model", dest="model_path", default=default, metavar="PATH",
                            help="local checkpoint directory (config, weights, tokenizer); never downloaded")
