@@ -66,7 +66,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         else:
             p.add_argument(flag, dest=f.name, type=_flag_type(f), default=default, choices=_CHOICES.get(f.name),
-                           help=f"(default {default})")
+                           metavar=f.name if f.name in ("d", "D") else None, help=f"(default {default})")
     for dest, cls, name in NESTED:
         f = next(x for x in dataclasses.fields(cls) if x.name == name)
         default = getattr(cls(), name)
