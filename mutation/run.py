@@ -265,20 +265,29 @@ def _write_survivors(target: str, workdir: Path) -> None:
 
 
 def score(target: str, workdir: Path) -> tuple[int, int, int, int] | None:
-    """``(killed, survived, equivalent, not run)`` of the last session of ``target``."""
+    """``(killed, survived, equivalent, not run)`` of the last session of ``target``.
+
+    A mutant listed in equivalent.txt counts as equivalent whether it was skipped or (listed after
+    its run) survived; one that was killed is reported, as its entry is then wrong.
+    """
     db = workdir / f"{_tag(target)}.sqlite"
     if not db.exists():
         return None
+    equiv = _equivalents()
     k = s = e = pending = 0
-    for _, res in _items(db):
+    for _, res, key in _keyed(_items(db), target):
+        listed = _reason(equiv, key) is not None
         if res is None:
             pending += 1
         elif res.worker_outcome == "skipped":
             e += (res.output or "").startswith("equivalent:")
         elif res.test_outcome == "survived":
-            s += 1
+            e += listed
+            s += not listed
         else:  # killed, incompetent (the mutant cannot even be imported) or timed out
             k += 1
+            if listed:
+                print(f"warning: {':'.join(map(str, key[:4]))}#{key[4]} is listed as equivalent but was killed")
     return k, s, e, pending
 
 

@@ -515,3 +515,16 @@ def test_mask_paths():
         va.check_mask([[1, 2], [0, 3]], name="m")
     with pytest.raises(ValueError, match=r"m must have shape \(1, 2\), got \(2,\)"):
         va.check_mask([1, 0], shape=(1, 2), name="m")
+
+
+# --------------------------------------------------------------------------------------------------
+# asyncgrpo/functionals.py
+
+from asyncgrpo.functionals import ess  # noqa: E402
+
+
+@pytest.mark.parametrize("bad", [[[0.0, 0.0]], [], [[0.0], [1.0]]])
+def test_ess_takes_one_group(bad):
+    # a batch must not be silently flattened into one group, nor an empty group reach np.max
+    with pytest.raises(ValueError, match=r"log_w must be a non-empty 1-D array \(one group, G >= 1\)"):
+        ess(bad)
