@@ -528,3 +528,12 @@ def test_ess_takes_one_group(bad):
     # a batch must not be silently flattened into one group, nor an empty group reach np.max
     with pytest.raises(ValueError, match=r"log_w must be a non-empty 1-D array \(one group, G >= 1\)"):
         ess(bad)
+
+
+def test_advantages_default_delta_is_1e_minus_6():
+    from asyncgrpo.functionals import advantages
+
+    R = np.array([0.0, 1.0, 3.0])
+    want = (R - R.mean()) / (R.std() + 1e-6)
+    np.testing.assert_array_equal(advantages(R, normalize=True), want)
+    np.testing.assert_array_equal(advantages(R), R - R.mean())  # normalize defaults to False
