@@ -231,3 +231,16 @@ def test_optimal_J_and_regret_of_a_run():
     assert r.summary()["avg_regret"] == r.avg_regret
     bad = run_training(cfg.replace(estimator="is", eta=1e8))
     assert bad.diverged and bad.avg_regret == np.inf
+
+
+def test_clip_fraction_counts_cut_weights_only():
+    """The kernel's clip/cap fraction: 0 when nothing is stale (ρ = 1), > 0 for a cutting map far from
+    the behaviour policy, NaN for maps that never cut, and never above 1."""
+    base = TrainConfig(instance=TOKEN, G=8, eta=8.0, steps=30, seed=3, init_scale=0.5)
+    for e in ("tis", "tic", "gmc", "grpo"):
+        fresh = run_training(base.replace(estimator=e, delay=dl.fixed(0)))
+        assert np.nanmax(fresh.clip_frac) == 0.0, e
+        stale = run_training(base.replace(estimator=e, delay=dl.fixed(6), eta=64.0))
+        cf = stale.clip_frac[np.isfinite(stale.clip_frac)]
+        assert cf.size and cf.max() > 0.0 and cf.max() <= 1.0, e
+    assert np.all(np.isnan(run_training(base.replace(estimator="is", delay=dl.fixed(6))).clip_frac))
