@@ -212,6 +212,14 @@ def test_kernels_equal_the_reference(name, gi):
     assert kernels.log_group_mass_nb(ell) == pytest.approx(reference.log_group_mass(ell), rel=1e-14, abs=1e-15)
 
 
+def test_kernel_shift_is_the_maximum_wherever_it_sits():
+    # m = max ℓ keeps exp(ℓ − m) ≤ 1: with the maximum first, last or inside, and at |ℓ| = 1e4
+    for ell in ([2.0, -1.0, 0.5], [-1.0, 0.5, 2.0], [0.5, 2.0, -1.0]):
+        assert kernels.lse_parts_nb(np.array(ell))[0] == 2.0
+    ell = np.array([1e4, -1e4, 0.0])
+    assert kernels.log_group_mass_nb(ell) == pytest.approx(1e4 - math.log(3.0), rel=1e-15)
+
+
 def test_kernel_batch_and_unknown_code():
     batch = np.stack([GROUPS[0][:4], GROUPS[2], GROUPS[3]])
     for name, code in reference.CODES.items():
