@@ -507,7 +507,7 @@ def test_log_ratio_and_log_weight_messages():
     assert lw.tolist() == [-math.inf, 0.0]
     with pytest.raises(ValueError, match=r"log_w must have the shape of the log-ratios \(3,\), got \(2,\)"):
         va.check_log_weights([0.0, 0.0], (3,))
-    for bad, idx in [([0.0, math.inf], 1), ([math.nan, 0.0], 0), ([[0.0, 0.0], [0.0, math.nan]], 3)]:
+    for bad, idx in [([0.0, math.inf], 1), ([math.nan, 0.0, math.inf], 0), ([[0.0, 0.0], [0.0, math.nan]], 3)]:
         shape = np.shape(bad)
         with pytest.raises(ValueError, match=rf"log_w must be finite or -inf \(a zero weight\); found \w+ at index {idx}$"):
             va.check_log_weights(bad, shape)
