@@ -296,6 +296,8 @@ def _training_blocks(rep: dict) -> list:
                                     for e, x in a.items()) or "—",
                          (f"{_f(tb.get('diff'))} [{_f(tb.get('lo'))}, {_f(tb.get('hi'))}] {tb.get('verdict', '')}"
                           + (f" ({tb['reason']})" if tb.get("reason") else "")) if tb else "—",
+                         (f"{_f(tb.get('slope_gmc'))} vs theory "
+                          + "/".join(f"{x:+.2f}" for x in tb.get("theory_local_exponent") or [])) if tb else "—",
                          r["verdict"] + (f" — {r['reason']}" if r.get("reason") else "")])
         b += [("h3", f"C5 — {c5['verdict']}"),
               ("p", f"Δ(G) = nAUC(d=0) − nAUC(d={pm['c5']['d']}) at K = {pm['c5']['steps']} steps for every G ∈ "
@@ -303,7 +305,8 @@ def _training_blocks(rep: dict) -> list:
                     f"−{pm['c5']['flat_margin']}, tic must stay within ±{pm['c5']['flat_margin']}). Test B: slope of "
                     f"log Δ̄ on log G, gmc minus tic, must lie below −{pm['c5']['slope_margin']}."),
               ("table", ["instance", "median χ²", "premise met", "test A (change of Δ over G)",
-                         "test B (slope gmc − tic)", "verdict"], rows)]
+                         "test B (slope gmc − tic)", "gmc slope vs local exponent of the tuned bound at each G",
+                         "verdict"], rows)]
     if rep.get("lm"):
         meta = rep.get("lm_meta") or {}
         b += [("h3", f"LM row — {rows_verdict([ev.get('verdict', '') for ev in rep['lm']])}"),
