@@ -545,3 +545,9 @@ def test_advantages_default_delta_is_1e_minus_6():
     want = (R - R.mean()) / (R.std() + 1e-6)
     np.testing.assert_array_equal(advantages(R, normalize=True), want)
     np.testing.assert_array_equal(advantages(R), R - R.mean())  # normalize defaults to False
+
+
+def test_torch_mask_error_names_the_first_bad_entry():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match=r"mask must hold booleans or exactly 0/1; found 0.5 at index \(0, 0\)"):
+        va.check_mask(torch.tensor([[0.5, 1.0, 2.0]]))
