@@ -368,6 +368,14 @@ def test_rate_check_zones_and_edges(k, n, p0, direction, want):
     assert (r.verdict, r.rate, r.failures, r.n, r.p0, r.direction, r.name) == (want, k / n, k, n, p0, direction, "r")
 
 
+@pytest.mark.parametrize("direction", ["above", "below"])
+def test_rate_check_interval_touching_p0_is_inconclusive(direction):
+    # p0 set to an end of the interval itself: "beyond p0" is strict on both sides
+    r = vd.rate_check(5, 20, p0=0.5, direction=direction)
+    for p0 in (r.lo, r.hi):
+        assert vd.rate_check(5, 20, p0=p0, direction=direction).verdict == "inconclusive"
+
+
 def test_rate_check_level_follows_alpha_and_guards():
     r = vd.rate_check(5, 40, p0=0.2, direction="below", alpha=0.1)
     ci = stats.binomtest(5, 40).proportion_ci(0.80, method="exact")
