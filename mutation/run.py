@@ -246,7 +246,7 @@ def run_target(target: str, workdir: Path, timeout: float, count_only: bool = Fa
         sys.exit(f"{target}: the related tests fail on unmutated code; fix that first\n{base.stdout}{base.stderr}")
     t0 = time.time()
     try:
-        # cosmic-ray takes pending mutants in job-id (random uuid) order, so a run cut short by
+        # cosmic-ray takes the pending mutants in random order, so a run cut short by
         # --max-minutes has scored a random sample; the rest shows as "not run".
         _cr(["cosmic-ray", "exec", str(cfg), str(db)], src, check=True,
             timeout=None if max_minutes is None else 60 * max_minutes)
