@@ -559,3 +559,21 @@ def test_torch_mask_error_names_the_first_bad_entry():
     torch = pytest.importorskip("torch")
     with pytest.raises(ValueError, match=r"mask must hold booleans or exactly 0/1; found 0.5 at index \(0, 0\)"):
         va.check_mask(torch.tensor([[0.5, 1.0, 2.0]]))
+
+
+def test_bootstrap_slope_signature_defaults_and_rows():
+    x = np.array([0.0, 1.0, 2.0])
+    r = np.random.default_rng(4)
+    Y = np.vstack([np.tile([0.0, 0.5, 1.0], (3, 1)), 0.5 * x + r.normal(0, 0.3, (9, 3))])
+    # defaults pinned: 2000 resamples, seed 0; x and Y may be named, the options are keyword-only
+    assert vd.bootstrap_slope(x=x, Y=Y) == vd.bootstrap_slope(x, Y, n_resamples=2000, level=0.95, seed=0)
+    with pytest.raises(TypeError):
+        vd.bootstrap_slope(x, Y, 2000)
+    # resampling is over the 12 rows (seeds): the first three rows are identical, so an interval
+    # drawn from them alone would have zero width
+    s, lo, hi = vd.bootstrap_slope(x, Y, n_resamples=400)
+    assert lo < s < hi and hi - lo > 0.05
+
+
+def test_bound_verdict_looseness_is_bound_over_measured():
+    assert vd.bound_verdict(2.0, 2.1, 5.0) == "holds, bound loose ×2.5"
