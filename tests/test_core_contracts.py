@@ -577,3 +577,19 @@ def test_bootstrap_slope_signature_defaults_and_rows():
 
 def test_bound_verdict_looseness_is_bound_over_measured():
     assert vd.bound_verdict(2.0, 2.1, 5.0) == "holds, bound loose ×2.5"
+
+
+def test_comparison_options_are_keyword_only_and_rows_frozen():
+    a, b = [0.3, 0.5, 0.4], [0.1, 0.2, 0.2]
+    c = vd.paired_comparison(a=a, b=b, kind="superiority", margin=0.0)  # a and b may be named
+    with pytest.raises(TypeError):
+        vd.paired_comparison(a, b, "superiority", 0.0)
+    with pytest.raises(TypeError):
+        vd.one_sample_comparison(a, "superiority", 0.0)
+    with pytest.raises(TypeError):
+        vd.rate_check(1, 10, 0.1, "above")
+    r = vd.rate_check(1, 10, p0=0.1, direction="above")
+    for row, field in ((c, "verdict"), (r, "verdict")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(row, field, "holds")  # a verdict row cannot be edited after the rule decided it
+    assert c.as_dict()["verdict"] == c.verdict and r.as_dict()["n"] == 10
