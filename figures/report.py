@@ -230,8 +230,10 @@ def key_findings(rep: dict) -> list[str]:
         out.append(s + ".")
     if rep.get("lm"):
         v = rows_verdict([ev.get("verdict", "") for ev in rep["lm"]])
-        out.append(f"On the small language model (LM row): {v} — "
-                   + "; ".join(f"{ev.get('quantity')}: {ev.get('verdict')}" for ev in rep["lm"][:3]) + ".")
+        by = {w: [ev.get("quantity", "").removeprefix("LM scale: ") for ev in rep["lm"] if ev.get("verdict") == w]
+              for w in (vd.REFUTED, vd.HOLDS, vd.INCONCLUSIVE)}
+        parts = [f"{w}: {', '.join(q)}" for w, q in by.items() if q]
+        out.append(f"On the small language model (LM row) the same claim is {v} — " + "; ".join(parts) + ".")
     return out[:7]
 
 
@@ -312,8 +314,10 @@ def _training_blocks(rep: dict) -> list:
         b += [("h3", f"LM row — {rows_verdict([ev.get('verdict', '') for ev in rep['lm']])}"),
               ("p", "Small language model (simulate/llm), paired over seeds, same rule"
                     + (f"; protocol hash `{meta.get('protocol_hash')}`" if meta.get("protocol_hash") else "") + "."),
-              ("table", ["quantity", "at", "measured", "verdict", "note"],
-               [[ev.get("quantity", ""), ev.get("point", ""), stats.fmt(ev.get("measured"), ev.get("se")),
+              ("table", ["quantity", "at", "estimate", "verdict", "interval and rule"],
+               # the estimate alone: its interval (t, at the comparison's Holm level) is in the note, so no
+               # second, differently computed interval can disagree with the verdict
+               [[ev.get("quantity", ""), ev.get("point", ""), _f(ev.get("measured")),
                  ev.get("verdict", ""), ev.get("note", "")] for ev in rep["lm"]])]
     return b
 
