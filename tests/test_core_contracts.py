@@ -593,3 +593,29 @@ def test_comparison_options_are_keyword_only_and_rows_frozen():
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(row, field, "holds")  # a verdict row cannot be edited after the rule decided it
     assert c.as_dict()["verdict"] == c.verdict and r.as_dict()["n"] == 10
+
+
+def test_bootstrap_slope_matches_scipy_bootstrap_of_the_polyfit_slope():
+    # oracle: the same percentile bootstrap over rows, with the slope written independently (polyfit)
+    x = np.array([0.0, 1.0, 3.0])
+    Y = 0.5 * x + np.random.default_rng(6).normal(0, 0.2, (10, 3))
+    s, lo, hi = vd.bootstrap_slope(x, Y, n_resamples=300, level=0.9, seed=3)
+    res = stats.bootstrap((np.arange(10),), lambda idx: np.polyfit(x, Y[idx].mean(axis=0), 1)[0], n_resamples=300,
+                          confidence_level=0.9, method="percentile", vectorized=False, rng=np.random.default_rng(3))
+    assert (lo, hi) == pytest.approx((res.confidence_interval.low, res.confidence_interval.high), rel=1e-10)
+
+
+def test_bootstrap_slope_smallest_inputs_and_messages():
+    s, lo, hi = vd.bootstrap_slope([0.0, 2.0], [[0.0, 1.0], [0.0, 1.2]], n_resamples=100)  # 2 points, 2 rows
+    assert s == pytest.approx(0.55) and lo <= s <= hi
+    with pytest.raises(ValueError, match=r"Y needs at least 2 rows \(seeds\), got 1$"):
+        vd.bootstrap_slope([0.0, 1.0, 2.0], [[0.0, 1.0, 2.0]])
+    with pytest.raises(ValueError, match="x needs at least two distinct values"):
+        vd.bootstrap_slope([1.0], [[0.0], [1.0]])
+
+
+def test_interval_verdict_defaults_to_above_and_decide_uses_t_quantile_at_n_2():
+    assert vd.interval_verdict(0.2, 0.5, 0.1) == "holds"
+    c = vd.decide([vd.Comparison("n2", "superiority", 0.0, 0.0, 2, 0.3, 0.1, 0.2, 0.8)])[0]
+    q = stats.t.ppf(1 - c.alpha_level, 1)  # df = n − 1 = 1
+    assert c.verdict == "inconclusive" and (c.lo, c.hi) == pytest.approx((0.3 - q * 0.1, 0.3 + q * 0.1), rel=1e-12)
