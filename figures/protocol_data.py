@@ -7,6 +7,7 @@ structures into JSON for the figures' sidecars, which is what :mod:`figures.repo
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -26,8 +27,8 @@ def result(quick: bool, sweep_opts: dict | None = None):
 
         opts = dict(sweep_opts or {})
         if "client" not in opts and "scheduler" not in opts:
-            opts.pop("n_workers", None)  # cells run in-process; each cell is parallel over its runs
-            opts["backend"] = "serial"
+            # cells side by side in worker processes (run.py gives each one Numba thread)
+            opts["backend"] = "local" if int(opts.get("n_workers") or os.cpu_count() or 1) > 1 else "serial"
         _CACHE[quick] = run_protocol(quick=quick, local_exponent=_local_exponent, **opts)
     return _CACHE[quick]
 

@@ -12,6 +12,7 @@ finished cell is never recomputed and an interrupted run resumes; a user's own i
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,11 +48,22 @@ def _proto(protocol, quick: bool) -> Protocol:
     return load_protocol(protocol, quick=quick)
 
 
+def _path_setting(path: Path) -> str:
+    """The protocol file as a cell setting: ``"default"`` for the committed file, so that cell keys do
+    not depend on where the repository is checked out (the hash identifies the content)."""
+    return "default" if Path(path).resolve() == DEFAULT_PATH.resolve() else str(Path(path).resolve())
+
+
+def _load(protocol_path: str, quick: bool) -> Protocol:
+    return load_protocol(None if protocol_path == "default" else protocol_path, quick=quick)
+
+
 def sweep_cell(instance: str, estimator: str, d: int, eps: float, G: int, protocol_path: str, quick: bool,
                protocol_sha256: str, K: int | None = None) -> pd.DataFrame:
     """Sweep cell function: :func:`simulate.protocol.cells.run_cell` for a registered instance; the
-    protocol is read from ``protocol_path`` and must still hash to ``protocol_sha256``."""
-    proto = load_protocol(protocol_path, quick=quick)
+    protocol is read from ``protocol_path`` (``"default"``: the committed file) and must still hash to
+    ``protocol_sha256``."""
+    proto = _load(protocol_path, quick)
     if proto.sha256 != protocol_sha256:
         raise ValueError(f"protocol file {protocol_path} changed during the run (sha256 {proto.sha256[:12]} ≠ "
                          f"{protocol_sha256[:12]})")
@@ -61,7 +73,7 @@ def sweep_cell(instance: str, estimator: str, d: int, eps: float, G: int, protoc
 def sweep_fixed_cell(instance: str, estimator: str, d: int, eps: float, G: int, eta: float, protocol_path: str,
                      quick: bool, protocol_sha256: str, K: int | None = None) -> pd.DataFrame:
     """Sweep cell function for C5 test A (:func:`simulate.protocol.cells.eval_at`)."""
-    proto = load_protocol(protocol_path, quick=quick)
+    proto = _load(protocol_path, quick)
     if proto.sha256 != protocol_sha256:
         raise ValueError(f"protocol file {protocol_path} changed during the run")
     return pc.eval_at(instance, estimator, d, eps, G, eta, proto, K=K)
@@ -76,10 +88,22 @@ def _fixed_cells(proto: Protocol, name: str, eta: float) -> list[dict]:
 def _run_cells(fn, cells: list[dict], proto: Protocol, path: Path, sweep_id: str, sweep_kw: dict) -> pd.DataFrame:
     from sweep import Cell, Sweep, run_sweep
 
-    fixed = dict(protocol_path=str(path), quick=proto.quick, protocol_sha256=proto.sha256)
+    fixed = dict(protocol_path=_path_setting(path), quick=proto.quick, protocol_sha256=proto.sha256)
     sw = Sweep(sweep_id, fn, tuple(Cell(",".join(f"{k}={v}" for k, v in c.items()), {**c, **fixed}) for c in cells))
     kw = dict(backend="serial")
     kw.update(sweep_kw)
+    if kw.get("backend") == "local":
+        # Cells run side by side in worker processes, one Numba thread each (a cell's kernel batches
+        # are too small to gain from threads); results do not depend on the thread count.
+        old = os.environ.get("NUMBA_NUM_THREADS")
+        os.environ["NUMBA_NUM_THREADS"] = "1"
+        try:
+            return run_sweep(sw, **kw).table
+        finally:
+            if old is None:
+                os.environ.pop("NUMBA_NUM_THREADS", None)
+            else:
+                os.environ["NUMBA_NUM_THREADS"] = old
     return run_sweep(sw, **kw).table
 
 
