@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # exit 5: no test is marked slow right now
+	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # exit 5: no test selected
 
 bench: $(STAMP)
 	$(PY) -m bench

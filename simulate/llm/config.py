@@ -18,14 +18,14 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from asyncgrpo import estimators as est
 from asyncgrpo.estimators.aggregation import check_loss_agg_mode
-from asyncgrpo.estimators.token_level import CISPO_CLAMPS
+from asyncgrpo.estimators.token_level import CISPO_CLAMPS, TOKEN_ESTIMATORS
+from simulate.training.config import (
+    ALL_ESTIMATORS,  # one list of estimator names (torch-free)
+)
 
-#: Token-level baselines of THEORY §2 (mirrors ``asyncgrpo.estimators.token_level.TOKEN_ESTIMATORS``
-#: so that the CLI can list them before torch is imported).
-TOKEN_NAMES: tuple[str, ...] = ("grpo", "gspo", "cispo", "m2po")
-ALL_ESTIMATORS: tuple[str, ...] = tuple(est.ESTIMATORS) + TOKEN_NAMES
+#: Token-level baselines of docs/THEORY.md §2 (the registry's list; importing it does not import torch).
+TOKEN_NAMES: tuple[str, ...] = TOKEN_ESTIMATORS
 #: Delay models (kinds of :mod:`simulate.delays`): ``fixed`` uses ``d``, ``uniform`` uses ``D``,
 #: ``queue`` uses ``n_actors`` (lognormal generation times, log-sd 1).
 DELAY_MODES: tuple[str, ...] = ("fixed", "uniform", "queue")
