@@ -135,13 +135,19 @@ def test_numpy_and_math_log1p_agree_on_the_boundary():
     assert np.log1p(EPS) == CAP
 
 
-@pytest.mark.xfail(strict=True, reason="known disagreement, reported in issue 19: NumPy's log1p(0.2) is 1 ulp "
-                   "above math.log1p(0.2), so at ℓ = np.log1p(0.2) the NumPy tic keeps the weight and the "
-                   "Numba kernel removes it")
-def test_tic_backends_agree_exactly_on_the_boundary_for_eps_0_2():
-    ell = np.array([np.log1p(0.2), 0.0])
-    np.testing.assert_array_equal(kernels.log_weights_nb(3, ell, 0.2, np.empty(2)),
-                                  reference.log_weights("tic", ell, 0.2))
+@pytest.mark.parametrize("x", [np.log1p(0.2), math.log1p(0.2)])
+def test_tic_backends_agree_exactly_on_the_boundary_for_eps_0_2(x):
+    """NumPy's log1p(0.2) is 1 ulp above math.log1p(0.2); every backend uses the same cap, so at ℓ exactly
+    on either float the three backends keep or remove the weight alike (found by mutation testing)."""
+    import torch
+
+    from asyncgrpo.estimators import torch_backend
+
+    ell = np.array([x, 0.0])
+    ref = reference.log_weights("tic", ell, 0.2)
+    np.testing.assert_array_equal(kernels.log_weights_nb(3, ell, 0.2, np.empty(2)), ref)
+    lw_t = torch_backend.log_weights("tic", torch.tensor(ell), 0.2, torch.ones(2, dtype=torch.bool)).numpy()
+    np.testing.assert_array_equal(lw_t, ref)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -20,6 +20,8 @@ backend are tested equal to them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # Codes shared with the Numba kernels (numba dispatches on an int, not a str).
@@ -45,7 +47,9 @@ def log_weights(name: str, ell: np.ndarray, eps: float) -> np.ndarray:
 
     ``ell`` has shape ``(..., G)``: one group, or a batch of groups along the leading axes.
     """
-    cap = np.log1p(eps)
+    # the same float as the Numba and torch backends (NumPy's log1p can differ from math.log1p by an
+    # ulp, e.g. at ε = 0.2, which would move tic's boundary between backends)
+    cap = math.log1p(eps)
     if name == "onpolicy":
         return np.zeros_like(ell)
     if name == "is":
