@@ -31,8 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from simulate.jit_notice import announce_if_cold
 
-    if argv is None and len(sys.argv) > 1 and sys.argv[1] in ("bias", "train", "protocol"):
-        announce_if_cold()  # one line instead of a silent first compile
+    from simulate.jit_notice import COMMAND_MODULES
+
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] in COMMAND_MODULES:
+        announce_if_cold(COMMAND_MODULES[sys.argv[1]])  # one line instead of a silent first compile
     return run_cli(build_parser(), argv)
 
 

@@ -11,30 +11,32 @@ import importlib.util
 import sys
 from pathlib import Path
 
-#: Modules whose kernels the simulate commands need, with the measured cold compile time (s, quiet 2-core machine).
-KERNEL_MODULES = {"simulate.training.kernel": 25, "simulate.montecarlo.kernel": 15, "simulate.instances.dp": 3}
+#: Modules whose kernels the simulate commands need, with the measured cold compile time (s, 2 cores).
+KERNEL_MODULES = {"simulate.training.kernel": 35, "simulate.montecarlo.kernel": 15, "simulate.instances.dp": 3}
+#: The kernels each command compiles.
+COMMAND_MODULES = {"train": ("simulate.training.kernel", "simulate.instances.dp"),
+                   "protocol": ("simulate.training.kernel", "simulate.instances.dp"),
+                   "bias": ("simulate.montecarlo.kernel", "simulate.instances.dp")}
 
 
-def _cache_dir(module: str) -> Path | None:
+def _cache_dirs(module: str) -> list[Path]:
+    """Where Numba keeps ``module``'s cache: ``__pycache__`` next to the source, or with
+    ``NUMBA_CACHE_DIR`` set, ``<dir>/<package folder>_<hash of its path>/``."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        return None
+        return []
     import numba
 
     src = Path(spec.origin)
     if numba.config.CACHE_DIR:
-        # numba mirrors the source path below NUMBA_CACHE_DIR
-        return Path(numba.config.CACHE_DIR) / src.parent.relative_to(src.anchor) / "__pycache__"
-    return src.parent / "__pycache__"
+        return sorted(Path(numba.config.CACHE_DIR).glob(f"{src.parent.name}_*"))
+    return [src.parent / "__pycache__"]
 
 
 def is_cold(module: str) -> bool:
     """True when ``module`` has no Numba cache index on disk (its kernels will compile on first use)."""
-    d = _cache_dir(module)
-    if d is None:
-        return False
     stem = module.rsplit(".", 1)[-1]
-    return not any(d.glob(f"{stem}.*.nbi"))
+    return not any(any(d.glob(f"{stem}.*.nbi")) for d in _cache_dirs(module))
 
 
 def announce_if_cold(modules=tuple(KERNEL_MODULES), stream=None) -> bool:

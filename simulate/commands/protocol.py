@@ -25,10 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from simulate.jit_notice import announce_if_cold
     from simulate.protocol import INSTANCES, run_protocol
-
-    announce_if_cold(("simulate.training.kernel", "simulate.instances.dp"))
 
     insts = None
     if args.instance is not None:
