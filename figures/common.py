@@ -92,14 +92,6 @@ def save(fig, out_dir, name: str, meta: dict) -> list[str]:
     return [str(p) for p in paths]
 
 
-def add_caption(out_dir, name: str, caption: str) -> None:
-    """Add ``caption`` (what is plotted, what the claim predicts, what to look for) to a saved sidecar."""
-    p = Path(out_dir) / f"{name}.json"
-    meta = json.loads(p.read_text())
-    meta["caption"] = caption
-    p.write_text(json.dumps(meta, indent=1, default=_jsonable, allow_nan=False))
-
-
 def tightest(df, claim: str, quantity: str, point, figure: str, names=("tis", "tic", "gmc")) -> list[Evidence]:
     """Per estimator, the row of ``df`` where ``value/bound`` is largest (the bound's tightest point).
 
@@ -117,9 +109,10 @@ def tightest(df, claim: str, quantity: str, point, figure: str, names=("tis", "t
 
 
 def sweep_figure(name: str, out_dir, quick: bool, sweep, plot, evidence, *, settings: dict, seeds,
-                 sweep_opts: dict | None = None) -> FigureResult:
+                 sweep_opts: dict | None = None, caption: str = "") -> FigureResult:
     """The ``main`` of a one-sweep figure: run ``sweep`` (cached cells), ``plot(table)``,
-    ``evidence(table)``, save PNG + PDF + sidecar, and return the :class:`FigureResult`."""
+    ``evidence(table)``, save PNG + PDF + sidecar (with its ``caption``: what is plotted, what the
+    claim predicts, what to look for), and return the :class:`FigureResult`."""
     import time
 
     from figures import style
@@ -130,6 +123,8 @@ def sweep_figure(name: str, out_dir, quick: bool, sweep, plot, evidence, *, sett
     fig, _ = plot(df)
     ev = evidence(df)
     meta = sidecar(name, quick=quick, settings=settings, seeds=seeds, sweeps=[sweep.id], evidence=ev)
+    if caption:
+        meta["caption"] = caption
     return FigureResult(name, save(fig, out_dir, name, meta), ev, [], time.perf_counter() - t0)
 
 

@@ -107,7 +107,13 @@ def evidence(df) -> list[common.Evidence]:
     return ev
 
 
+CAPTION = ("Bias against the group size G on the token MDP (Monte Carlo, 95 % intervals; exact values where "
+           "enumerable): the weighting part ‖E[ĝ_w − ĝ_is]‖ of tis, tic and gmc, the baseline part ‖∇J‖/G (C8) with "
+           "the total bias of is, E𝔅 and the removed mass. C7 predicts gmc's weighting part tends to 0 while tis/tic "
+           "tend to a constant; look at the first panel's tail, not at the total (mostly the baseline part).")
+
+
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
     """Run the sweep (cached), draw figure 1, return its C7/C8 evidence."""
     return common.sweep_figure(NAME, out_dir, quick, sweep(quick), plot, evidence, settings=settings(quick), seeds=[SEED],
-                               sweep_opts=sweep_opts)
+                               sweep_opts=sweep_opts, caption=CAPTION)

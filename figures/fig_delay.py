@@ -83,7 +83,5 @@ CAPTION = ("Staleness on the token MDP: left, the realised χ²(π_θ‖μ) agai
 
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
     """Run the delay sweep (cached), draw figure 7, return C6/C4 evidence."""
-    res = common.sweep_figure(NAME, out_dir, quick, sweep(quick), plot, evidence, settings=settings(quick), seeds=[SEED],
-                              sweep_opts=sweep_opts)
-    common.add_caption(out_dir, NAME, CAPTION)
-    return res
+    return common.sweep_figure(NAME, out_dir, quick, sweep(quick), plot, evidence, settings=settings(quick), seeds=[SEED],
+                               sweep_opts=sweep_opts, caption=CAPTION)
