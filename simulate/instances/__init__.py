@@ -38,7 +38,7 @@ re-exported here.
 """
 from __future__ import annotations
 
-from simulate.instances.dp import (
+from simulate.instances.dp import (backward_values, state_distribution, 
     chi2,
     chi2_nb,
     enumerate_paths,
@@ -73,6 +73,8 @@ from simulate.instances.sampling import (
 )
 
 __all__ = [
+    "state_distribution",
+    "backward_values",
     "expected_score",
     "MAX_ENUM_PATHS",
     "TabularMDP",

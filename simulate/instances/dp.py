@@ -110,7 +110,7 @@ def log_policy(theta) -> np.ndarray:
     return log_softmax_nb(flat, np.empty_like(flat)).reshape(th.shape)
 
 
-def _forward(mdp: TabularMDP, q: np.ndarray) -> np.ndarray:
+def state_distribution(mdp: TabularMDP, q: np.ndarray) -> np.ndarray:
     """``d_{t}(s) = Σ_{s',a} d_{t-1}(s') q[t-1,s',a] 1{next(s',a)=s}``, ``d_0 = δ_{s0}``; shape ``(T+1, S)``."""
     T, S, _ = mdp.theta_shape
     d = np.zeros((T + 1, S))
@@ -120,7 +120,7 @@ def _forward(mdp: TabularMDP, q: np.ndarray) -> np.ndarray:
     return d
 
 
-def _backward(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray):
+def backward_values(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray):
     """``V_T = terminal``, ``Q_t(s,a) = V_{t+1}(next(s,a))``, ``V_t(s) = Σ_a q[t,s,a] Q_t(s,a)``."""
     T, S, _ = mdp.theta_shape
     Vv = np.zeros((T + 1, S))
@@ -152,8 +152,8 @@ def expected_score(mdp: TabularMDP, q: np.ndarray, terminal: np.ndarray, pi: np.
     ``(S,)``. Row ``(t,s)`` of the score is ``e_a − π(·|s)``, so the result is
     ``d_t(s) q(a|s) Q_t(s,a) − d_t(s) V_t(s) π(a|s)``. With ``q = π_θ``, ``f = R`` it is ``∇J(θ)``.
     """
-    d = _forward(mdp, q)
-    Vv, Q = _backward(mdp, q, terminal)
+    d = state_distribution(mdp, q)
+    Vv, Q = backward_values(mdp, q, terminal)
     return d[:-1, :, None] * (q * Q - Vv[:-1, :, None] * pi)
 
 
@@ -166,7 +166,7 @@ def ratio_moment(mdp: TabularMDP, theta, theta_mu, k: float) -> float:
     """``E_μ[ρ^k] = Σ_τ Π_t π_θ(a_t|s_t)^k μ(a_t|s_t)^{1−k}`` by DP (``ρ^k`` factorises over steps)."""
     lp = log_policy(mdp.check_theta(theta))
     lm = log_policy(mdp.check_theta(theta_mu, "theta_mu"))
-    Vv, _ = _backward(mdp, np.exp(k * lp + (1.0 - k) * lm), np.ones(mdp.S))
+    Vv, _ = backward_values(mdp, np.exp(k * lp + (1.0 - k) * lm), np.ones(mdp.S))
     return float(Vv[0, mdp.s0])
 
 
@@ -256,4 +256,4 @@ def stale_pair(mdp: TabularMDP, theta, d: float, eta: float, direction: str = "g
     return th - d * eta * (u / norm)
 
 
-__all__ = ["log_softmax_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]
+__all__ = ["log_softmax_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "state_distribution", "backward_values", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]

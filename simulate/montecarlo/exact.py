@@ -296,12 +296,12 @@ def exact_second_moment_S(mdp, theta, theta_mu, G: int) -> float:
     lm = ins.log_policy(mdp.check_theta(theta_mu, "theta_mu"))
     pi, mu = np.exp(lp), np.exp(lm)
     g = 1.0 - 2.0 * pi + (pi * pi).sum(-1, keepdims=True)
-    d = _state_dist(mdp, pi)
+    d = ins.state_distribution(mdp, pi)
 
     def e_pi_f_s2(f):
-        return float((d[:-1, :, None] * pi * g * _terminal_q(mdp, pi, f)).sum())
+        return float((d[:-1, :, None] * pi * g * ins.backward_values(mdp, pi, f)[1]).sum())
 
-    d_mu_T = _state_dist(mdp, mu)[-1]
+    d_mu_T = ins.state_distribution(mdp, mu)[-1]
     Jmu, Jmu2 = float(d_mu_T @ mdp.reward), float(d_mu_T @ mdp.reward**2)
     a = 1.0 - 1.0 / G
     EY = a * Jmu
@@ -309,23 +309,3 @@ def exact_second_moment_S(mdp, theta, theta_mu, G: int) -> float:
     return a * a * e_pi_f_s2(mdp.reward**2) - 2 * a * e_pi_f_s2(mdp.reward) * EY + e_pi_f_s2(np.ones(mdp.S)) * EY2
 
 
-# The two recursions S needs beyond the public DP of simulate.instances (which gives J and ∇J only).
-def _state_dist(mdp, q: np.ndarray) -> np.ndarray:
-    """``d_t(s)`` under step weights ``q (T,S,V)``: ``d_0 = δ_{s0}``, ``d_{t+1}(s') = Σ d_t(s) q_t(s,a) 1{next = s'}``; ``(T+1, S)``."""
-    T, S, _ = mdp.theta_shape
-    d = np.zeros((T + 1, S))
-    d[0, mdp.s0] = 1.0
-    for t in range(T):
-        d[t + 1] = np.bincount(mdp.next_state[t].ravel(), weights=(d[t][:, None] * q[t]).ravel(), minlength=S)
-    return d
-
-
-def _terminal_q(mdp, q: np.ndarray, terminal: np.ndarray) -> np.ndarray:
-    """``Q_t(s,a) = V_{t+1}(next(s,a))`` with ``V_T = terminal``, ``V_t(s) = Σ_a q_t(s,a) Q_t(s,a)``; ``(T,S,V)``."""
-    T = mdp.T
-    Q = np.zeros(mdp.theta_shape)
-    v = np.asarray(terminal, dtype=np.float64)
-    for t in range(T - 1, -1, -1):
-        Q[t] = v[mdp.next_state[t]]
-        v = (q[t] * Q[t]).sum(axis=1)
-    return Q
