@@ -50,7 +50,7 @@ def _same(a: mc.MCResult, b: mc.MCResult) -> bool:
     return all(np.array_equal(a.mean[q], b.mean[q], equal_nan=True) for q in a.mean) and np.array_equal(a.cell, b.cell) and np.array_equal(a.row, b.row)
 
 
-def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int = 3) -> str:
+def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int = 7) -> str:
     """Measure and return the table (see the module docstring)."""
     mdp = ins.token_mdp(V=V, T=T, state="count", reward="count_ge", k=2)
     theta = ins.random_theta(mdp, 0.5, seed=0)
