@@ -161,14 +161,26 @@ def test_add_score_matches_dense():
     mdp = MDPS[1]
     lp = ins.log_policy(ins.random_theta(mdp, 1.0, seed=7))
     actions, states, _ = ins.sample_groups_nb(lp, mdp.next_state, mdp.reward, mdp.s0, 50, 3)
-    coef = np.random.default_rng(0).normal(size=50)
+    coef = np.random.default_rng(0).normal(size=(50, mdp.T))
+    coef[3] = 0.0  # a whole trajectory without weight, and single tokens without weight
+    coef[5, 0] = 0.0
     got = ins.add_score_nb(lp, states, actions, coef, np.zeros(mdp.theta_shape))
     want = np.zeros(mdp.theta_shape)
     p = np.exp(lp)
     for i in range(50):
         for t in range(mdp.T):
-            want[t, states[i, t]] += coef[i] * (np.eye(mdp.V)[actions[i, t]] - p[t, states[i, t]])
+            want[t, states[i, t]] += coef[i, t] * (np.eye(mdp.V)[actions[i, t]] - p[t, states[i, t]])
     np.testing.assert_allclose(got, want, atol=1e-12)
+    # a trajectory-level coefficient c_i is the same number on every token: Σ_i c_i ∇log π(τ_i)
+    c = np.random.default_rng(1).normal(size=50)
+    traj = ins.add_score_nb(lp, states, actions, np.repeat(c[:, None], mdp.T, axis=1), np.zeros(mdp.theta_shape))
+    want = np.zeros(mdp.theta_shape)
+    for i in range(50):
+        score = np.zeros(mdp.theta_shape)
+        for t in range(mdp.T):
+            score[t, states[i, t]] += np.eye(mdp.V)[actions[i, t]] - p[t, states[i, t]]
+        want += c[i] * score
+    np.testing.assert_allclose(traj, want, atol=1e-12)
 
 
 @pytest.mark.parametrize("mdp", MDPS[:3], ids=lambda m: m.name)

@@ -316,3 +316,14 @@ def test_extreme_staleness_stays_finite_and_matches_reference():
             x = ref["slots"][slot][q]
             assert np.isfinite(res.mean[q][e]), (slot, q)
             assert res.mean[q][e] == pytest.approx(x.mean(), rel=1e-12, abs=1e-15), (slot, q)
+
+
+def test_pack_table_refuses_cell_ids_beyond_int32():
+    """The kernel keeps cell ids (t·S + s)·V + a in int32: T·S·V ≥ 2^31 is refused before any allocation."""
+    from simulate.montecarlo.kernel import pack_table
+
+    shape = (2**11, 2**10, 2**10)  # zero-stride views: no memory behind them
+    z = np.broadcast_to(0.0, shape)
+    zi = np.broadcast_to(np.int64(0), shape)
+    with pytest.raises(ValueError, match="T·S·V must be < 2\\^31"):
+        pack_table(z, zi, z, z, np.broadcast_to(0.0, shape[:2]), zi)

@@ -166,19 +166,22 @@ def traj_log_prob_nb(logp, states, actions):
 
 @njit(cache=True)
 def add_score_nb(logp, states, actions, coef, grad_out):
-    """``grad_out += Σ_i coef_i ∇_θ log π_θ(τ_i)``; row ``(t, s_t)`` gets ``coef_i (e_{a_t} − π(·|s_t))``."""
+    """``grad_out += Σ_i Σ_t c_{i,t} (e_{a_{i,t}} − π(·|s_{i,t}))`` on row ``(t, s_{i,t})``: per-token coefficients ``coef (n, T)``.
+
+    A trajectory-level coefficient ``c_i`` (``ĝ = Σ_i c_i ∇log π(τ_i)``) is ``c_{i,t} = c_i`` for every ``t``;
+    a zero coefficient adds nothing (its row is skipped, so a non-finite ``π`` there cannot leak in).
+    """
     n, T = actions.shape
     V = logp.shape[2]
     for i in range(n):
-        c = coef[i]
-        if c == 0.0:
-            continue
         for t in range(T):
+            c = coef[i, t]
+            if c == 0.0:
+                continue
             s = states[i, t]
             for b in range(V):
                 grad_out[t, s, b] -= c * math.exp(logp[t, s, b])
             grad_out[t, s, actions[i, t]] += c
     return grad_out
-
 
 __all__ = ["alias_tables", "rng_seed_nb", "rng_uniform_nb", "sample_token_nb", "sample_paths_nb", "sample_groups_nb", "traj_log_prob_nb", "add_score_nb"]

@@ -9,7 +9,15 @@ from numba import njit, prange
 
 from asyncgrpo.estimators.kernels import log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
-from simulate.instances import alias_tables, chi2_nb, exact_J_grad_steps_nb, log_softmax_nb, sample_token_nb
+from simulate.instances import (
+    add_score_nb,
+    alias_tables,
+    chi2_nb,
+    exact_J_grad_steps_nb,
+    log_softmax_nb,
+    sample_paths_nb,
+)
+
 
 @njit(cache=True)
 def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, code, eps, eps_low, eps_high,
@@ -57,6 +65,8 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     tok_ell = np.empty((N, T))
     mask = np.ones((N, T), dtype=np.bool_)
     coef = np.empty((N, T))
+    u = np.empty((N, T))
+    ub = np.empty(N)
     ell = np.empty(N)
     adv = np.empty(N)
     logw = np.empty(G)
@@ -105,24 +115,28 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         d = delays[k]
         log_softmax_nb(hist[(k - d) % B], logq)
         chi2_out[k] = chi2_nb(logp, logq, next_state, s0)
-        # --- sample N trajectories from μ_k (alias tables of simulate.instances, one uniform per token)
+        # --- sample N trajectories from μ_k (simulate.instances: alias tables, sample_paths_nb). The
+        # uniforms are drawn in the order the run's stream defines: per trajectory, one per token, then
+        # one for its Bernoulli reward
         prob, alias = alias_tables(logq)
         for n in range(N):
-            s = s0
-            ret = 0.0
             for t in range(T):
-                a_t = sample_token_nb(np.random.random(), prob[t, s], alias[t, s])
-                states[n, t] = s
-                actions[n, t] = a_t
-                tok_ell[n, t] = logp[t, s, a_t] - logq[t, s, a_t]
-                ret += step_reward[t, s, a_t]
-                s = next_state[t, s, a_t]
+                u[n, t] = np.random.random()
+            if bernoulli:
+                ub[n] = np.random.random()
+        final = sample_paths_nb(prob, alias, next_state, s0, u, actions, states)
+        for n in range(N):
+            ret = 0.0
             ell[n] = 0.0
             for t in range(T):
+                s = states[n, t]
+                a_t = actions[n, t]
+                tok_ell[n, t] = logp[t, s, a_t] - logq[t, s, a_t]
+                ret += step_reward[t, s, a_t]
                 ell[n] += tok_ell[n, t]
-            ret += reward[s]
-            if bernoulli:  # a verifier that pays 1 with probability E R(τ) (draw after the tokens)
-                ret = 1.0 if np.random.random() < ret else 0.0
+            ret += reward[final[n]]
+            if bernoulli:  # a verifier that pays 1 with probability E R(τ)
+                ret = 1.0 if ub[n] < ret else 0.0
             adv[n] = ret  # centred per group below
         for g in range(n_prompts):
             mean = 0.0
@@ -177,19 +191,13 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
                 all_zero = 0.0
                 break
         zero_out[k] = all_zero
-        # --- ĝ_k = (1/N) Σ_n A_n Σ_t c[n,t] (e_{a_t} − π_θ(·|s_t))
-        ghat[:] = 0.0
+        # --- ĝ_k = (1/N) Σ_n A_n Σ_t c[n,t] (e_{a_t} − π_θ(·|s_t)) (simulate.instances.add_score_nb); a
+        # zero-advantage trajectory adds nothing, even where its weight overflowed
         for n in range(N):
-            if adv[n] == 0.0:
-                continue
             for t in range(T):
-                cf = adv[n] * coef[n, t] / N
-                if cf == 0.0:
-                    continue
-                s = states[n, t]
-                for a in range(V):
-                    ghat[t, s, a] -= cf * math.exp(logp[t, s, a])
-                ghat[t, s, actions[n, t]] += cf
+                coef[n, t] = 0.0 if adv[n] == 0.0 else adv[n] * coef[n, t] / N
+        ghat[:] = 0.0
+        add_score_nb(logp, states, actions, coef, ghat)
         gh2 = 0.0
         for idx in np.ndindex(T, S, V):
             gh2 += ghat[idx] * ghat[idx]
