@@ -27,32 +27,31 @@ def ci(value, se, z: float = Z):
 
 
 def loglog_slope(x, y, se=None) -> tuple[float, float]:
-    """Least-squares slope of ``log y`` on ``log x`` and its standard error.
+    """Least-squares slope of ``log y`` on ``log x`` and its standard error (``np.polyfit``).
 
-    With ``se`` (standard errors of ``y``) the fit is weighted by ``(y/se)²`` (delta method:
-    ``se(log y) ≈ se/y``). Points with ``y ≤ 0`` are dropped; fewer than 2 points give ``nan``.
+    With ``se`` (standard errors of ``y``) the fit is weighted by ``y/se`` per residual (delta method:
+    ``se(log y) ≈ se/y``) and the slope's standard error is the unscaled one, inflated by the reduced
+    χ² of the fit when that exceeds 1 (scatter beyond the stated errors); without ``se`` it is the
+    usual ``σ̂²/Sxx`` one. Points with ``y ≤ 0`` are dropped; fewer than 2 points give ``nan`` (3 for
+    the standard error).
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
     if se is not None:
         s = np.asarray(se, dtype=float)
         keep &= np.isfinite(s) & (s > 0)
-    if keep.sum() < 2:
+    n = int(keep.sum())
+    if n < 2 or np.ptp(x[keep]) == 0:
         return float("nan"), float("nan")
     lx, ly = np.log(x[keep]), np.log(y[keep])
-    w = np.ones_like(lx) if se is None else (y[keep] / s[keep]) ** 2
-    xm = np.average(lx, weights=w)
-    ym = np.average(ly, weights=w)
-    sxx = np.sum(w * (lx - xm) ** 2)
-    if sxx == 0:
-        return float("nan"), float("nan")
-    slope = float(np.sum(w * (lx - xm) * (ly - ym)) / sxx)
-    if keep.sum() < 3:
-        return slope, float("nan")
-    resid = ly - (ym + slope * (lx - xm))
-    dof = keep.sum() - 2
-    s2 = np.sum(w * resid**2) / dof if se is None else max(np.sum(w * resid**2) / dof, 1.0)
-    return slope, float(math.sqrt(s2 / sxx))
+    w = np.ones(n) if se is None else y[keep] / s[keep]
+    coef = np.polyfit(lx, ly, 1, w=w)
+    if n < 3:
+        return float(coef[0]), float("nan")
+    _, cov = np.polyfit(lx, ly, 1, w=w, cov="unscaled")
+    chi2_red = float(np.sum((w * (ly - np.polyval(coef, lx))) ** 2) / (n - 2))
+    scale = chi2_red if se is None else max(chi2_red, 1.0)
+    return float(coef[0]), float(math.sqrt(cov[0, 0] * scale))
 
 
 def verdict(measured: float, se: float, bound: float | None, *, z: float = Z_VERDICT, loose: float = LOOSE) -> str:

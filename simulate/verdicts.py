@@ -279,6 +279,17 @@ def aggregate(verdicts, min_fraction: float = 0.75) -> str:
     return INCONCLUSIVE
 
 
+def slope_weights(x) -> np.ndarray:
+    """The least-squares slope as a linear functional: ``w = (x − x̄)/Σ(x − x̄)²``, so that the slope of
+    ``y`` on ``x`` is ``y @ w`` (= ``scipy.stats.linregress(x, y).slope``) for any number of ``y`` rows
+    at once, which is what a vectorised bootstrap of slopes needs."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    if x.size < 2 or np.ptp(x) == 0:
+        raise ValueError("x needs at least two distinct values")
+    xc = x - x.mean()
+    return xc / float(xc @ xc)
+
+
 def bootstrap_slope(x, Y, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
     """Least-squares slope of ``mean_s Y[s, j]`` on ``x_j`` with a percentile bootstrap over the rows
     ``s`` (seeds) of ``Y`` (``scipy.stats.bootstrap``); returns ``(slope, lo, hi)``.
@@ -289,14 +300,11 @@ def bootstrap_slope(x, Y, *, n_resamples: int = 2000, level: float = 0.95, seed:
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim != 2 or Y.shape[1] != x.size:
         raise ValueError(f"Y must have shape (n_seeds, {x.size}), got {Y.shape}")
-    if x.size < 2 or np.ptp(x) == 0:
-        raise ValueError("x needs at least two distinct values")
     if Y.shape[0] < 2:
         raise ValueError(f"Y needs at least 2 rows (seeds), got {Y.shape[0]}")
     if not np.all(np.isfinite(Y)) or not np.all(np.isfinite(x)):
         raise ValueError("x and Y must be finite")
-    xc = x - x.mean()
-    w = xc / float(xc @ xc)
+    w = slope_weights(x)
 
     def slope(idx, axis=-1):
         rows = Y[np.asarray(idx, dtype=np.int64)]
@@ -342,5 +350,5 @@ def bound_verdict(measured: float, upper: float, bound: float) -> str:
 __all__ = [
     "HOLDS", "REFUTED", "INCONCLUSIVE", "OUT_OF_SCOPE", "VERDICTS", "ALPHA", "is_verdict", "t_interval",
     "Comparison", "paired_comparison", "one_sample_comparison", "holm", "decide", "RateCheck", "rate_check",
-    "combine", "aggregate", "bootstrap_slope", "interval_verdict", "bound_verdict",
+    "combine", "aggregate", "slope_weights", "bootstrap_slope", "interval_verdict", "bound_verdict",
 ]

@@ -206,3 +206,25 @@ def test_quick_run_writes_every_figure_and_the_report(tmp_path):
     sweep._VERSION_CACHE.clear()  # this process may have hashed the sources before the run
     again = sweep.run_sweep(fig_bias_G.sweep(quick=True), root=cells, backend="serial", progress=False)
     assert again.computed == ()
+
+
+def test_loglog_slope_standard_error_equals_scipy_unweighted_and_grows_with_excess_scatter():
+    """Unweighted: slope and standard error are scipy.stats.linregress's on the logs. Weighted: an exact
+    power law gives the unscaled error 1/√Σw²(x−x̄_w)², and scatter beyond the stated errors inflates it."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(2)
+    x = np.geomspace(1, 1000, 9)
+    y = x**-0.5 * np.exp(rng.normal(0, 0.3, x.size))
+    ref = sps.linregress(np.log(x), np.log(y))
+    s, se = stats.loglog_slope(x, y)
+    assert s == pytest.approx(ref.slope, rel=1e-12) and se == pytest.approx(ref.stderr, rel=1e-10)
+    yx = x**-0.5
+    sig = 0.01 * yx
+    w = yx / sig
+    lx = np.log(x)
+    xm = np.average(lx, weights=w**2)
+    s0, se0 = stats.loglog_slope(x, yx, sig)
+    assert s0 == pytest.approx(-0.5, abs=1e-12) and se0 == pytest.approx(1 / np.sqrt(np.sum(w**2 * (lx - xm) ** 2)), rel=1e-10)
+    _, se1 = stats.loglog_slope(x, y, sig)  # scatter 30 % against stated 1 %
+    assert se1 > 10 * se0

@@ -310,3 +310,25 @@ def test_tex_text_never_escapes_carets_and_balances_braces(s):
         depth += (ch == "{") - (ch == "}")
         assert depth >= 0, (s, out)
     assert depth == 0 and "$" not in unescaped, (s, out)
+
+
+@pytest.mark.parametrize("name", ["gmc", "tis", "tic"])
+def test_tuned_bound_is_the_minimum_over_eta_elementwise(name):
+    """theory.bounds.tuned_bound on a (ε, G) grid equals, cell by cell, a wide bounded Brent on B(η) that
+    knows nothing of its bracket; the grid call equals the scalar calls (one definition, broadcast)."""
+    p = dict(K=1e4, d=4.0, dJ=1.0, L=1.0, second_moment=1.0, C=1.0)
+    eps = np.array([1e-3, 0.05, 0.2, 3.0])[:, None]
+    G = np.array([1.0, 8.0, 512.0])[None, :]
+    B, eta = bounds.tuned_bound(name, p["K"], p["d"], eps, G, dJ=p["dJ"], C=p["C"], L=p["L"],
+                                second_moment=p["second_moment"])
+    assert B.shape == eta.shape == (4, 3)
+    for i in range(4):
+        for j in range(3):
+            f = lambda u: float(bounds.assembled_bound(name, np.exp(u), p["K"], p["d"], eps[i, 0], G[0, j], dJ=p["dJ"],
+                                                       L=p["L"], second_moment=p["second_moment"], C=p["C"]))
+            ref = minimize_scalar(f, bounds=(-40, 5), method="bounded", options={"xatol": 1e-13})
+            assert B[i, j] == pytest.approx(ref.fun, rel=1e-12)
+            assert B[i, j] <= ref.fun * (1 + 1e-14)
+            b1, e1 = bounds.tuned_bound(name, p["K"], p["d"], eps[i, 0], G[0, j], dJ=p["dJ"], C=p["C"], L=p["L"],
+                                        second_moment=p["second_moment"])
+            assert (b1, e1) == (B[i, j], eta[i, j])

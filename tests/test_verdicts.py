@@ -144,3 +144,17 @@ def test_bad_input_names_the_parameter(kw, match):
         vd.paired_comparison(a, b[:-1], kind="superiority", margin=0.0)
     with pytest.raises(ValueError, match="finite"):
         vd.paired_comparison(np.append(a[:-1], math.nan), b, kind="superiority", margin=0.0)
+
+
+def test_slope_weights_give_the_least_squares_slope():
+    """``y @ slope_weights(x)`` is scipy's least-squares slope, row by row."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(4)
+    x = np.log([4.0, 8.0, 16.0, 64.0])
+    Y = rng.normal(size=(5, 4)) + 0.3 * x
+    w = vd.slope_weights(x)
+    for y in Y:
+        assert y @ w == pytest.approx(sps.linregress(x, y).slope, rel=1e-12)
+    with pytest.raises(ValueError, match="two distinct"):
+        vd.slope_weights([1.0, 1.0])

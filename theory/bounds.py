@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from scipy.optimize import minimize_scalar
+from scipy.optimize import elementwise
 from sympy.codegen.rewriting import expm1_opt, log1p_opt, optimize
 
 from . import c1_second_moment as c1
@@ -279,35 +279,60 @@ def tuned_delay_term(name, K, d, eps, G, *, dJ, C):
     return fn(*_c5_common(K, d, eps, G, dJ, C))
 
 
-def eta_star_numeric(name, K, d, eps, G, *, dJ, C, L, second_moment):
-    """C5 with the variance term kept: ``argmin_η B(η) = 2ΔJ/(ηK) + LηM₂(ε) + Cη⁴d⁴ε^{p_ε}G^{p_G}``
-    (scalars), by bounded Brent in log η on a bracket that provably holds the minimiser.
+def tuned_bound(name, K, d, eps, G, *, dJ, C, L, second_moment, c_G=0.0):
+    """C5 with the variance term kept: ``(B*, η*)`` with ``η* = argmin_{η>0} B(η)`` and ``B* = B(η*)`` for
+    ``B(η) = 2ΔJ/(ηK) + LηM₂(ε) + Cη⁴d⁴ε^{p_ε}G^{p_G} + c_G/G`` (:func:`assembled_bound`), broadcast
+    over every argument. The one η minimiser of the project (figures, notebooks and the C5 fits use it).
 
-    Bracket: B is strictly convex in η > 0 and its stationarity condition reads
+    Method: ``scipy.optimize.elementwise`` (bracket, then Chandrupatla) in ``u = log η`` on a bracket that
+    provably holds the minimiser. B is strictly convex in η > 0 and its stationarity condition reads
     ``2ΔJ/(Kη²) = LM₂ + 4Cη³d⁴ε^{p_ε}G^{p_G}``. Each right-hand term alone gives a minimiser, the
-    closed-form η₀ = ``eta_star`` (delay only) and η_v = √(2ΔJ/(KLM₂)) (variance only), and adding
-    the other term only shrinks η, so η_opt ≤ m = min(η₀, η_v). One of the two terms is at least
-    half the left side, so η_opt ≥ min(η_v/√2, 2^{−1/5}η₀) ≥ m/√2. The search is on
-    ``log η ∈ [log m − ½log 2 − 0.01, log m + 0.01]`` (the 0.01 e-fold pads rounding).
-    Ranges: K ≥ 1, d ≥ 0, ε > 0, G ≥ 1, ΔJ > 0, C > 0, L > 0, E_π[A²‖s‖²] ≥ 0, and d > 0 or
-    E_π[A²‖s‖²] > 0 (else 2ΔJ/(ηK) alone has no minimiser)."""
+    closed-form η₀ = :func:`eta_star` (delay only) and η_v = √(2ΔJ/(KLM₂)) (variance only), and adding
+    the other term only shrinks η, so η* ≤ m = min(η₀, η_v). One of the two terms is at least half the
+    left side, so η* ≥ min(η_v/√2, 2^{−1/5}η₀) ≥ m/√2. The search is on
+    ``u ∈ [log m − ½log 2 − 0.01, log m + 0.01]`` (the 0.01 e-fold pads rounding).
+    Ranges: K ≥ 1, d ≥ 0, ε > 0, G ≥ 1, ΔJ > 0, C > 0, L > 0, E_π[A²‖s‖²] ≥ 0, c_G ≥ 0, and d > 0 or
+    E_π[A²‖s‖²] > 0 at every element (else 2ΔJ/(ηK) alone has no minimiser)."""
     _check_name(name)
-    K, d, eps, G, dJ, C = (float(v) for v in _c5_common(K, d, eps, G, dJ, C))
-    dJ, L = float(_pos(dJ, "dJ")), float(_pos(L, "L"))
-    m2 = float(M2(eps, second_moment))
-    if d == 0 and m2 == 0:
-        raise ValueError("eta_star_numeric needs d > 0 or second_moment > 0: with neither, 2ΔJ/(ηK) has no "
-                         "minimiser over η > 0")
-    e0 = float(eta_star(name, K, d, eps, G, dJ=dJ, C=C)) if d > 0 else np.inf
-    ev = np.sqrt(2.0 * dJ / (K * L * m2)) if m2 > 0 else np.inf
-    u_hi = np.log(min(e0, ev))
+    K, d, eps, G, dJ, C = _c5_common(K, d, eps, G, dJ, C)
+    dJ, L, S, c_G = _pos(dJ, "dJ"), _pos(L, "L"), _nonneg(second_moment, "second_moment"), _nonneg(c_G, "c_G")
+    K, d, eps, G, dJ, C, L, S, c_G = np.broadcast_arrays(K, d, eps, G, dJ, C, L, S, c_G)
+    m2 = M2(eps, S)
+    none = (d == 0) & (m2 == 0)
+    if np.any(none):
+        raise ValueError("tuned_bound needs d > 0 or second_moment > 0 at every element: with neither, 2ΔJ/(ηK) "
+                         "has no minimiser over η > 0")
+    with np.errstate(divide="ignore"):
+        e0 = np.where(d > 0, eta_star(name, K, np.where(d > 0, d, 1.0), eps, G, dJ=dJ, C=C), np.inf)
+        ev = np.where(m2 > 0, np.sqrt(2.0 * dJ / (K * L * np.where(m2 > 0, m2, 1.0))), np.inf)
+    u_hi = np.log(np.minimum(e0, ev)) + 0.01
+    u_lo = u_hi - 0.5 * np.log(2.0) - 0.02
 
-    def obj(u):
-        return float(assembled_bound(name, np.exp(u), K, d, eps, G, dJ=dJ, L=L, second_moment=second_moment, C=C))
+    def f(u, *a):
+        return assembled_bound(name, np.exp(u), *a[:4], dJ=a[4], L=a[5], second_moment=a[6], C=a[7], c_G=a[8])
 
-    res = minimize_scalar(obj, bounds=(u_hi - 0.5 * np.log(2.0) - 0.01, u_hi + 0.01), method="bounded",
-                          options={"xatol": 1e-12})
-    return float(np.exp(res.x))
+    args = (K, d, eps, G, dJ, L, S, C, c_G)
+    br = elementwise.bracket_minimum(f, 0.5 * (u_lo + u_hi), xmin=u_lo, xmax=u_hi, args=args)
+    # status −1: the bracket reached a limit of the proven interval, so that limit is the minimiser
+    # (only by the 0.01 padding's rounding margin); Chandrupatla then refines inside the valid brackets
+    ok = br.status == 0
+    xl, xm, xr = br.bracket
+    res = elementwise.find_minimum(f, (np.where(ok, xl, u_lo - 1.0), np.where(ok, xm, u_lo), np.where(ok, xr, u_lo + 1.0)),
+                                   args=args, tolerances=dict(xatol=1e-12, xrtol=0.0))
+    u = np.where(ok, res.x, np.where(br.f_bracket[0] <= br.f_bracket[2], xl, xr))
+    if not np.all(ok | (br.status == -1)) or not np.all(res.success | ~ok):
+        raise RuntimeError(f"tuned_bound: the η search failed (bracket status {np.unique(br.status)}, "
+                           f"minimiser status {np.unique(res.status)}); please report this input")
+    eta = np.exp(u)
+    B = f(u, *args)
+    if B.ndim == 0:
+        return float(B), float(eta)
+    return B, eta
+
+
+def eta_star_numeric(name, K, d, eps, G, *, dJ, C, L, second_moment):
+    """C5 with the variance term kept: ``argmin_η B(η)`` (the η* of :func:`tuned_bound`; a float for scalars)."""
+    return tuned_bound(name, K, d, eps, G, dJ=dJ, C=C, L=L, second_moment=second_moment)[1]
 
 
 def eps_star_gmc(G, d, eta, *, L, second_moment, C):

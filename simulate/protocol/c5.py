@@ -89,8 +89,8 @@ def test_a(fixed: pd.DataFrame, proto: Protocol) -> pd.DataFrame:
 
 
 def _log_slopes(D_gmc: np.ndarray, D_tic: np.ndarray, logG: np.ndarray, idx) -> tuple[float, float]:
-    xc = logG - logG.mean()
-    w = xc / float(xc @ xc)
+    """Slopes of ``log Δ̄`` (mean over the seed rows ``idx``) on ``log G`` for gmc and tic."""
+    w = vd.slope_weights(logG)
     mg = np.maximum(D_gmc[idx].mean(axis=0), 1e-9)  # Δ̄ → 0+ counts as its limit (slope → −∞)
     mt = np.maximum(D_tic[idx].mean(axis=0), 1e-9)
     return float(np.log(mg) @ w), float(np.log(mt) @ w)
