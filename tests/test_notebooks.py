@@ -59,9 +59,27 @@ def kernel_name(tmp_path_factory):
     mp.undo()
 
 
+#: Per-cell time limits (s). A notebook cell in quick mode takes seconds warm and under a minute with
+#: cold Numba caches. The appended slider cells change widget values from the kernel; after such a
+#: cell nbclient sometimes reads the execute_reply only when its poll times out (measured 2 runs in
+#: 10, with ipykernel 6.31 and 7.4 alike; the cell then passes), so that wait is whatever the limit
+#: is: a short limit for those cells (they take ~1 s) keeps the stall short instead of 15 minutes.
+CELL_TIMEOUT = 300
+SLIDER_CELL_TIMEOUT = 20
+SLIDER_TAG = "test-slider"
+
+
+def _slider_cell(src: str):
+    return nbformat.v4.new_code_cell(src, metadata={"tags": [SLIDER_TAG]})
+
+
+def _cell_timeout(cell) -> int:
+    return SLIDER_CELL_TIMEOUT if SLIDER_TAG in cell.get("metadata", {}).get("tags", []) else CELL_TIMEOUT
+
+
 def _execute(nb, kernel_name, cwd):
     # cwd: the notebooks' sweep cells write results/cells there, not into the repository
-    client = nbclient.NotebookClient(nb, kernel_name=kernel_name, timeout=900,
+    client = nbclient.NotebookClient(nb, kernel_name=kernel_name, timeout_func=_cell_timeout,
                                      resources={"metadata": {"path": str(cwd)}})
     client.execute()
     return nb
@@ -95,7 +113,7 @@ _EXPLORER_SLIDER_CELLS = [
 def test_notebook_executes_in_quick_mode(name, kernel_name, tmp_path):
     nb = jupytext.read(NB_DIR / f"{name}.py")
     if name == "estimator_explorer" and importlib.util.find_spec("ipywidgets"):
-        nb.cells += [nbformat.v4.new_code_cell(src) for src in _EXPLORER_SLIDER_CELLS]
+        nb.cells += [_slider_cell(src) for src in _EXPLORER_SLIDER_CELLS]
     nb = _execute(nb, kernel_name, tmp_path)
     assert not [o for o in _outputs(nb) if o.get("output_type") == "error"]
     assert _has_png(_outputs(nb) + _widget_outputs(nb)), "the notebook drew no figure"
@@ -121,7 +139,7 @@ _SLIDER_CELLS = [
 def test_eps_G_notebook_executes_and_its_sliders_update(kernel_name, tmp_path):
     pytest.importorskip("ipywidgets")
     nb = jupytext.read(NB_DIR / "eps_G_tradeoff.py")
-    nb.cells += [nbformat.v4.new_code_cell(src) for src in _SLIDER_CELLS]
+    nb.cells += [_slider_cell(src) for src in _SLIDER_CELLS]
     nb = _execute(nb, kernel_name, tmp_path)
     outputs = _outputs(nb)
     assert not [o for o in outputs if o.get("output_type") == "error"]
