@@ -25,7 +25,8 @@ import torch
 
 from simulate.llm.__main__ import main
 from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
-from simulate.llm.train import output_lock, train
+from simulate.llm.run_files import output_lock
+from simulate.llm.train import train
 from simulate.llm.warmstart import warm_start
 
 

@@ -1,0 +1,134 @@
+"""The files of one LM run and their faults: the output-folder lock, the metrics lines, the checkpoint
+and the resume checks (docs/faults.md).
+
+A run holds an exclusive ``flock`` on ``out_dir/.lock``; metrics go to ``metrics.jsonl`` one
+``fsync``-ed line per step (a kill tears at most the last line, which resume drops with a warning);
+``checkpoint.pt`` loads with ``torch.load(weights_only=True)``; resuming refuses a missing checkpoint
+and a changed configuration unless forced.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pickle
+import warnings
+
+import torch
+
+from simulate.llm.config import TrainConfig, config_diff
+
+
+@contextlib.contextmanager
+def output_lock(out_dir: str):
+    """Exclusive ``flock`` on ``out_dir/.lock`` for the duration; ``ValueError`` if another run holds it.
+
+    ``flock`` belongs to the open file, so the kernel releases it when the holder exits or is killed:
+    a crashed run never leaves a lock that blocks the next one.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            raise ValueError(f"out_dir {out_dir!r} is in use by another run (pid {holder} holds {path}); "
+                             f"use another --out-dir or wait for it to finish") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def append_line(path: str, row: dict) -> None:
+    """Append one JSON line with a single ``write`` and ``fsync`` it: a kill tears at most this line."""
+    data = (json.dumps(row) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_lines(path: str, rows: list[dict]) -> None:
+    """Replace ``path`` by ``rows`` as JSON lines, atomically (temp file, ``fsync``, rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_metrics(path: str) -> list[dict]:
+    """Rows of a ``metrics.jsonl``; a torn last line (killed mid-write) is dropped with a warning.
+
+    A damaged line anywhere else is not a torn write but a damaged file: ``ValueError`` naming the line.
+    """
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        last = all(not x.strip() for x in lines[i + 1:])
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or "step" not in row:
+                raise ValueError("not a metrics row")
+        except ValueError:
+            if last:
+                warnings.warn(f"{path}: dropped a torn last line ({len(line)} bytes, a write cut short); "
+                              f"that step is recomputed", stacklevel=2)
+                break
+            raise ValueError(f"{path} line {i + 1} is damaged (not a JSON metrics row) and is not the last "
+                             f"line; refusing to resume over it") from None
+        rows.append(row)
+    return rows
+
+
+def load_checkpoint(path: str, device: str) -> dict:
+    """``torch.load(weights_only=True)``: tensors, numbers, strings and containers only (no code runs).
+
+    The checkpoint holds only those (state dicts, AdamW state, snapshots, ints, the config dict), so no
+    extra safe globals are needed. A file that holds anything else, or is damaged, is a ``ValueError``:
+    a checkpoint cannot be recomputed, so resuming stops rather than guess.
+    """
+    try:
+        ck = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ValueError(f"checkpoint {path} holds objects outside the weights-only safe set; refusing to load it "
+                         f"({str(exc).splitlines()[0]})") from None
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise ValueError(f"checkpoint {path} is damaged and cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(ck, dict) or not {"model", "optimizer", "snapshots", "version", "step"} <= set(ck):
+        raise ValueError(f"checkpoint {path} is not a checkpoint of this harness (missing keys)")
+    return ck
+
+
+def check_resume(cfg: TrainConfig, force: bool = False) -> dict:
+    """The checkpoint to resume from, after the checks: it exists, and its config equals ``cfg``.
+
+    Raises ``ValueError`` when there is no checkpoint (resuming must never restart silently and empty
+    the metrics) or when the configs differ (the message lists each differing key; ``force`` accepts).
+    """
+    ckpt_path = os.path.join(cfg.out_dir, "checkpoint.pt")
+    if not os.path.exists(ckpt_path):
+        raise ValueError(f"resume: no checkpoint at {ckpt_path}; nothing to resume. Run without --resume to "
+                         f"start over (that replaces {cfg.out_dir}/metrics.jsonl)")
+    ck = load_checkpoint(ckpt_path, cfg.device)
+    diff = config_diff(ck.get("config", {}), cfg.to_dict())
+    if diff:
+        lines = "; ".join(f"{k}: saved {a!r} -> now {b!r}" for k, a, b in diff)
+        if not force:
+            raise ValueError(f"resume: the configuration differs from the checkpoint's in {len(diff)} key(s): "
+                             f"{lines}. Resume with the saved configuration, or pass --force to continue anyway")
+        warnings.warn(f"resume --force: continuing with a changed configuration ({lines})", stacklevel=2)
+    return ck
