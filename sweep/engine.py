@@ -6,6 +6,7 @@ stored exactly once however many times a backend retried it.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib
 import itertools
@@ -379,31 +380,80 @@ def run_sweep(
     return SweepResult(sweep.id, table, tuple(computed), cached, directory, version, time.perf_counter() - t0)
 
 
-def _run_local(fn_ref, todo, n_workers, finish, failures) -> None:
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+#: The local backend's worker pool, kept for the life of the driver process: starting spawn workers
+#: (interpreter, imports, loading compiled kernels) costs seconds per worker, once per process instead
+#: of once per sweep (a protocol run is 15 sweeps). Keyed by what the workers inherit at spawn.
+_POOL: dict = {}
 
-    n = min(int(n_workers or os.cpu_count() or 1), len(todo))
-    # spawn, not fork: the driver may hold threads (tqdm, torch, Numba's pool) that fork would copy
-    # in a locked state; workers re-import the cell function from its module.
-    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
-        pending = {pool.submit(compute_cell, fn_ref, c.settings): c for c in todo}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    c = pending.pop(fut)
-                    try:
-                        table, seconds = fut.result()
-                    except Exception as exc:  # noqa: BLE001
-                        failures[c.id] = f"{type(exc).__name__}: {exc}"
-                        continue
-                    finish(c, table, seconds)
-        except BaseException:
-            # Ctrl-C: drop queued cells now; finished ones are already stored.
-            for fut in pending:
-                fut.cancel()
-            raise
+
+def _pool_key(n: int) -> tuple:
+    return n, os.environ.get("NUMBA_NUM_THREADS")  # workers see the environment of their spawn
+
+
+def _local_pool(n: int):
+    """The reused ``spawn`` pool of ``n`` workers (a new one if the key changed or a worker died)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = _POOL.get("pool")
+    if pool is not None and (_POOL.get("key") != _pool_key(n) or getattr(pool, "_broken", False)):
+        shutdown_local_pool()
+        pool = None
+    if pool is None:
+        # spawn, not fork: the driver may hold threads (tqdm, torch, Numba's pool) that fork would copy
+        # in a locked state; workers re-import the cell function from its module.
+        pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+        _POOL.update(pool=pool, key=_pool_key(n))
+    return pool
+
+
+def shutdown_local_pool(wait: bool = True) -> None:
+    """Stop the local backend's reused workers (also done at interpreter exit)."""
+    pool = _POOL.pop("pool", None)
+    _POOL.pop("key", None)
+    if pool is not None:
+        pool.shutdown(wait=wait, cancel_futures=True)
+
+
+atexit.register(shutdown_local_pool)
+
+
+def _run_local(fn_ref, todo, n_workers, finish, failures, *, retry_broken: bool = True) -> None:
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = _local_pool(int(n_workers or os.cpu_count() or 1))
+    try:
+        pending, lost = {pool.submit(compute_cell, fn_ref, c.settings): c for c in todo}, []
+    except BrokenProcessPool:  # found broken at submit: every cell goes to the fresh pool below
+        pending, lost = {}, list(todo)
+    try:
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                c = pending.pop(fut)
+                try:
+                    table, seconds = fut.result()
+                except BrokenProcessPool:
+                    lost.append(c)  # a worker of the reused pool died (now or before this sweep)
+                    continue
+                except Exception as exc:  # noqa: BLE001
+                    failures[c.id] = f"{type(exc).__name__}: {exc}"
+                    continue
+                finish(c, table, seconds)
+    except BaseException:
+        # Ctrl-C: drop queued cells now (finished ones are already stored) and stop the workers
+        for fut in pending:
+            fut.cancel()
+        shutdown_local_pool()
+        raise
+    if lost:
+        shutdown_local_pool(wait=False)
+        if retry_broken:  # once, on fresh workers; a cell that kills its worker again is reported
+            _run_local(fn_ref, lost, n_workers, finish, failures, retry_broken=False)
+        else:
+            for c in lost:
+                failures[c.id] = "BrokenProcessPool: a worker process died while computing this cell"
 
 
 def example_cell(x: float, n: int, seed: int, sleep_s: float = 0.0) -> pd.DataFrame:

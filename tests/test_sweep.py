@@ -142,6 +142,44 @@ def test_local_process_backend_matches_serial(tmp_path):
     assert set(loc.table["pid"]) .isdisjoint({os.getpid()})  # computed in worker processes
 
 
+def test_local_workers_are_reused_across_sweeps_and_replaced_when_needed(tmp_path, monkeypatch):
+    """One worker pool per driver process: a second sweep runs on the same workers; a changed
+    NUMBA_NUM_THREADS (what workers inherit at spawn) or a dead worker gives fresh ones, with the
+    same numbers."""
+    from sweep import engine
+
+    engine.shutdown_local_pool()
+    a = sw.run_sweep(_grid("r1"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v")
+    b = sw.run_sweep(_grid("r2", xs=(4.0, 5.0, 6.0)), root=tmp_path, backend="local", n_workers=2, progress=False,
+                     version="v")
+    first = set(a.table["pid"])
+    assert set(b.table["pid"]) <= first
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "1")
+    c = sw.run_sweep(_grid("r3"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v")
+    assert set(c.table["pid"]).isdisjoint(first)
+    pd.testing.assert_frame_equal(_values(c.table).drop(columns="cell"), _values(a.table).drop(columns="cell"))
+    for pid in set(c.table["pid"]):  # kill the workers: the next sweep must not fail on a broken pool
+        os.kill(int(pid), signal.SIGKILL)
+    d = sw.run_sweep(_grid("r4"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v")
+    pd.testing.assert_frame_equal(_values(d.table).drop(columns="cell"), _values(a.table).drop(columns="cell"))
+    engine.shutdown_local_pool()
+
+
+def test_a_worker_killed_mid_sweep_is_replaced_and_its_cells_rerun(tmp_path, monkeypatch):
+    """A worker that dies while computing (here: the first cell exits its process) breaks the pool; the
+    cells it took are run once more on fresh workers and the sweep completes."""
+    from sweep import engine
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "faults"))
+    engine.shutdown_local_pool()
+    s = sw.Sweep.from_grid("k", "dask_cells:dies_once_cell", {"x": [0.0, 1.0, 2.0, 3.0]},
+                           fixed={"marker": str(tmp_path / "died")})
+    res = sw.run_sweep(s, root=tmp_path / "c", backend="local", n_workers=2, progress=False, version="v")
+    assert (tmp_path / "died").exists()
+    assert sorted(res.table["x"]) == [0.0, 1.0, 2.0, 3.0]
+    engine.shutdown_local_pool()
+
+
 def test_interrupted_sweep_resumes_without_recomputing(tmp_path):
     """Kill a running sweep (SIGKILL to its whole process group), then resume in-process."""
     n_cells = 10

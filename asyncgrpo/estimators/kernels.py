@@ -91,23 +91,41 @@ def weights_batch_nb(code, ell, eps, out):
     return out
 
 
+@njit(cache=True, inline="always")
+def weight_terms_nb(lw, ell_i, rho_i):
+    """``(w_i, ρ_i f_i², ρ_i f_i)`` for one trajectory from ``log w_i``, ``ℓ_i`` and ``ρ_i = e^{ℓ_i}``:
+    the summands of ``Σw``, ``G·𝔅(w;ρ)`` and ``G·`` removed mass, with ``f_i = 1 − w_i/ρ_i = −expm1(log w_i − ℓ_i)``
+    (no ratio of two under- or overflowed numbers).
+
+    Most maps leave most weights unclipped (``log w_i = ℓ_i``: ``w_i = ρ_i``, ``f_i = 0``) or at
+    ``w_i = 1``; those reuse ``ρ_i`` and skip the transcendental calls, with values bit-identical to
+    ``exp``/``expm1``. The one definition of these terms: the Monte Carlo kernel and
+    :func:`group_functionals_nb` both call it.
+    """
+    d = lw - ell_i
+    if d == 0.0:
+        return rho_i, 0.0, 0.0
+    f = -math.expm1(d)
+    w = 1.0 if lw == 0.0 else math.exp(lw)
+    if f == 0.0:
+        return w, 0.0, 0.0
+    return w, rho_i * f * f, rho_i * f
+
+
 @njit(cache=True)
 def group_functionals_nb(ell, logw):
     """Return ``(ρ̄, 𝔅(w;ρ), removed mass, Σw/G)`` for one group from ``ℓ`` and ``log w``.
 
-    ``𝔅(w;ρ) = (1/G)Σ(ρ_i − w_i)²/ρ_i`` and removed mass ``(1/G)Σ(ρ_i − w_i)``
-    are written as ``ρ_i·f_i^k`` with ``f_i = 1 − w_i/ρ_i = −expm1(log w_i − ℓ_i)``
-    so that no ``w_i/ρ_i`` is formed from two under- or overflowed numbers.
+    ``𝔅(w;ρ) = (1/G)Σ(ρ_i − w_i)²/ρ_i`` and removed mass ``(1/G)Σ(ρ_i − w_i)``, from the summands of
+    :func:`weight_terms_nb`.
     """
     G = ell.shape[0]
     B = 0.0
     removed = 0.0
     mass_w = 0.0
     for i in range(G):
-        frac = -math.expm1(logw[i] - ell[i])
-        if frac != 0.0:
-            rho = math.exp(ell[i])
-            B += rho * frac * frac
-            removed += rho * frac
-        mass_w += math.exp(logw[i])
+        w, b, r = weight_terms_nb(logw[i], ell[i], math.exp(ell[i]))
+        B += b
+        removed += r
+        mass_w += w
     return math.exp(log_group_mass_nb(ell)), B / G, removed / G, mass_w / G

@@ -31,7 +31,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from asyncgrpo.estimators.kernels import log_weights_nb
+from asyncgrpo.estimators.kernels import log_weights_nb, weight_terms_nb
 from simulate import instances as ins
 
 #: Per-(group, estimator) quantities, in the kernel's order.
@@ -268,17 +268,9 @@ def _chunk_nb(tab, reward, s0, codes, eps, G, n_groups, seed, U, use_U, track, r
             for i in range(G):
                 lw = logw[i]
                 mx = max(mx, lw)
-                d = lw - ell[i]
-                # most maps leave most weights unclipped (w_i = ρ_i, d = 0) or at w_i = 1: reuse ρ_i and
-                # skip the transcendental calls; the values are bit-identical to exp/expm1
-                if d != 0.0:
-                    f = -math.expm1(d)  # f = 1 − w/ρ without a ratio of two under/overflowed numbers
-                    if f != 0.0:
-                        B += rho[i] * f * f
-                        removed += rho[i] * f
-                    w = 1.0 if lw == 0.0 else math.exp(lw)
-                else:
-                    w = rho[i]
+                w, b, r = weight_terms_nb(lw, ell[i], rho[i])
+                B += b
+                removed += r
                 s1 += w
                 s2 += w * w
                 coef[e, i] = w * A[i] / G
