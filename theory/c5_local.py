@@ -116,12 +116,8 @@ def tuned_bound_slope(Gs, regime_params="comparable", name: str = "gmc") -> floa
     if np.unique(g).size < 2:
         raise ValueError(f"Gs must hold at least two distinct values for a slope, got {Gs!r}")
     p = _params(regime_params)
-    vals = []
-    for gv in g:
-        e = bounds.eta_star_numeric(name, p["K"], p["d"], p["eps"], gv, dJ=p["dJ"], C=p["C"], L=p["L"],
-                                    second_moment=p["second_moment"])
-        vals.append(bounds.assembled_bound(name, e, p["K"], p["d"], p["eps"], gv, dJ=p["dJ"], L=p["L"],
-                                           second_moment=p["second_moment"], C=p["C"], c_G=0.0))
+    vals, _ = bounds.tuned_bound(name, p["K"], p["d"], p["eps"], np.asarray(g, dtype=float), dJ=p["dJ"], C=p["C"],
+                                 L=p["L"], second_moment=p["second_moment"])
     return float(np.polyfit(np.log(g), np.log(vals), 1)[0])
 
 
