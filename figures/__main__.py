@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")  # files only: no display needed (CI, clusters)
     from sweep import git_commit
 
+    from figures import common
+
     commit = git_commit()
+    common.RUN_COMMIT = commit  # every sidecar of this run carries the tree state at its start
     provenance = {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty")}
     partial = bool(args.only or args.skip)
     committed = args.out is None and not args.quick and not partial

@@ -61,6 +61,12 @@ def _jsonable(v):
     return v
 
 
+#: The commit of the whole ``python -m figures`` run, taken before it writes anything (set by
+#: ``figures.__main__``): the figures it has already written change tracked files, so asking git per
+#: figure would stamp every later sidecar of a clean-tree run "-dirty".
+RUN_COMMIT: str | None = None
+
+
 def sidecar(name: str, *, quick: bool, settings: dict, seeds, sweeps=(), evidence=(), missing=()) -> dict:
     """The provenance record saved next to a figure (STYLE §6)."""
     return {
@@ -69,7 +75,7 @@ def sidecar(name: str, *, quick: bool, settings: dict, seeds, sweeps=(), evidenc
         "settings": settings,
         "seeds": seeds,
         "sweeps": list(sweeps),
-        "git_commit": _sweep.git_commit(),
+        "git_commit": RUN_COMMIT or _sweep.git_commit(),
         "code_version": _sweep.code_version(),
         "python": platform.python_version(),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

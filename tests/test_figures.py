@@ -228,3 +228,23 @@ def test_loglog_slope_standard_error_equals_scipy_unweighted_and_grows_with_exce
     assert s0 == pytest.approx(-0.5, abs=1e-12) and se0 == pytest.approx(1 / np.sqrt(np.sum(w**2 * (lx - xm) ** 2)), rel=1e-10)
     _, se1 = stats.loglog_slope(x, y, sig)  # scatter 30 % against stated 1 %
     assert se1 > 10 * se0
+
+
+def test_sidecars_carry_the_tree_state_at_the_start_of_the_run(tmp_path):
+    """A run from a clean clone that writes into tracked files: every sidecar says the clean commit,
+    not "-dirty" from the figures the same run wrote before it."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True).stdout.strip()
+    if subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout.strip():
+        head = None  # the clone is of the last commit; this tree's edits are not in it
+    out = clone / "figures" / "out"  # tracked files
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    r = subprocess.run([sys.executable, "-m", "figures", "--only", "fig_second_moment,fig_heatmap", "--quick", "--out",
+                        str(out), "--no-progress"], cwd=clone, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name in ("fig3_second_moment", "fig6_eps_G_heatmap"):
+        meta = json.loads((out / f"{name}.json").read_text())
+        assert not meta["git_commit"].endswith("-dirty"), (name, meta["git_commit"])
+        if head is not None:
+            assert meta["git_commit"] == head
