@@ -62,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the figures and the report (see ``--help``); returns the exit status."""
+    from figures import common
+
+    try:
+        return _run(argv)
+    finally:
+        common.RUN_COMMIT = None  # a later sidecar() in this process (a notebook, a test) asks git again
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:

@@ -65,7 +65,7 @@ def kernel_name(tmp_path_factory):
 #: 10, with ipykernel 6.31 and 7.4 alike; the cell then passes), so that wait is whatever the limit
 #: is: a short limit for those cells (they take ~1 s) keeps the stall short instead of 15 minutes.
 CELL_TIMEOUT = 300
-SLIDER_CELL_TIMEOUT = 20
+SLIDER_CELL_TIMEOUT = 60
 SLIDER_TAG = "test-slider"
 
 

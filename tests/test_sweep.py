@@ -144,25 +144,58 @@ def test_local_process_backend_matches_serial(tmp_path):
 
 def test_local_workers_are_reused_across_sweeps_and_replaced_when_needed(tmp_path, monkeypatch):
     """One worker pool per driver process: a second sweep runs on the same workers; a changed
-    NUMBA_NUM_THREADS (what workers inherit at spawn) or a dead worker gives fresh ones, with the
-    same numbers."""
+    environment or code version (what workers fixed at spawn or import) or a dead worker gives fresh
+    ones, with the same numbers."""
     from sweep import engine
+
+    def workers():
+        return set(engine._POOL["pool"]._processes)
 
     engine.shutdown_local_pool()
     a = sw.run_sweep(_grid("r1"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v")
+    first = workers()
+    assert set(a.table["pid"]) <= first
     b = sw.run_sweep(_grid("r2", xs=(4.0, 5.0, 6.0)), root=tmp_path, backend="local", n_workers=2, progress=False,
                      version="v")
-    first = set(a.table["pid"])
-    assert set(b.table["pid"]) <= first
+    assert workers() == first and set(b.table["pid"]) <= first
     monkeypatch.setenv("NUMBA_NUM_THREADS", "1")
     c = sw.run_sweep(_grid("r3"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v")
-    assert set(c.table["pid"]).isdisjoint(first)
+    assert workers().isdisjoint(first) and set(c.table["pid"]) <= workers()
     pd.testing.assert_frame_equal(_values(c.table).drop(columns="cell"), _values(a.table).drop(columns="cell"))
-    for pid in set(c.table["pid"]):  # kill the workers: the next sweep must not fail on a broken pool
+    third = workers()
+    e = sw.run_sweep(_grid("r5"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v2")
+    assert workers().isdisjoint(third)  # edited code: the old workers hold the old modules
+    for pid in workers():  # kill the workers: the next sweep must not fail on a broken pool
         os.kill(int(pid), signal.SIGKILL)
-    d = sw.run_sweep(_grid("r4"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v")
-    pd.testing.assert_frame_equal(_values(d.table).drop(columns="cell"), _values(a.table).drop(columns="cell"))
+    d = sw.run_sweep(_grid("r4"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v2")
+    for t in (d, e):
+        pd.testing.assert_frame_equal(_values(t.table).drop(columns="cell"), _values(a.table).drop(columns="cell"))
     engine.shutdown_local_pool()
+
+
+def test_a_forked_child_runs_local_sweeps_on_its_own_workers(tmp_path):
+    """A child forked after a local sweep inherits the pool record but not its manager thread: it must
+    start its own workers rather than queue work nobody reads (it hung before)."""
+    import multiprocessing as mp
+
+    from sweep import engine
+
+    engine.shutdown_local_pool()
+    sw.run_sweep(_grid("p1"), root=tmp_path, backend="local", n_workers=2, progress=False, version="v")
+    child = mp.get_context("fork").Process(target=_child_sweep, args=(str(tmp_path),))
+    child.start()
+    child.join(60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    engine.shutdown_local_pool()
+    assert not alive, "the forked child's local sweep hung"
+    assert child.exitcode == 0
+    assert len(sw.load_cells(_grid("p2"), tmp_path, version="v")) == 4
+
+
+def _child_sweep(root: str) -> None:
+    sw.run_sweep(_grid("p2"), root=root, backend="local", n_workers=2, progress=False, version="v")
 
 
 def test_a_worker_killed_mid_sweep_is_replaced_and_its_cells_rerun(tmp_path, monkeypatch):
