@@ -389,7 +389,7 @@ _POOL: dict = {}
 
 
 def _pool_key(n: int, version: str) -> tuple:
-    """What a reused worker must share with the driver: the worker count; the code ``version`` (a worker
+    """What a reused worker must share with the driver (the pid, ``key[2]``, also says who owns the pool): the worker count; the code ``version`` (a worker
     keeps the modules it imported, so edited cell code needs fresh workers); the environment, working
     directory and ``sys.path`` it inherited at spawn; and the driver's pid (a forked child inherits
     ``_POOL`` but not the pool's manager thread)."""
@@ -404,13 +404,13 @@ def _local_pool(n: int, version: str):
     key = _pool_key(n, version)
     pool = _POOL.get("pool")
     if pool is not None and (_POOL.get("key") != key or getattr(pool, "_broken", False)):
-        shutdown_local_pool(wait=_POOL.get("pid") == os.getpid())
+        shutdown_local_pool(wait=_POOL["key"][2] == os.getpid())
         pool = None
     if pool is None:
         # spawn, not fork: the driver may hold threads (tqdm, torch, Numba's pool) that fork would copy
         # in a locked state; workers re-import the cell function from its module.
         pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
-        _POOL.update(pool=pool, key=key, pid=os.getpid())
+        _POOL.update(pool=pool, key=key)
         if _POOL.get("finalizer_pid") != os.getpid():
             # a multiprocessing child exits through multiprocessing's exit function, not atexit, and that
             # joins its children first: stop the workers before, or the child would wait for them forever
@@ -424,9 +424,8 @@ def _local_pool(n: int, version: str):
 def shutdown_local_pool(wait: bool = True) -> None:
     """Stop the local backend's reused workers (also done at interpreter exit)."""
     pool = _POOL.pop("pool", None)
-    owner = _POOL.pop("pid", None)
-    _POOL.pop("key", None)
-    if pool is not None and owner == os.getpid():  # a forked child must not touch its parent's workers
+    key = _POOL.pop("key", None)
+    if pool is not None and key[2] == os.getpid():  # a forked child must not touch its parent's workers
         pool.shutdown(wait=wait, cancel_futures=True)
 
 
