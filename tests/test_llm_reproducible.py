@@ -41,9 +41,16 @@ def test_same_command_twice_gives_identical_numbers(tmp_path):
     cols = [c for c in ex.ROW_COLUMNS if c != "seconds"]  # wall time is the one column that may differ
     a, b = df_a.sort_values("cell")[cols].reset_index(drop=True), df_b.sort_values("cell")[cols].reset_index(drop=True)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
-    # non-vacuous: the runs learn (reward, gradients) and differ from each other
-    stale = a[a["d"] == 8]
-    assert a["reward_last10"].gt(0).all() and a["grad_norm_max"].gt(0).all() and stale["chi2_mean"].nunique() == len(stale)
+    # Non-vacuous: the runs learn (reward, gradients) and the seeds are different runs. Judged on whole
+    # rows, not on one column: two runs may share a summary value on some CPUs (on an AMD EPYC two
+    # estimators' ``chi2_mean`` agreed to every printed digit), so a single-column uniqueness check
+    # depends on the machine, while two seeds giving identical rows would mean the seed is ignored.
+    assert a["reward_last10"].gt(0).all() and a["grad_norm_max"].gt(0).all()
+    assert a.loc[a["d"] == 8, "chi2_mean"].gt(0).all()
+    num = [c for c in cols if pd.api.types.is_numeric_dtype(a[c]) and c != "seed"]
+    for (est, d), runs in a.groupby(["estimator", "d"]):
+        rows = runs[num].drop_duplicates()
+        assert len(rows) == len(runs), f"{est} d={d}: different seeds gave identical rows"
 
 
 @pytest.mark.slow
