@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 #: toolkit key → peer key, per peer; method-specific entries in :func:`peer_names`.
 PEER_NAMES: dict[str, dict[str, str]] = {
     "verl": {
@@ -102,6 +104,15 @@ def _log_mean_exp(x):
     import torch
 
     return float(torch.logsumexp(x, dim=0) - math.log(x.numel()))
+
+
+def _expm1(x: float) -> float:
+    """``exp(x) − 1`` as a float, ``inf`` past float64's range (``math.expm1`` raises OverflowError there)."""
+    return math.inf if x > _LOG_MAX else math.expm1(x)
+
+
+#: largest ``x`` with ``exp(x)`` finite in float64 (``log(2^1024)`` rounded down)
+_LOG_MAX = math.log(np.finfo(np.float64).max)
 
 
 def _ess_fraction(logw):
@@ -210,9 +221,9 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     lt = ell_t[mask]
     out["ppo_kl"] = float((-lt).mean())
     out["kl_k3"] = float((torch.expm1(lt) - lt).mean())
-    out["chi2_token"] = math.expm1(_log_mean_exp(2 * lt))
+    out["chi2_token"] = _expm1(_log_mean_exp(2 * lt))
     ell_rows = ell_t.sum(dim=1)[rows]
-    out["chi2_seq"] = math.expm1(_log_mean_exp(2 * ell_rows))
+    out["chi2_seq"] = _expm1(_log_mean_exp(2 * ell_rows))
     out["chi2_seq_centered"] = float(torch.expm1(ell_rows).pow(2).mean())
     out["ess_batch_rho"] = _ess_fraction(ell_t.sum(dim=1, keepdim=True).expand_as(ell_t)[mask])
     out["ess_batch_w"] = _ess_fraction(logk[mask])
