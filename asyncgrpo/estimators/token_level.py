@@ -317,6 +317,31 @@ def _check_finite_tensor(x, mask, name: str) -> None:
         raise ValueError(f"{name} must be finite{where} (no NaN or inf); found {float(x.detach()[idx])} at {idx}")
 
 
+class _Overflowed:
+    """Loss ``+inf`` whose gradient is still ``−c`` per token (``±inf`` where ``c`` overflowed, exact elsewhere)."""
+
+    _fn = None
+
+    @classmethod
+    def apply(cls, logp, coef):
+        import torch
+
+        if cls._fn is None:
+            class Fn(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, logp, coef):
+                    ctx.save_for_backward(coef)
+                    return torch.full((), math.inf, dtype=logp.dtype, device=logp.device)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (coef,) = ctx.saved_tensors
+                    return -coef * grad, None
+
+            cls._fn = Fn
+        return cls._fn.apply(logp, coef)
+
+
 def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
                 group_size=None, length_normalize=False, loss_agg_mode=None, loss_scale_factor=None,
                 batch_num_tokens=None, global_batch_size=None, clip_ratio_c=None, cispo_clamp="upper",
@@ -343,6 +368,11 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     NaN or inf in ``logp_new``/``logp_old`` on real tokens, or in ``adv``, raises ``ValueError`` naming
     the tensor. Log-ratios are formed in float32 or wider even when the model runs in bf16.
 
+    Finite inputs never give NaN: an entry with ``A_i = 0`` (or ``k = 0``) contributes exactly 0
+    whatever its weight; trajectory-level coefficients ``ν A w`` are formed in float64 and in log
+    space where ``w`` overflows; a coefficient that overflows the loss dtype (``is`` far off-policy)
+    makes the loss ``+inf``, with ``±inf`` gradient on that trajectory's tokens and exact elsewhere.
+
     With ``return_metrics=True`` returns ``(loss, metrics)``, ``metrics`` from
     :func:`asyncgrpo.estimators.loss_metrics.loss_metrics`: the objective value the peers log
     (``pg_loss``), the surrogate's value (``surrogate_loss``), clip fractions, KL, χ², ESS.
@@ -351,6 +381,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
 
     from asyncgrpo import estimators as est
     from asyncgrpo.estimators import loss_metrics as lm
+    from asyncgrpo.estimators import torch_backend
 
     if name not in TOKEN_CODES and name not in est.ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r}; known: {', '.join(est.ESTIMATORS + TOKEN_ESTIMATORS)}")
@@ -390,26 +421,45 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     if isinstance(G, bool) or not isinstance(G, (int, np.integer)) or G < 1 or N % G:
         raise ValueError(f"group_size must be >= 1 and divide N = {N} (an integer), got {group_size!r}")
     G = int(G)
+    nu_wide = token_normaliser(mode, mask, loss_scale_factor=loss_scale_factor, batch_num_tokens=batch_num_tokens,
+                               global_batch_size=global_batch_size)
+    wide = torch.promote_types(dtype, nu_wide.dtype)
+    adv_wide = adv.to(wide)[:, None].expand_as(tok_ell)
+    # Coefficients c = ν A k are formed in the wide dtype and only on entries where none of the three
+    # is 0, so a weight that overflows (is, ℓ = 1e4) next to A = 0 gives exactly 0, never inf × 0 = NaN.
     if token:
         k = _token_weights_torch(name, tok_ell, mask, adv, eps_low_v, eps_high_v, tau_v, log_c, cispo_clamp)
         w = None
+        active = mask & (adv_wide != 0) & (k != 0)
+        coef = torch.where(active, nu_wide * k.to(wide) * adv_wide, 0.0)
     else:
-        wm = est.get(name, eps)
+        est.get(name, eps)  # validates eps
         ell = tok_ell.sum(dim=1).reshape(N // G, G)
         rmask = rows.reshape(N // G, G)
-        w = torch.zeros_like(ell)
+        logw = torch.full_like(ell, -math.inf, dtype=wide)
         live = rmask.any(dim=1)  # a group with no real row has no weights to compute
         if bool(live.any()):
-            w[live] = wm.torch(ell[live], mask=rmask[live]).to(dtype)
-        w = w.reshape(N)
+            logw[live] = torch_backend.log_weights(name, ell[live].to(wide), eps, rmask[live])
+        logw = logw.reshape(N)[:, None].expand_as(tok_ell)
+        w_wide = torch.exp(logw)
+        w = torch_backend.cast_down(w_wide[:, 0], dtype)  # the registry's weights (WeightMap.torch)
         k = torch.where(mask, w[:, None].expand_as(tok_ell), zero)
-    nu = token_normaliser(mode, mask, loss_scale_factor=loss_scale_factor, batch_num_tokens=batch_num_tokens,
-                          global_batch_size=global_batch_size).to(dtype)
-    coef = nu * k * adv[:, None]  # stop-gradient: k and ν are detached, adv is data
-    loss = -torch.where(mask, coef * logp_new.to(dtype), zero).sum()
+        active = mask & (adv_wide != 0) & (w_wide != 0)
+        coef = torch.where(active, nu_wide * w_wide * adv_wide, 0.0)
+        # w alone overflows past ℓ ≈ 709.78 while ν|A|w may not: there, log space
+        big = active & torch.isinf(w_wide)
+        if bool(big.any()):
+            log_mag = logw + torch.log(nu_wide) + torch.log(adv_wide.abs())
+            coef = torch.where(big, torch.sign(adv_wide) * torch.exp(log_mag), coef)
+    coef = coef.to(dtype)  # stop-gradient: k and ν are detached, adv is data
+    logp = logp_new.to(dtype)
+    loss = -torch.where(mask, coef * logp, zero).sum()
+    if bool(torch.isnan(loss.detach())):
+        # only from finite inputs whose coefficients overflow the dtype (inf − inf, inf × log π = 0)
+        loss = _Overflowed.apply(torch.where(mask, logp, zero), coef)
     if not return_metrics:
         return loss
-    metrics = lm.loss_metrics(name, tok_ell, mask, adv, k, nu, logp_new=logp_new.detach().to(dtype), w=w,
+    metrics = lm.loss_metrics(name, tok_ell, mask, adv, k, nu_wide.to(dtype), logp_new=logp_new.detach().to(dtype), w=w,
                               group_size=G, eps=eps, eps_low=eps_low_v, eps_high=eps_high_v, tau_m2=tau_v,
                               clip_ratio_c=clip_ratio_c, cispo_clamp=cispo_clamp)
     metrics["surrogate_loss"] = float(loss.detach())
