@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from asyncgrpo.estimators import loss_metrics as lm
 from asyncgrpo.estimators import token_level as tl
 
 ALL = ("grpo", "gspo", "cispo", "m2po", "onpolicy", "tis", "tic", "gmc", "snis", "is")
@@ -68,3 +69,93 @@ def test_plain_is_objective_is_undefined_only_when_overflowed_rows_disagree_in_s
         _, m = tl.policy_loss("is", new.clone().requires_grad_(True), old, adv, mask, group_size=4,
                               return_metrics=True)
         assert math.isnan(m["pg_loss"]) == want_nan
+
+
+# ----------------------------------------------------------------------------- batches with empty rows and extremes
+def peer_batch(seed, *, G=4, extreme=False):
+    """``(logp_old, ell, adv, mask)`` float64: ``G·(1..4)`` rows × 1–30 tokens, one or more empty rows.
+
+    ``extreme``: one row's token log-ratios scaled so that its ``|ℓ_i|`` reaches 1e4 (sign drawn).
+    """
+    rng = np.random.default_rng(seed)
+    N = G * int(rng.integers(1, 5))
+    T = int(rng.integers(1, 31))
+    lengths = rng.integers(1, T + 1, N)
+    mask = np.arange(T)[None, :] < lengths[:, None]
+    mask &= rng.random((N, T)) > 0.15
+    mask[np.arange(N), rng.integers(0, lengths)] = True
+    empty = rng.random(N) < 0.25
+    empty[int(rng.integers(N))] = True  # at least one empty row ...
+    mask[empty] = False
+    keep = int(np.flatnonzero(~empty)[0]) if (~empty).any() else 0
+    mask[keep, 0] = True  # ... and at least one real token
+    ell = np.clip(rng.normal(0, 0.3, (N, T)), -3, 3) * (rng.random((N, T)) < 0.8)
+    if extreme:
+        i = int(rng.integers(N))
+        mask[i, 0] = True
+        ell[i] = np.where(mask[i], rng.choice([-1.0, 1.0]) * 1e4 / mask[i].sum(), 0.0)
+    adv = rng.uniform(-2, 2, N)
+    adv[rng.random(N) < 0.1] = 0.0
+    logp_old = rng.normal(-2, 0.7, (N, T))
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    return t(logp_old), t(np.where(mask, ell, 0.0)), t(adv), torch.tensor(mask)
+
+
+def metrics_of(name, old, ell, adv, mask, **kw):
+    lp = (old + ell).clone().requires_grad_(True)
+    return tl.policy_loss(name, lp, old, adv, mask, return_metrics=True, **kw)[1]
+
+
+# ----------------------------------------------------------------------------- verl, from rollout_corr_helper.py
+SAFETY_BOUND = 20.0
+
+
+def verl_is_ess(log_ratio, mask, level, thr):
+    """verl ``compute_rollout_correction_weights`` → ``compute_is_metrics``: ``rollout_is_eff_sample_size``."""
+    m = mask.double()
+    if level == "token":
+        w = torch.exp(torch.clamp(log_ratio, -SAFETY_BOUND, SAFETY_BOUND))
+    else:
+        s = (log_ratio * m).sum(-1, keepdim=True)
+        w = torch.exp(torch.clamp(s, -SAFETY_BOUND, SAFETY_BOUND)).expand_as(log_ratio)
+    w = w * m
+    c = w.clamp(min=1.0 / thr, max=thr)
+    mean = (c * m).sum() / m.sum()
+    wn = c / (mean + 1e-8)
+    return float(1.0 / ((wn ** 2 * m).sum() / m.sum()))
+
+
+@pytest.mark.parametrize("eps", [0.2, 1.0])
+@pytest.mark.parametrize("name", ["tis", "gmc", "grpo", "cispo"])
+def test_ess_logged_for_verl_is_verls_clamped_ess(name, eps):
+    """Item 2: verl clamps the ratios to [1/thr, thr] before its ESS; the unclamped ESS differed by up to 0.51.
+
+    ``eps = 1`` is verl's default ``rollout_is_threshold = 2``. Tolerance: verl's +1e-8 in the mean changes
+    the ESS by a relative ≤ 2e-8·thr ≤ 4e-8 (rel=1e-7); without it the two agree to 1e-12.
+    """
+    worst_unclamped = 0.0
+    for s in range(8):
+        old, ell, adv, mask = peer_batch(s, extreme=s % 2 == 1)
+        m = metrics_of(name, old, ell, adv, mask, eps=eps, group_size=4)
+        want = verl_is_ess(ell, mask, "sequence", 1 + eps)
+        got = lm.to_peer(m, name, "verl")["rollout_corr/rollout_is_eff_sample_size"]
+        assert got == pytest.approx(want, rel=1e-7), s
+        assert m["ess_verl_token"] == pytest.approx(verl_is_ess(ell, mask, "token", 1 + eps), rel=1e-7), s
+        if name == "tis":
+            worst_unclamped = max(worst_unclamped, abs(m["ess_batch_w"] - want))
+    if name == "tis":
+        # the unclamped ESS stays, under its own name, and it is a different number
+        assert worst_unclamped > 0.05
+
+
+def test_clamped_ess_is_exact_without_verls_1e8():
+    old, ell, adv, mask = peer_batch(3, extreme=True)
+    m = mask.double()
+    s = (ell * m).sum(-1, keepdim=True).expand_as(ell)
+    c = torch.exp(torch.clamp(s, -math.log(2.0), math.log(2.0)))
+    want = float(((c * m).sum() / m.sum()) ** 2 / ((c * c * m).sum() / m.sum()))
+    assert lm.clamped_ess(ell, mask, 2.0, "sequence") == pytest.approx(want, rel=1e-12, abs=0)
+    with pytest.raises(ValueError, match="threshold"):
+        lm.clamped_ess(ell, mask, 1.0)
+    with pytest.raises(ValueError, match="level"):
+        lm.clamped_ess(ell, mask, 2.0, "group")

@@ -29,9 +29,13 @@ key                        definition
 ``chi2_seq_centered``      ``mean_rows (ρ_i − 1)²``, the project's ``chi2``; both estimate
                            ``χ²(π_θ‖μ) = E_μ ρ² − 1 = E_μ (ρ−1)²``
 ``chi2_token``             ``mean_tokens r² − 1`` (verl ``rollout_corr/chi2_token``)
-``ess_batch_rho``          ``(mean_tokens ρ)² / mean_tokens ρ²`` with ``ρ_i`` on each of its tokens:
-                           verl's batch-wide token-weighted ESS fraction, in ``(0, 1]``
-``ess_batch_w``            the same for the estimator's weights ``k_{i,t}`` (``w_i`` or token weights)
+``ess_batch_rho``          ``(mean_tokens ρ)² / mean_tokens ρ²`` with ``ρ_i`` on each of its tokens, unclamped:
+                           a batch-wide token-weighted ESS fraction in ``(0, 1]`` (verl's formula, without its clamp)
+``ess_batch_w``            the same for the estimator's weights ``k_{i,t}`` (``w_i`` or token weights),
+                           unclamped (the toolkit's own metric; no peer logs it)
+``ess_verl_seq``           verl's ``rollout_is_eff_sample_size`` at ``rollout_is="sequence"``,
+                           ``rollout_is_threshold = 1+ε``: the same ESS of ``clamp(ρ_i, 1/(1+ε), 1+ε)``
+``ess_verl_token``         the same at ``rollout_is="token"``: ``clamp(r_{i,t}, 1/(1+ε), 1+ε)``
 ``ess_group_rho``          mean over groups of ``ESS(ρ)/G`` (the project's per-group ESS)
 ``ess_group_w``            the same for ``w`` (trajectory maps only)
 =========================  ==========================================================================
@@ -54,7 +58,7 @@ PEER_NAMES: dict[str, dict[str, str]] = {
         "kl_k3": "rollout_corr/k3_kl",
         "chi2_seq": "rollout_corr/chi2_seq",
         "chi2_token": "rollout_corr/chi2_token",
-        "ess_batch_w": "rollout_corr/rollout_is_eff_sample_size",
+        "ess_verl_seq": "rollout_corr/rollout_is_eff_sample_size",
     },
     "trl": {
         "pg_loss": "loss",
@@ -124,6 +128,30 @@ def _ess_fraction(logw):
         return 0.0
     u = torch.exp(logw - m)
     return float(u.mean() ** 2 / (u * u).mean())
+
+
+def clamped_ess(log_ratio, mask, threshold: float, level: str = "sequence") -> float:
+    """verl's ``rollout_is_eff_sample_size``: ``(mean c)²/mean c²`` over real tokens, ``c = clamp(r, 1/thr, thr)``.
+
+    ``r = exp(ℓ_i)`` on every token of row ``i`` (``level="sequence"``, ``ℓ_i = Σ_t ℓ_{i,t}``) or
+    ``r = exp(ℓ_{i,t})`` (``level="token"``); ``log_ratio`` and ``mask`` are ``[N, T]`` tensors, ``thr > 1``.
+    The clamp is applied to ``ℓ`` in log space, so it is exact for any ``|ℓ|`` (verl's ±20 safety clamp of
+    ``ℓ`` acts outside ``[−log thr, log thr]`` and changes nothing); verl also adds 1e-8 to the mean
+    (relative effect ≤ 2e-8·thr), this does not. Rows without a real token carry no weight.
+    """
+    import torch
+
+    thr = float(threshold)
+    if not (math.isfinite(thr) and thr > 1.0):
+        raise ValueError(f"threshold must be a finite number > 1 (verl's rollout_is_threshold), got {threshold!r}")
+    if level not in ("sequence", "token"):
+        raise ValueError(f"level must be 'sequence' or 'token' (verl's rollout_is), got {level!r}")
+    mask = mask.to(torch.bool)
+    ell = torch.where(mask, log_ratio.to(torch.float64), torch.zeros((), dtype=torch.float64, device=mask.device))
+    if level == "sequence":
+        ell = ell.sum(dim=1, keepdim=True).expand_as(ell)
+    lt = math.log(thr)
+    return _ess_fraction(torch.clamp(ell[mask], -lt, lt))
 
 
 def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_size, eps=0.2, eps_low=0.2,
@@ -227,6 +255,10 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     out["chi2_seq_centered"] = float(torch.expm1(ell_rows).pow(2).mean())
     out["ess_batch_rho"] = _ess_fraction(ell_t.sum(dim=1, keepdim=True).expand_as(ell_t)[mask])
     out["ess_batch_w"] = _ess_fraction(logk[mask])
+    # verl's ESS clamps the ratios to [1/thr, thr] first (up to 0.51 away from the unclamped ESS);
+    # thr = 1+ε makes verl's sequence-level truncated IS the toolkit's tis
+    out["ess_verl_seq"] = clamped_ess(ell_t, mask, 1.0 + float(eps), "sequence")
+    out["ess_verl_token"] = clamped_ess(ell_t, mask, 1.0 + float(eps), "token")
     out["ess_group_rho"] = _group_ess(ell_t.sum(dim=1), rows, group_size)
     return out
 
@@ -241,4 +273,4 @@ def _group_ess(logw, rows, G):
     return float(sum(vals) / len(vals))
 
 
-__all__ = ["PEER_NAMES", "peer_names", "to_peer", "loss_metrics"]
+__all__ = ["PEER_NAMES", "peer_names", "to_peer", "loss_metrics", "clamped_ess"]
