@@ -347,8 +347,57 @@ def bound_verdict(measured: float, upper: float, bound: float) -> str:
     return INCONCLUSIVE
 
 
+def comparison_power(n: int, sd: float, margin: float, level: float) -> float:
+    """Power of one paired comparison at ``n`` seeds with paired-difference s.d. ``sd``: the smaller of
+    ``P(holds | Δ = c + δ)`` and ``P(refuted | Δ = c − δ)`` (``δ = margin``: the true effect one margin on
+    either side of the threshold), each a one-sided t-test at ``level`` (the comparison's Holm level),
+    so ``P = 1 − F_{nct}(t_{1−level, n−1}; n−1, δ√n/sd)`` (``scipy.stats.nct``). ``sd = 0`` gives 1."""
+    if not (isinstance(n, (int, np.integer)) and n >= 2):
+        raise ValueError(f"n must be an integer >= 2, got {n!r}")
+    if not (math.isfinite(sd) and sd >= 0):
+        raise ValueError(f"sd must be a finite number >= 0, got {sd!r}")
+    margin = _check_margin(margin)
+    if not 0.0 < level < 0.5:
+        raise ValueError(f"level must be in (0, 0.5), got {level!r}")
+    if sd == 0.0:
+        return 1.0 if margin > 0 else 0.0
+    tcrit = stats.t.ppf(1 - level, n - 1)
+    return float(stats.nct.sf(tcrit, n - 1, margin * math.sqrt(n) / sd))
+
+
+def rate_power(n: int, p0: float, direction: str, alpha: float = ALPHA) -> float:
+    """Power of :func:`rate_check` at ``n`` runs, exact by summing the binomial law: the smaller of
+    ``P(holds)`` at the claim's alternative and ``P(refuted)`` at the negation's, with the alternatives
+    ``p0/4`` (a rare failure) and ``min(2·p0, 1)`` (twice the threshold)."""
+    alpha = _check_alpha(alpha)
+    if direction not in ("above", "below"):
+        raise ValueError(f"direction must be 'above' or 'below', got {direction!r}")
+    if not (isinstance(n, (int, np.integer)) and n >= 1):
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    low, high = p0 / 4, min(2 * p0, 1.0)
+    ks = np.arange(n + 1)
+    v = np.array([rate_check(int(k), int(n), p0=p0, direction=direction, alpha=alpha).verdict for k in ks])
+    claim, neg = (high, low) if direction == "above" else (low, high)
+    p_h = float(stats.binom.pmf(ks, n, claim)[v == HOLDS].sum())
+    p_r = float(stats.binom.pmf(ks, n, neg)[v == REFUTED].sum())
+    return min(p_h, p_r)
+
+
+def interval_power(effect: float, se: float, alpha: float = ALPHA) -> float:
+    """Power of an interval test whose threshold sits halfway between the claim's prediction and its
+    negation, ``|effect|`` apart, for an estimate with standard error ``se`` (normal approximation):
+    ``Φ(|effect|/(2·se) − z_{1−α})``, the same on both sides."""
+    alpha = _check_alpha(alpha)
+    if not (math.isfinite(se) and se >= 0 and math.isfinite(effect)):
+        raise ValueError(f"effect and se must be finite with se >= 0, got {effect!r}, {se!r}")
+    if se == 0:
+        return 1.0 if effect != 0 else 0.0
+    return float(stats.norm.cdf(abs(effect) / (2 * se) - stats.norm.ppf(1 - alpha)))
+
+
 __all__ = [
     "HOLDS", "REFUTED", "INCONCLUSIVE", "OUT_OF_SCOPE", "VERDICTS", "ALPHA", "is_verdict", "t_interval",
     "Comparison", "paired_comparison", "one_sample_comparison", "holm", "decide", "RateCheck", "rate_check",
     "combine", "aggregate", "slope_weights", "bootstrap_slope", "interval_verdict", "bound_verdict",
+    "comparison_power", "rate_power", "interval_power",
 ]

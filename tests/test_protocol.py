@@ -17,7 +17,7 @@ from simulate.protocol.c5 import c5_instance
 from simulate.protocol.c9 import c9_instance
 from simulate.protocol.cells import run_metrics
 from simulate.protocol.instances import TrainingInstance
-from simulate.protocol.spec import DEFAULT_PATH
+from simulate.protocol.spec import DEFAULT_PATH, V1_PATH
 from simulate.training import TrainConfig, run_training
 
 TINY = """
@@ -69,7 +69,7 @@ def test_committed_protocol_has_disjoint_seeds_and_its_hash(quick):
     p = load_protocol(quick=quick)
     assert not set(p.tune_seeds) & set(p.eval_seeds)
     assert len(p.eval_seeds) >= (8 if quick else 24) and len(p.tune_seeds) >= (4 if quick else 8)
-    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()
+    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest() and p.version == 2
     assert len(p.instances) >= 4 and "feature-loglinear" in p.instances
     assert set(p.instances) <= set(INSTANCES)
 
@@ -178,11 +178,14 @@ def test_instance_validation_names_the_field():
 
 
 # ----------------------------------------------------------------------------- per-run metrics
-def _result(J, diverged_at=None):
+def _result(J, diverged_at=None, grad=None, chi2=None, zero=None):
     J = np.asarray(J, dtype=float)
     K = J.size - 1
-    return types.SimpleNamespace(J=J, diverged=diverged_at is not None, chi2=np.full(K, 0.5),
-                                 zero_grad=np.r_[np.ones(K // 2), np.zeros(K - K // 2)])
+    return types.SimpleNamespace(J=J, diverged=diverged_at is not None,
+                                 chi2=np.full(K, 0.5) if chi2 is None else np.asarray(chi2, float),
+                                 zero_grad=np.r_[np.ones(K // 2), np.zeros(K - K // 2)] if zero is None else np.asarray(zero, float),
+                                 grad_norm2=np.ones(K + 1) if grad is None else np.asarray(grad, float) ** 2,
+                                 ess=np.ones(K))
 
 
 def test_run_metrics_area_collapse_and_divergence():
@@ -205,14 +208,16 @@ def _table(nauc: dict, failed: dict | None = None, chi2=0.1, seeds=range(24), G=
         noise = rng.normal(0, 0.01, len(seeds))
         for s, z in zip(seeds, noise):
             f = (failed or {}).get((e, d), 0.0) > (s % 10) / 10
-            for kind in ("tuned", "neighbour"):
+            for kind in ("tuned", "neighbour", "common", "common-neighbour"):
                 rows.append(dict(phase="eval", eta_kind=kind, instance="toy", estimator=e, d=d, eps=eps, G=G,
-                                 seed=s, nauc=mean + z, failed=bool(f), chi2_med=chi2))
+                                 seed=s, nauc=mean + z, failed=bool(f), failure="locked_in" if f else "",
+                                 chi2_med=chi2, chi2_learn_med=chi2, chi2_learn_mean=chi2, chi2_learn_p90=chi2,
+                                 chi2_learn_max=chi2, zero_frac=0.1))
     return pd.DataFrame(rows)
 
 
 def test_c9_clear_win_and_clear_loss():
-    p = load_protocol()
+    p = load_protocol(V1_PATH)
     d = p.primary["d"]
     good = {("onpolicy", 0): 0.9, ("onpolicy", d): 0.6, ("tic", 0): 0.9, ("tic", d): 0.7, ("tis", 0): 0.9,
             ("tis", d): 0.7, ("gmc", 0): 0.9, ("gmc", d): 0.88, ("is", 0): 0.9, ("is", d): 0.5}
@@ -231,15 +236,16 @@ def test_c9_clear_win_and_clear_loss():
 
 
 def test_c9_interval_crossing_the_margin_is_inconclusive():
-    p = load_protocol()
+    p = load_protocol(V1_PATH)
     d = p.primary["d"]
     t = _table({("tic", 0): 0.9, ("tic", d): 0.88})  # Δ = 0.02 = δ: the interval straddles the margin
     comp, sub = c9_instance(t, p)
     assert dict(zip(sub.subclaim, sub.verdict))["tic-degrades"] == "inconclusive"
 
 
-def test_c5_premise_failure_is_out_of_scope_never_refuted():
-    p = load_protocol()
+@pytest.mark.parametrize("path", [V1_PATH, DEFAULT_PATH])
+def test_c5_premise_failure_is_out_of_scope_never_refuted(path):
+    p = load_protocol(path)
     c = p.c5
     nauc = {}
     for G in c["G"]:
@@ -285,3 +291,84 @@ def test_training_kernel_uses_the_feature_chain_rule():
     J, g = inst.exact_J_grad(w0)
     assert r.J[0] == pytest.approx(J, rel=1e-12)
     assert r.grad_norm2[0] == pytest.approx(float(g @ g), rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- protocol v2
+def test_v1_file_still_loads_under_its_own_hash_and_rules():
+    v1 = load_protocol(V1_PATH)
+    assert v1.name == "training-claims-v1" and v1.version == 1 and v1.step_arms == ("tuned",)
+    assert v1.sha256 == hashlib.sha256(V1_PATH.read_bytes()).hexdigest()
+    assert v1.sha256.startswith("4b11b3e7c2bc")  # the hash printed in the v1 report
+
+
+def test_run_metrics_counts_lock_in_as_a_failure_and_measures_the_learning_phase():
+    # J stalls at 0.5 of the gap with a vanishing gradient: locked in (v2), not a failure under v1
+    r = _result([0.0, 0.3, 0.5, 0.5, 0.5], grad=[1.0, 0.5, 0.001, 0.001, 0.001], chi2=[9.0, 4.0, 0.0, 0.0],
+                zero=[0.0, 0.0, 1.0, 1.0])
+    v1 = run_metrics(r, J_star=1.0, collapse_drop=0.5)
+    assert not v1["failed"] and not v1["locked_in"]
+    v2 = run_metrics(r, J_star=1.0, collapse_drop=0.5, lockin_nJ=0.95, lockin_grad_rel=0.01)
+    assert v2["failed"] and v2["locked_in"] and v2["failure"] == "locked_in" and v2["lockin_step"] == 2
+    # learning phase: steps with ĝ ≠ 0 before 90 % of the gap (the zero-gradient tail is excluded)
+    assert v2["n_learn"] == 2 and v2["chi2_learn_med"] == pytest.approx(6.5) and v2["chi2_learn_max"] == 9.0
+    assert v2["chi2_med"] == pytest.approx(2.0)  # v1's all-step median: pulled down by the stuck steps
+    # a run that converges is not locked in, whatever its final gradient
+    ok = run_metrics(_result([0.0, 0.5, 1.0, 1.0], grad=[1.0, 0.5, 0.0, 0.0]), J_star=1.0, collapse_drop=0.5,
+                     lockin_nJ=0.95, lockin_grad_rel=0.01)
+    assert not ok["failed"] and ok["failure"] == ""
+
+
+def test_c9_v2_judges_stability_on_the_common_arm_and_flags_saturation():
+    p = load_protocol()
+    d = p.primary["d"]
+    good = {("onpolicy", 0): 0.7, ("onpolicy", d): 0.4, ("tic", 0): 0.7, ("tic", d): 0.5, ("tis", 0): 0.7,
+            ("tis", d): 0.5, ("gmc", 0): 0.7, ("gmc", d): 0.68, ("is", 0): 0.7, ("is", d): 0.3}
+    t = _table(good, failed={("is", d): 0.6})
+    comp, sub = c9_instance(t, p)
+    v = dict(zip(sub.subclaim, sub.verdict))
+    assert v == {"onpolicy-degrades": "holds", "tic-degrades": "holds", "tis-degrades": "holds",
+                 "gmc-best-or-tied (tuned η)": "holds", "gmc-best-or-tied (common η)": "holds",
+                 "is-unstable": "holds", "gmc-stable": "holds"}
+    assert set(comp.arm) == {"tuned", "common"} and comp.power.between(0, 1).all()
+    rate = comp[comp.subclaim == "is-unstable"].iloc[0]
+    assert rate.locked_in == rate.estimate * rate.n and rate.n == 48  # the failure split, common η and neighbour
+    # the same effects at a ceiling (nAUC(d = 0) > 0.95) are out of scope, with the measurement
+    sat = {k: (0.97 if k[1] == 0 else v + 0.27) for k, v in good.items()}
+    comp, sub = c9_instance(_table(sat), p)
+    assert set(sub.verdict) == {vd.OUT_OF_SCOPE} and sub.saturated.all() and "nAUC" in sub.reason.iloc[0]
+
+
+def test_c9_v2_regime_comes_from_the_learning_phase():
+    p = load_protocol()
+    d = p.primary["d"]
+    t = _table({("gmc", 0): 0.7, ("gmc", d): 0.6, ("onpolicy", 0): 0.7, ("onpolicy", d): 0.6}, chi2=0.01)
+    t.loc[:, "chi2_learn_med"] = 12.0  # far during learning, ~0 over all steps
+    _, sub = c9_instance(t, p)
+    assert set(sub.regime) == {"far"} and sub.chi2_median.iloc[0] == 12.0 and sub.chi2_all_med.iloc[0] == 0.01
+
+
+def test_protocol_schema_refuses_what_would_silently_change_a_verdict(tmp_path):
+    f = tmp_path / "p.toml"
+    cases = [
+        (TINY.replace("eval_seeds = [100, 101, 102]", "eval_seeds = [100, 100, 101]"), "eval_seeds.*duplicates"),
+        (TINY.replace("eval_seeds = [100, 101, 102]", "eval_seeds = [100.5, 101, 102]"), "eval_seeds.*integers"),
+        (TINY.replace("G = [4, 8]\nbudget", "G = [4, 4]\nbudget"), "G.*duplicates"),
+        ('sha256 = "0"\n' + TINY, "unknown field"),
+        (TINY + 'sha256 = "0"\n', "quick.*may override only"),
+        (TINY.replace("[quick]\n", '[quick]\nname = "other"\n'), "quick.*may override only"),
+        (TINY.replace("n_prompts = 1", "n_prompts = 0"), "n_prompts"),
+        (TINY.replace("budget = 64", "budget = 0"), "budget"),
+        (TINY.replace("eta_step_log2 = 0.5", "eta_step_log2 = 0"), "eta_step_log2"),
+        (TINY.replace("margin = 0.02", "margin = inf"), "margin"),
+        (TINY.replace("min_fraction = 0.75", "min_fraction = nan"), "min_fraction"),
+        (TINY.replace("local_chi2 = 1.0", "local_chi2 = -1"), "local_chi2"),
+        (TINY.replace("max_widen = 2", "max_widen = -3"), "max_widen"),
+        (TINY.replace('alpha = 0.05', 'alpha = "0.05"'), "alpha"),
+        (TINY.replace("[c5]\nsteps = 8\n", "[c5]\n"), r"\[c5\] lacks"),
+        (TINY.replace("d = 2\n[c5]", "dd = 2\n[c5]"), r"\[primary\]"),
+        (TINY.replace("failure_p0 = 0.1", "failure_pO = 0.1"), "unknown field"),
+    ]
+    for text, msg in cases:
+        f.write_text(text)
+        with pytest.raises(ValueError, match=msg):
+            load_protocol(f, quick=True)

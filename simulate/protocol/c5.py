@@ -46,9 +46,12 @@ def fixed_eta(table: pd.DataFrame, proto: Protocol) -> float:
 
 
 def c5_premise(table: pd.DataFrame, proto: Protocol) -> tuple[bool, float]:
-    """``(in scope, median χ²)`` of gmc's evaluation runs at the C5 delay (module docstring)."""
+    """``(in scope, median χ²)`` of gmc's evaluation runs at the C5 delay (module docstring); under
+    protocol v2 each run contributes its learning-phase median (``chi2_learn_med``), not the median over
+    all steps, which converged steps pull towards 0."""
     c = proto.c5
-    vals = [eval_values(table, "gmc", int(c["d"]), float(c["eps"]), int(G), "chi2_med") for G in c["G"]]
+    col = "chi2_learn_med" if proto.version >= 2 and "chi2_learn_med" in table else "chi2_med"
+    vals = [eval_values(table, "gmc", int(c["d"]), float(c["eps"]), int(G), col).dropna() for G in c["G"]]
     chi2 = float(np.median(np.concatenate([v.to_numpy() for v in vals]))) if vals else math.nan
     return bool(chi2 <= proto.local_chi2), chi2
 
@@ -76,6 +79,7 @@ def test_a(fixed: pd.DataFrame, proto: Protocol) -> pd.DataFrame:
         D = delta_matrix(fixed, e, proto, eta_kind="fixed")
         slope, lo, hi = vd.bootstrap_slope(x, D, seed=0, level=1 - 2 * proto.alpha)
         ch, clo, chi = slope * span, lo * span, hi * span
+        se = (chi - clo) / (2 * stats.norm.ppf(1 - proto.alpha))  # the percentile interval read as ±z·se
         if e == "gmc":
             verdict = vd.interval_verdict(clo, chi, -fm, above=False)
             claim = f"Δ falls by more than {fm} over G ∈ {list(c['G'])}"
@@ -83,8 +87,10 @@ def test_a(fixed: pd.DataFrame, proto: Protocol) -> pd.DataFrame:
             verdict = (vd.HOLDS if -fm < clo and chi < fm else vd.REFUTED if (clo > fm or chi < -fm)
                        else vd.INCONCLUSIVE)
             claim = f"Δ changes by less than ±{fm} over G ∈ {list(c['G'])}"
+        # power: the alternatives "falls by 2·margin" and "flat" are 2·margin apart, the threshold halfway
         rows.append(dict(test="A", estimator=e, claim=claim, change=ch, lo=clo, hi=chi,
-                         delta_by_G=list(np.round(D.mean(axis=0), 4)), n=D.shape[0], verdict=verdict))
+                         delta_by_G=list(np.round(D.mean(axis=0), 4)), n=D.shape[0], verdict=verdict,
+                         power=vd.interval_power(2 * fm, se, proto.alpha)))
     return pd.DataFrame(rows)
 
 
@@ -104,7 +110,18 @@ def test_b(table: pd.DataFrame, proto: Protocol, local_exponent=None) -> dict:
     Dg, Dt = delta_matrix(table, "gmc", proto), delta_matrix(table, "tic", proto)
     n = min(len(Dg), len(Dt))
     Dg, Dt = Dg[:n], Dt[:n]
-    out = dict(test="B", claim=f"slope(gmc) − slope(tic) of log Δ̄ on log G below −{c['slope_margin']}",
+    threshold, predicted = -float(c["slope_margin"]), math.nan
+    if c.get("slope_rule", "margin") == "theory":
+        from theory.c5_local import tuned_bound_slope
+
+        regime = c.get("theory_regime", "comparable")
+        predicted = (tuned_bound_slope(list(c["G"]), regime, "gmc") - tuned_bound_slope(list(c["G"]), regime, "tic"))
+        threshold = predicted / 2  # halfway between the theory's prediction and "no G-dependence"
+        claim = (f"slope(gmc) − slope(tic) of log Δ̄ on log G below {threshold:+.3f} (half the {regime}-regime "
+                 f"prediction {predicted:+.3f} over G ∈ {list(c['G'])})")
+    else:
+        claim = f"slope(gmc) − slope(tic) of log Δ̄ on log G below −{c['slope_margin']}"
+    out = dict(test="B", claim=claim, threshold=threshold, predicted=predicted,
                delta_gmc=list(np.round(Dg.mean(axis=0), 4)), delta_tic=list(np.round(Dt.mean(axis=0), 4)), n=n)
     if local_exponent is not None:
         out["theory_local_exponent"] = [float(v) for v in np.atleast_1d(local_exponent(np.asarray(c["G"])))]
@@ -123,7 +140,13 @@ def test_b(table: pd.DataFrame, proto: Protocol, local_exponent=None) -> dict:
     res = stats.bootstrap((np.arange(n),), stat, n_resamples=2000, confidence_level=1 - 2 * proto.alpha,
                           method="percentile", vectorized=True, rng=np.random.default_rng(0))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    out.update(lo=lo, hi=hi, verdict=vd.interval_verdict(lo, hi, -float(c["slope_margin"]), above=False), reason="")
+    se = float(np.std(res.bootstrap_distribution, ddof=1))
+    verdict = vd.interval_verdict(lo, hi, threshold, above=False)
+    power = vd.interval_power(2 * threshold, se, proto.alpha) if math.isfinite(se) else math.nan
+    reason = ""
+    if verdict == vd.INCONCLUSIVE and power < proto.power_target:
+        reason = f"underpowered: power {power:.2f} < {proto.power_target:g} at the bootstrap s.e. {se:.3g}"
+    out.update(lo=lo, hi=hi, se=se, power=power, verdict=verdict, reason=reason)
     return out
 
 
@@ -132,7 +155,8 @@ def c5_instance(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol
     ok, chi2 = c5_premise(table, proto)
     res = dict(in_scope=ok, chi2_median=chi2)
     if not ok:
-        res.update(verdict=vd.OUT_OF_SCOPE, reason=f"premise not met: median χ²(π_θ‖μ) = {chi2:.3g} > "
+        phase = " over the learning phase" if proto.version >= 2 else ""
+        res.update(verdict=vd.OUT_OF_SCOPE, reason=f"premise not met: median χ²(π_θ‖μ){phase} = {chi2:.3g} > "
                    f"{proto.local_chi2:g} at d = {proto.c5['d']}")
         return res
     a = test_a(fixed, proto) if fixed is not None and len(fixed) else None

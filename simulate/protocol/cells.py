@@ -36,11 +36,17 @@ from simulate.training import TrainConfig, run_many
 
 THETA_MAX = 1e8  # "diverged" means effectively non-finite, not merely a saturated softmax
 
-__all__ = ["run_cell", "run_metrics", "eval_at", "THETA_MAX"]
+__all__ = ["run_cell", "run_metrics", "policy_entropy", "eval_at", "THETA_MAX"]
 
 
-def run_metrics(result, J_star: float, collapse_drop: float) -> dict:
-    """The per-run metrics of the module docstring from a :class:`simulate.training.TrainResult`."""
+def run_metrics(result, J_star: float, collapse_drop: float, *, lockin_nJ: float = math.nan,
+                lockin_grad_rel: float = math.nan, learning_gap: float = 0.9) -> dict:
+    """The per-run metrics of the module docstring from a :class:`simulate.training.TrainResult`.
+
+    With ``lockin_nJ`` and ``lockin_grad_rel`` set (protocol v2) a run that ends with
+    ``nJ_K < lockin_nJ`` and ``‖∇J(θ_K)‖ ≤ lockin_grad_rel·‖∇J(θ_0)‖`` is *locked in* and counts as a
+    failure; ``failure`` names the first of divergence, collapse, lock-in that applies (``""`` none).
+    """
     J = np.asarray(result.J, dtype=np.float64)
     J0 = float(J[0])
     span = J_star - J0
@@ -49,17 +55,64 @@ def run_metrics(result, J_star: float, collapse_drop: float) -> dict:
     nJ = np.where(np.isfinite(J), (J - J0) / span, 0.0)
     run_max = np.maximum.accumulate(np.where(np.isfinite(J), J, -np.inf))
     collapsed = bool(np.any(np.isfinite(J) & (J < run_max - collapse_drop * span)))
-    chi2 = result.chi2[np.isfinite(result.chi2)]
-    zero = result.zero_grad[np.isfinite(result.zero_grad)]
+    chi2_all = np.asarray(result.chi2, dtype=np.float64)
+    chi2 = chi2_all[np.isfinite(chi2_all)]
+    zero_all = np.asarray(result.zero_grad, dtype=np.float64)
+    zero = zero_all[np.isfinite(zero_all)]
+    diverged = bool(result.diverged)
+    gn = np.sqrt(np.maximum(np.asarray(result.grad_norm2, dtype=np.float64), 0.0))
+    use_lockin = math.isfinite(lockin_nJ) and math.isfinite(lockin_grad_rel)
+    stuck = np.isfinite(gn) & (gn <= lockin_grad_rel * gn[0]) & (nJ < lockin_nJ) if use_lockin else np.zeros(len(J), bool)
+    locked = bool(use_lockin and not diverged and stuck[-1])
+    # the step from which the run stayed stuck: the start of the last run of `stuck` steps
+    lock_step = int(len(stuck) - np.argmin(stuck[::-1])) if locked and not stuck.all() else (0 if locked else -1)
+    failure = "diverged" if diverged else "collapsed" if collapsed else "locked_in" if locked else ""
+    # learning phase (v2 regime): steps before J first reaches learning_gap of its gap, whose ĝ ≠ 0;
+    # converged and locked-in steps have χ² ≈ 0 and would otherwise label every run "local"
+    K = len(chi2_all)
+    reached = np.flatnonzero(nJ[:K] >= learning_gap)
+    k90 = int(reached[0]) if reached.size else K
+    learn = np.isfinite(chi2_all[:k90]) & (zero_all[:k90] == 0)
+    cl = np.maximum(chi2_all[:k90][learn], 0.0)
+    ess = np.asarray(result.ess, dtype=np.float64)
+    early = ess[: max(1, K // 4)]
+    early = early[np.isfinite(early)]
     return dict(
         nauc=float(nJ.mean()),
         final_nJ=float(nJ[-1]),
         zero_frac=float(zero.mean()) if zero.size else math.nan,
-        diverged=bool(result.diverged),
+        diverged=diverged,
         collapsed=collapsed,
-        failed=bool(result.diverged or collapsed),
+        locked_in=locked,
+        lockin_step=lock_step,
+        failure=failure,
+        failed=bool(diverged or collapsed or locked),
         chi2_med=float(max(np.median(chi2), 0.0)) if chi2.size else math.nan,  # χ² ≥ 0; round-off can give −1e−16
+        n_learn=int(cl.size),
+        chi2_learn_med=float(np.median(cl)) if cl.size else math.nan,
+        chi2_learn_mean=float(cl.mean()) if cl.size else math.nan,
+        chi2_learn_p90=float(np.quantile(cl, 0.9)) if cl.size else math.nan,
+        chi2_learn_max=float(cl.max()) if cl.size else math.nan,
+        ess_early=float(early.mean()) if early.size else math.nan,
+        grad_norm_final_rel=float(gn[-1] / gn[0]) if gn[0] > 0 and np.isfinite(gn[-1]) else math.nan,
     )
+
+
+def policy_entropy(inst, theta: np.ndarray) -> float:
+    """Mean per-token entropy ``(1/T) Σ_t Σ_s d_t(s) H(π(·|s, t))`` (nats) of the policy with logits
+    ``theta`` ``(T, S, V)``, ``d_t`` its own state distribution: 0 for a deterministic policy."""
+    from simulate.instances import state_distribution
+
+    th = np.asarray(theta, dtype=np.float64)
+    if not np.all(np.isfinite(th)):
+        return math.nan
+    z = th - th.max(axis=-1, keepdims=True)
+    q = np.exp(z)
+    q /= q.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.sum(np.where(q > 0, q * np.log(q), 0.0), axis=-1)
+    d = state_distribution(inst.build(), q)
+    return float(np.sum(d[:-1] * h) / th.shape[0])
 
 
 def _configs(inst: TrainingInstance, estimator: str, d: int, eps: float, G: int, etas, seeds, proto: Protocol,
@@ -75,7 +128,11 @@ def _run(inst, estimator, d, eps, G, etas, seeds, proto, phase, eta_kind=None, K
     cfgs = _configs(inst, estimator, d, eps, G, etas, seeds, proto, K)
     rows = []
     for c, r in zip(cfgs, run_many(cfgs)):
-        row = dict(phase=phase, eta=c.eta, seed=c.seed, **run_metrics(r, inst.J_star, proto.collapse_drop))
+        row = dict(phase=phase, eta=c.eta, seed=c.seed,
+                   **run_metrics(r, inst.J_star, proto.collapse_drop, lockin_nJ=proto.lockin_nJ,
+                                 lockin_grad_rel=proto.lockin_grad_rel, learning_gap=proto.learning_gap))
+        if phase != "tune":
+            row["entropy_final"] = policy_entropy(inst, r.theta)
         if eta_kind is not None:
             row["eta_kind"] = eta_kind
         rows.append(row)
@@ -126,9 +183,14 @@ def run_cell(instance, estimator: str, d: int, eps: float, G: int, proto: Protoc
 
 
 def eval_at(instance, estimator: str, d: int, eps: float, G: int, eta: float, proto: Protocol,
-            K: int | None = None) -> pd.DataFrame:
-    """Evaluation seeds at a fixed η (C5 test A): one row per run, ``phase = "fixed"``."""
+            K: int | None = None, kind: str = "fixed") -> pd.DataFrame:
+    """Evaluation seeds at a given η: one row per run. ``kind="fixed"``: C5 test A (``phase = "fixed"``);
+    ``kind="common"`` / ``"common-neighbour"``: the v2 common-η arm at η and at its grid neighbour
+    (``phase = "eval"``, ``eta_kind = kind``)."""
+    if kind not in ("fixed", "common", "common-neighbour"):
+        raise ValueError(f"kind must be 'fixed', 'common' or 'common-neighbour', got {kind!r}")
     inst = get_instance(instance)
-    rows = _run(inst, estimator, d, eps, G, [eta], proto.eval_seeds, proto, "fixed", "fixed", K=K)
+    rows = _run(inst, estimator, d, eps, G, [eta], proto.eval_seeds, proto, "fixed" if kind == "fixed" else "eval",
+                kind, K=K)
     return pd.DataFrame(rows).assign(instance=inst.name, estimator=estimator, d=int(d), eps=float(eps), G=int(G),
                                      K=proto.budget // (G * proto.n_prompts) if K is None else int(K))

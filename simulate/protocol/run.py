@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from simulate.protocol import cells as pc
@@ -24,7 +25,7 @@ from simulate.protocol.c9 import c9_verdicts
 from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance
 from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
 
-__all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell"]
+__all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell", "common_etas"]
 
 
 @dataclass
@@ -71,12 +72,45 @@ def sweep_cell(instance: str, estimator: str, d: int, eps: float, G: int, protoc
 
 
 def sweep_fixed_cell(instance: str, estimator: str, d: int, eps: float, G: int, eta: float, protocol_path: str,
-                     quick: bool, protocol_sha256: str, K: int | None = None) -> pd.DataFrame:
-    """Sweep cell function for C5 test A (:func:`simulate.protocol.cells.eval_at`)."""
+                     quick: bool, protocol_sha256: str, K: int | None = None, kind: str = "fixed") -> pd.DataFrame:
+    """Sweep cell function for C5 test A and the v2 common-η arm (:func:`simulate.protocol.cells.eval_at`)."""
     proto = _load(protocol_path, quick)
     if proto.sha256 != protocol_sha256:
         raise ValueError(f"protocol file {protocol_path} changed during the run")
-    return pc.eval_at(instance, estimator, d, eps, G, eta, proto, K=K)
+    return pc.eval_at(instance, estimator, d, eps, G, eta, proto, K=K, kind=kind)
+
+
+def common_etas(table: pd.DataFrame, proto: Protocol) -> dict:
+    """The common-η arm's step sizes ``{(G, family): η}``: the η tuned at ``d = 0`` by ``onpolicy``
+    (trajectory-level maps) or ``grpo`` (token-level maps, whose ĝ is length-normalised), at the primary
+    ε, shared by every estimator of the family at every d — a practitioner who tuned before the delay
+    appeared. At ``d = 0`` every map of a family coincides, so the choice of the reference is immaterial."""
+    from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
+
+    eps = float(proto.primary["eps"])
+    out = {}
+    for fam, refs in (("trajectory", ("onpolicy",)), ("token", ("grpo",) + tuple(sorted(TOKEN_ESTIMATORS)))):
+        members = [e for e in proto.estimators if (e in TOKEN_ESTIMATORS) == (fam == "token")]
+        ref = next((r for r in refs if r in members), members[0] if members else None)
+        if ref is None:
+            continue
+        for G in proto.G:
+            sel = table[(table.estimator == ref) & (table.d == 0) & (table.G == G) & np.isclose(table.eps, eps)]
+            if sel.empty:
+                raise ValueError(f"the common-η arm needs {ref}'s cell at d = 0, G = {G}: run the tuned cells first")
+            out[(int(G), fam)] = float(sel.eta_tuned.iloc[0])
+    return out
+
+
+def _common_cells(proto: Protocol, name: str, etas: dict) -> list[dict]:
+    from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
+
+    up = 2.0 ** proto.neighbour_step_log2
+    out = []
+    for c in proto.cells(name):
+        eta = etas[(c["G"], "token" if c["estimator"] in TOKEN_ESTIMATORS else "trajectory")]
+        out += [dict(c, eta=eta, kind="common"), dict(c, eta=eta * up, kind="common-neighbour")]
+    return out
 
 
 def _fixed_cells(proto: Protocol, name: str, eta: float) -> list[dict]:
@@ -142,6 +176,12 @@ def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool =
         t = cells_of("simulate.protocol.run:sweep_cell",
                      lambda **c: pc.run_cell(obj, c["estimator"], c["d"], c["eps"], c["G"], c["proto"]),
                      proto.cells(name), "", f"C9 {name}")
+        if "common" in proto.step_arms:
+            tc = cells_of("simulate.protocol.run:sweep_fixed_cell",
+                          lambda **c: pc.eval_at(obj, c["estimator"], c["d"], c["eps"], c["G"], c["eta"], c["proto"],
+                                                 kind=c["kind"]),
+                          _common_cells(proto, name, common_etas(t, proto)), "-common", f"common η {name}")
+            t = pd.concat([t, tc], ignore_index=True)
         tables.append(t.assign(instance=name))
         if want_c5:
             t5 = cells_of("simulate.protocol.run:sweep_cell",
