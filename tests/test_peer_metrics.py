@@ -159,3 +159,54 @@ def test_clamped_ess_is_exact_without_verls_1e8():
         lm.clamped_ess(ell, mask, 1.0)
     with pytest.raises(ValueError, match="level"):
         lm.clamped_ess(ell, mask, 2.0, "group")
+
+
+# ----------------------------------------------------------------------------- empty rows (item 3)
+def verl_chi2_seq(log_ratio, mask):
+    """verl ``compute_offpolicy_metrics``: ``exp(2·clamp(Σ_t ℓ, ±20)).mean() − 1`` over **all** rows."""
+    s = (log_ratio * mask.double()).sum(-1)
+    return float(torch.exp(2.0 * torch.clamp(s, -SAFETY_BOUND, SAFETY_BOUND)).mean() - 1.0)
+
+
+def trl_sequence_clip_ratios(log_ratio, adv, mask, el, eh):
+    """TRL ``GRPOTrainer._compute_loss`` at ``importance_sampling_level="sequence"``: one value per row,
+    ``global_masked_mean`` = sum over the ``N`` rows / ``N`` (an empty row has ratio exp(0/1) = 1)."""
+    m = mask.double()
+    coef = torch.exp(((log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0))[:, None])
+    A = adv[:, None]
+    low, high = (coef < 1 - el) & (A < 0), (coef > 1 + eh) & (A > 0)
+    n = float(coef.shape[0])
+    return {"clip_ratio/low_mean": float(low.sum()) / n, "clip_ratio/high_mean": float(high.sum()) / n,
+            "clip_ratio/region_mean": float((low | high).sum()) / n}
+
+
+def test_empty_rows_are_counted_as_the_peers_count_them():
+    """Item 3: verl's chi2_seq and TRL's sequence-level clip ratios divide by every row, empty ones included."""
+    el, eh = 0.2, 0.28
+    seen = 0
+    for s in range(8):
+        old, ell, adv, mask = peer_batch(s)
+        ell = ell * 3  # sequence ratios beyond the clip range on both sides, inside verl's ±20
+        seen += int((~mask.any(1)).sum())
+        m = metrics_of("gspo", old, ell, adv, mask, eps_low=el, eps_high=eh, loss_agg_mode="grpo")
+        assert m["chi2_seq"] == pytest.approx(verl_chi2_seq(ell, mask), rel=1e-12, abs=1e-12), s
+        want = trl_sequence_clip_ratios(ell, adv, mask, el, eh)
+        got = lm.to_peer(m, "gspo", "trl")
+        for key, v in want.items():
+            assert got[key] == pytest.approx(v, rel=1e-12, abs=1e-12), (s, key)
+    assert seen > 0
+
+
+def test_one_empty_row_changes_the_peer_metrics_by_its_share():
+    """A fixed batch: 4 rows, row 3 empty; ρ_i² of the real rows known, so the expected numbers are exact."""
+    ell = torch.zeros(4, 2, dtype=torch.float64)
+    ell[0] = 0.5  # ℓ_0 = 1: sequence ratio e^{0.5} > 1.28, A > 0: clipped high
+    ell[1, 0] = -0.4  # ℓ_1 = −0.4 on one token: ratio e^{−0.4} < 0.8, A < 0: clipped low
+    mask = torch.tensor([[True, True], [True, False], [True, True], [False, False]])
+    adv = torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=torch.float64)
+    m = metrics_of("gspo", torch.zeros_like(ell), ell, adv, mask)
+    assert m["chi2_seq"] == pytest.approx((math.exp(2.0) + math.exp(-0.8) + 1 + 1) / 4 - 1, rel=1e-13)
+    assert m["clipfrac_seq"] == 0.5 and m["clipfrac_seq_high"] == 0.25 and m["clipfrac_seq_low"] == 0.25
+    # the toolkit's own χ² keeps the real rows only (an empty row is an absent trajectory)
+    assert m["chi2_seq_centered"] == pytest.approx((math.expm1(1.0) ** 2 + math.expm1(-0.4) ** 2 + 0) / 3,
+                                                   rel=1e-13)

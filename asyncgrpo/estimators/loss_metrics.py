@@ -19,14 +19,16 @@ key                        definition
 ``clipfrac_low/high``      the same split by side (grpo/gspo: ``A<0, r<1−ε_low`` / ``A>0, r>1+ε_high``;
                            cispo: below ``lo`` / above ``hi``)
 ``clipfrac_dual``          share of real tokens with ``A<0`` and ratio ``> c`` (0 without dual clip)
-``clipfrac_seq_*``         gspo: the same over rows (TRL's sequence-level convention)
+``clipfrac_seq_*``         gspo: the same as shares of all ``N`` rows, empty rows (never clipped) included
+                           (TRL's sequence-level convention)
 ``clipfrac_high_pos``      cispo: ``A>0`` and clamped above (TRL's ``cispo_clip_ratio``)
 ``clamp_frac_all``         cispo: clamped on either side, any ``A`` (verl's cispo ``pg_clipfrac``)
 ``m2po_masked_frac``       m2po: share of real tokens dropped by the second-moment mask
 ``ppo_kl``                 ``mean_tokens(−ℓ)``: k1 estimate of ``KL(μ‖π_θ)`` (verl ``actor/ppo_kl``)
 ``kl_k3``                  ``mean_tokens(r − 1 − ℓ)``: k3 estimate of ``KL(μ‖π_θ)`` (verl ``k3_kl``)
-``chi2_seq``               ``mean_rows ρ_i² − 1`` (verl ``rollout_corr/chi2_seq``, unclamped)
-``chi2_seq_centered``      ``mean_rows (ρ_i − 1)²``, the project's ``chi2``; both estimate
+``chi2_seq``               ``(1/N) Σ_i ρ_i² − 1`` over **all** ``N`` rows, an empty row with ``ρ_i = 1``
+                           (verl ``rollout_corr/chi2_seq``, unclamped)
+``chi2_seq_centered``      ``mean_rows (ρ_i − 1)²`` over real rows, the project's ``chi2``; both estimate
                            ``χ²(π_θ‖μ) = E_μ ρ² − 1 = E_μ (ρ−1)²``
 ``chi2_token``             ``mean_tokens r² − 1`` (verl ``rollout_corr/chi2_token``)
 ``ess_batch_rho``          ``(mean_tokens ρ)² / mean_tokens ρ²`` with ``ρ_i`` on each of its tokens, unclamped:
@@ -207,9 +209,9 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         out["clipfrac"] = _frac(high | low, mask, n_tok)
         out["clipfrac_dual"] = _frac(dual, mask, n_tok)
         if name == "gspo":
-            n_rows = float(rows.sum())
+            # over all N rows, as TRL divides (an empty row has ratio exp(0) = 1: counted, never clipped)
             for key, x in (("clipfrac_seq_high", high), ("clipfrac_seq_low", low), ("clipfrac_seq", high | low)):
-                out[key] = float((x[:, 0] & rows).sum()) / n_rows
+                out[key] = float((x[:, 0] & rows).sum()) / N
         loss_mat = lm
         logk = torch.where(k > 0, lr, ninf)
     elif name == "cispo":
@@ -250,8 +252,11 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     out["ppo_kl"] = float((-lt).mean())
     out["kl_k3"] = float((torch.expm1(lt) - lt).mean())
     out["chi2_token"] = _expm1(_log_mean_exp(2 * lt))
-    ell_rows = ell_t.sum(dim=1)[rows]
-    out["chi2_seq"] = _expm1(_log_mean_exp(2 * ell_rows))
+    ell_all = ell_t.sum(dim=1)
+    # verl averages ρ_i² over every row, an empty row with ρ = exp(0) = 1; the project's own χ² keeps
+    # the real rows only (an empty row is an absent trajectory)
+    out["chi2_seq"] = _expm1(_log_mean_exp(2 * ell_all))
+    ell_rows = ell_all[rows]
     out["chi2_seq_centered"] = float(torch.expm1(ell_rows).pow(2).mean())
     out["ess_batch_rho"] = _ess_fraction(ell_t.sum(dim=1, keepdim=True).expand_as(ell_t)[mask])
     out["ess_batch_w"] = _ess_fraction(logk[mask])
