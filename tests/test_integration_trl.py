@@ -201,3 +201,89 @@ def test_example_script_runs(tmp_path, capsys):
     trainer = mod.main(["--steps", "2", "--output-dir", str(tmp_path)])
     assert trainer.state.global_step == 2
     assert "gmc (eps=0.2): 2 steps" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- normalisation = installed TRL's (issue 28)
+def _fixed_inputs(n_groups=2, P=3, T=5, seed=1):
+    """A fixed micro-batch of ``n_groups·G`` rows, completion width ``T`` below ``max_completion_length = 6``."""
+    gen = torch.Generator().manual_seed(seed)
+    N = n_groups * G
+    completion_mask = torch.ones(N, T, dtype=torch.long)
+    completion_mask[1, 3:] = 0
+    completion_mask[5, 1:] = 0
+    return {
+        "prompt_ids": torch.randint(3, 30, (N, P), generator=gen), "prompt_mask": torch.ones(N, P, dtype=torch.long),
+        "completion_ids": torch.randint(3, 30, (N, T), generator=gen), "completion_mask": completion_mask,
+        "advantages": torch.randn(N, generator=gen),
+        # the generation batch spans steps_per_generation micro-batches: more tokens than this one holds
+        "num_items_in_batch": torch.tensor(3 * int(completion_mask.sum()) + 5),
+        "group_ids": torch.arange(N) // G, "generation_step": torch.zeros(N, dtype=torch.long),
+    }
+
+
+def _grads(trainer, inputs, train=True):
+    model = trainer.model
+    model.train(train)
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps  # as TRL's loop sets it
+    loss = trainer.compute_loss(model, dict(inputs))
+    return torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+
+
+@pytest.mark.parametrize("mode", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_loss_agg_mode_normalises_as_installed_trl(tmp_path, mode):
+    """The trainer's gradient equals TRL's GRPOTrainer's for ``loss_type = loss_agg_mode``, with accumulation.
+
+    ``onpolicy`` with ``ℓ = 0`` (no old log-probs): TRL's per-token gradient is ``−A ∇log π`` (ratio 1, no clip
+    binds), the toolkit's ``−w A ∇log π`` with ``w = 1``, so the gradients differ only by the normaliser:
+    TRL 1.16's ``num_items_in_batch·accum/steps_per_generation`` for dapo, ``N·max_completion_length`` for
+    dr_grpo, each divided by ``accum`` but dapo. ``gradient_accumulation_steps = 2`` and
+    ``steps_per_generation = 4`` make every factor visible (a wrong one is off by ≥ 1.2×, far above float32's
+    1e-5).
+    """
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    def config():
+        return GRPOConfig(
+            output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=G, max_completion_length=6,
+            gradient_accumulation_steps=2, steps_per_generation=4, max_steps=1, report_to="none", use_cpu=True,
+            seed=0, save_strategy="no", bf16=False, loss_type=mode, beta=0.0,
+        )
+
+    ds = Dataset.from_dict({"prompt": ["ab", "cd"] * 8})
+    model, tok = atrl.tiny_qwen3(seed=0)
+    ours = atrl.AsyncGRPOTrainer(model=model, reward_funcs=_reward, args=config(), train_dataset=ds,
+                                 processing_class=tok, estimator="onpolicy", loss_agg_mode=mode)
+    model2, _ = atrl.tiny_qwen3(seed=0)
+    trl = GRPOTrainer(model=model2, reward_funcs=_reward, args=config(), train_dataset=ds, processing_class=tok)
+    inputs = _fixed_inputs()
+    for train in ([True, False] if mode == "dapo" else [True]):
+        for g, r in zip(_grads(ours, inputs, train), _grads(trl, inputs, train)):
+            torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-8)
+
+
+def test_dapo_trains_in_trls_loop_with_accumulation(tmp_path):
+    """``num_items_in_batch`` reaches the loss through the whole-group shuffle and the split into steps."""
+    tr = _trainer(tmp_path, max_steps=1, steps_per_generation=2, num_iterations=1, loss_agg_mode="dapo")
+    tr.args.gradient_accumulation_steps = 2
+    seen = []
+    inner = tr._normalisation
+
+    def spy(inputs, mode, accum):
+        out = inner(inputs, mode, accum)
+        seen.append((float(inputs["num_items_in_batch"]), accum, out[0]["batch_num_tokens"]))
+        return out
+
+    tr._normalisation = spy
+    tr.train()
+    assert math.isfinite(tr.state.log_history[0]["loss"])
+    assert len(seen) == 2  # two micro-batches of one optimizer step
+    for n_items, accum, b_tok in seen:
+        assert accum == 2 and b_tok == pytest.approx(n_items * accum / 2)
+
+
+def test_installed_trl_is_a_tested_release():
+    """The normalisers above are read from this TRL release; a bump must re-read and re-test them."""
+    import trl
+
+    assert trl.__version__ in atrl.TESTED_TRL_VERSIONS

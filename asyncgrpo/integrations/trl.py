@@ -7,7 +7,8 @@
 
 The loss is :func:`asyncgrpo.estimators.token_level.policy_loss` (docs/THEORY.md §2), the one
 surrogate of the toolkit, whose gradient is ``−ĝ`` with ``ĝ = (1/G) Σ_i w_i A_i ∇log π_θ(τ_i)``
-averaged over the groups of the micro-batch. For each trajectory
+averaged over the groups of the micro-batch (the default; ``loss_agg_mode`` picks another normaliser, the
+TRL names exactly as TRL 1.16.0's ``GRPOTrainer`` normalises that ``loss_type``). For each trajectory
 
     ℓ_i = Σ_t m_{i,t} (log π_θ(a_{i,t}|s_{i,t}) − log μ(a_{i,t}|s_{i,t})),     w = sg(W_ε(ℓ_{group}))
 
@@ -54,6 +55,7 @@ from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.validation import check_eps, check_group_size
 
 try:
+    import trl as _trl
     from trl import GRPOTrainer
     from trl.trainer.utils import split_pixel_values_by_grid, split_tensor_dict, unsplit_pixel_values_by_grid
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -65,6 +67,10 @@ logger = logging.getLogger(__name__)
 
 #: Prefix of the metrics this trainer adds to TRL's log.
 METRIC_PREFIX = "traj_is"
+#: TRL releases whose ``GRPOTrainer`` this module was read from and is tested against: its batching,
+#: ``_compute_loss`` signature and loss normalisers (dapo's ``num_items_in_batch·accum/steps_per_generation``)
+#: change between releases, so another version gets a warning at construction.
+TESTED_TRL_VERSIONS: tuple[str, ...] = ("1.16.0",)
 
 
 # --------------------------------------------------------------------------- group bookkeeping (pure torch)
@@ -178,7 +184,10 @@ class AsyncGRPOTrainer(GRPOTrainer):
     - ``length_normalize``: coefficients ``w_i/T_i`` instead of ``w_i`` (like-for-like step sizes
       with TRL's length-normalised losses); passed to ``policy_loss``.
     - ``loss_agg_mode``: passed to ``policy_loss`` only when given (and only if this toolkit's
-      ``policy_loss`` accepts it); ``None`` keeps ``policy_loss``'s default.
+      ``policy_loss`` accepts it); ``None`` keeps ``policy_loss``'s default. The TRL names normalise as
+      TRL 1.16.0's ``GRPOTrainer`` does for the same ``loss_type`` (:meth:`_normalisation`): ``dapo`` by
+      ``num_items_in_batch/num_processes·accum/steps_per_generation``, ``dr_grpo`` by
+      ``N·max_completion_length``, each of the others by its local count and the accumulation steps.
     """
 
     def __init__(self, *args, estimator: str = "gmc", eps: float = 0.2, length_normalize: bool = False,
@@ -219,6 +228,11 @@ class AsyncGRPOTrainer(GRPOTrainer):
             )
         self.vllm_importance_sampling_correction = False
         self._next_group_id = 0
+        if _trl.__version__ not in TESTED_TRL_VERSIONS:
+            logger.warning(
+                "AsyncGRPOTrainer was tested with TRL %s, not %s: loss normalisation (loss_agg_mode) and "
+                "batching follow that release's GRPOTrainer", ", ".join(TESTED_TRL_VERSIONS), _trl.__version__,
+            )
 
     # -- generation: tag every row with its group and the step it was generated at
     def _generate_and_score_completions(self, inputs):
@@ -279,9 +293,13 @@ class AsyncGRPOTrainer(GRPOTrainer):
         if adv.dim() != 1:
             raise ValueError(f"advantages must have shape [N] (one per completion), got {tuple(adv.shape)}")
         m = mask.bool()[order]
+        # TRL sets current_gradient_accumulation_steps inside its training loop; outside it (a direct
+        # compute_loss call) the configured value is the same number.
+        accum = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
+        loss_kwargs, normalizer = self._normalisation(inputs, mode, accum)
         loss = policy_loss(
             self.estimator, logp[order], behaviour[order], adv[order], m,
-            eps=self.eps, group_size=G, length_normalize=self.length_normalize, **self._loss_kwargs,
+            eps=self.eps, group_size=G, length_normalize=self.length_normalize, **loss_kwargs,
         )
         if not bool(torch.isfinite(loss.detach())):
             # only `is` can get here: its ρ_i = exp(ℓ_i) overflows (float32 beyond ℓ ≈ 88.7); a NaN
@@ -291,14 +309,37 @@ class AsyncGRPOTrainer(GRPOTrainer):
             raise ValueError(f"the {self.estimator!r} loss is not finite (largest log-ratio ℓ_i = {ell_max:.4g}): "
                              "its weights overflowed; use a capped estimator (gmc, tic, tis)")
         self._log_weight_metrics(mode, logp.detach()[order], behaviour[order], m, inputs.get("generation_step"), G)
-        # TRL sets current_gradient_accumulation_steps inside its training loop; outside it (a direct
-        # compute_loss call) the configured value is the same number.
-        accum = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
-        normalizer = accum if mode == "train" else 1.0
         loss = loss / normalizer
         if self.aux_loss_enabled:
-            loss = loss + self.router_aux_loss_coef * aux_loss / normalizer
+            # TRL scales the router loss by the accumulation steps alone, whatever the loss type
+            loss = loss + self.router_aux_loss_coef * aux_loss / (accum if mode == "train" else 1.0)
         return loss
+
+    def _normalisation(self, inputs, mode: str, accum: int) -> tuple[dict[str, Any], float]:
+        """``policy_loss`` keywords and the divisor of its loss, as TRL's ``GRPOTrainer._compute_loss`` (1.16).
+
+        ``ν`` of the TRL names: ``dapo`` divides the micro-batch's token sum by
+        ``B_tok = num_items_in_batch/num_processes·accum/steps_per_generation`` (train; without the last factor
+        in eval) and nothing else, since ``num_items_in_batch`` counts the active tokens of the whole
+        generation batch over every process; ``dr_grpo`` by ``N·max_completion_length``; ``grpo``, ``bnpo``,
+        the verl modes and the default by their local count; all but ``dapo`` are then divided by ``accum``.
+        """
+        kwargs = dict(self._loss_kwargs)
+        agg = kwargs.get("loss_agg_mode")
+        train = mode == "train"
+        if agg == "dapo":
+            n_items = inputs.get("num_items_in_batch")
+            if n_items is None:
+                raise ValueError("loss_agg_mode='dapo' needs inputs['num_items_in_batch'] (the generation batch's "
+                                 "active tokens, set by TRL's _generate_and_score_completions)")
+            b_tok = max(float(n_items), 1.0) / self.accelerator.num_processes
+            if train:
+                b_tok *= accum / self.args.steps_per_generation
+            kwargs["batch_num_tokens"] = b_tok
+            return kwargs, 1.0
+        if agg == "dr_grpo":
+            kwargs["loss_scale_factor"] = self.max_completion_length
+        return kwargs, (accum if train else 1.0)
 
     def _log_weight_metrics(self, mode, logp, behaviour, mask, generation_step, G):
         with torch.no_grad():
@@ -352,4 +393,5 @@ def tiny_qwen3(seed: int = 0, hidden_size: int = 32, num_hidden_layers: int = 2,
     return model, tok
 
 
-__all__ = ["AsyncGRPOTrainer", "shuffle_whole_groups", "group_order", "weight_metrics", "behaviour_logps", "tiny_qwen3", "METRIC_PREFIX"]
+__all__ = ["AsyncGRPOTrainer", "shuffle_whole_groups", "group_order", "weight_metrics", "behaviour_logps", "tiny_qwen3",
+           "METRIC_PREFIX", "TESTED_TRL_VERSIONS"]
