@@ -437,11 +437,13 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
         ell = tok_ell.sum(dim=1).reshape(N // G, G)
         rmask = rows.reshape(N // G, G)
         logw = torch.full_like(ell, -math.inf, dtype=wide)
+        w_wide = torch.zeros_like(ell, dtype=wide)
         live = rmask.any(dim=1)  # a group with no real row has no weights to compute
         if bool(live.any()):
             logw[live] = torch_backend.log_weights(name, ell[live].to(wide), eps, rmask[live])
+            w_wide[live] = torch_backend.wide_weights(name, ell[live], eps, rmask[live]).to(wide)
         logw = logw.reshape(N)[:, None].expand_as(tok_ell)
-        w_wide = torch.exp(logw)
+        w_wide = w_wide.reshape(N)[:, None].expand_as(tok_ell)
         w = torch_backend.cast_down(w_wide[:, 0], dtype)  # the registry's weights (WeightMap.torch)
         k = torch.where(mask, w[:, None].expand_as(tok_ell), zero)
         active = mask & (adv_wide != 0) & (w_wide != 0)

@@ -13,7 +13,9 @@ input dtype, then cast back to the input dtype rounding toward zero, so that a
 cast never raises a weight: ``w_i ≤ ρ_i`` and the group cap ``(1/G) Σ w_i ≤ 1+ε``
 of tis/tic/gmc survive float16/bfloat16/float32 outputs (docs/THEORY.md §2, the
 class ``𝒲_ε``). A plain round-to-nearest cast broke the gmc cap in float16
-(group mean 1.2005 > 1.2).
+(group mean 1.2005 > 1.2). A group at the cap is first scaled down by a few float64
+ulps (:func:`cap_group_mean`), since its float64 mean is otherwise an ulp above
+``1+ε`` about half the time.
 """
 from __future__ import annotations
 
@@ -81,9 +83,38 @@ def cast_down(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return out
 
 
+#: Maps whose group mean is capped at ``1+ε`` (the class ``𝒲_ε``).
+CAPPED = ("tis", "tic", "gmc")
+
+
+def cap_group_mean(w: torch.Tensor, mask: torch.Tensor, eps: float) -> torch.Tensor:
+    """``w`` ``[n_groups, G]`` with any group whose mean might exceed ``1+ε`` scaled down by a few ulps.
+
+    A group at the cap (gmc's ``ρ_i (1+ε)/ρ̄``, tis/tic at ``exp(log(1+ε))``) has an exact mean of
+    ``1+ε`` that rounding leaves an ulp above it about as often as below. A group is rescaled so that
+    an upper bound on its exact sum is at most ``n (1+ε)(1 − (n+4)u)``: then its mean, exact or summed
+    in any order in ``w``'s dtype or wider, is ``≤ 1+ε``. Other groups are untouched.
+    """
+    u = torch.finfo(w.dtype).eps
+    n = mask.sum(dim=-1, keepdim=True).to(w.dtype)
+    s = torch.where(mask, w, torch.zeros_like(w)).sum(dim=-1, keepdim=True)
+    upper = s * (1.0 + n * u)  # ≥ the exact sum of the entries, whatever the summation order
+    room = n * (1.0 + eps) * (1.0 - (n + 4.0) * u)
+    over = upper > room
+    if not bool(over.any()):
+        return w
+    scaled = w * torch.where(over, room / upper, torch.ones_like(upper))
+    return torch.where(over, torch.nextafter(scaled, torch.zeros_like(scaled)), w)
+
+
+def wide_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) -> torch.Tensor:
+    """Weights in float64 (float32 on MPS), group cap enforced for the capped maps; 0 where padded."""
+    wide = torch.promote_types(ell.dtype, _wide_dtype(ell))
+    w = torch.exp(log_weights(name, ell.detach().to(wide), eps, mask))
+    return cap_group_mean(w, mask, eps) if name in CAPPED else w
+
+
 def weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) -> torch.Tensor:
     """Detached weights ``w = exp(log w)`` (0 where padded), in ``ell``'s dtype, never rounded up."""
     with torch.no_grad():
-        wide = torch.promote_types(ell.dtype, _wide_dtype(ell))
-        w = torch.exp(log_weights(name, ell.detach().to(wide), eps, mask))
-        return cast_down(w, ell.dtype)
+        return cast_down(wide_weights(name, ell, eps, mask), ell.dtype)

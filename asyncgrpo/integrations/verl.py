@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from asyncgrpo import estimators as est
+from asyncgrpo.estimators import torch_backend
 from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.validation import check_eps
 
@@ -102,7 +103,8 @@ def compute_trajectory_weights(old_log_prob: torch.Tensor, rollout_log_prob: tor
     ``w = W_ε(ℓ_group)`` from :meth:`WeightMap.torch` (log space, stop-gradient) on the rows of each
     group, in any row order and for groups of unequal size (rows with no response token are absent
     trajectories: weight 0, not in ``ρ̄``). Returns ``[bs, response_length]`` in the dtype of
-    ``old_log_prob`` (0 on padding), and verl-style metrics: ``traj_is/weight_mean``,
+    ``old_log_prob`` (0 on padding), rounded toward zero so that ``w_i ≤ ρ_i`` and each group's mean
+    ``≤ 1+ε`` (tis/tic/gmc) hold in that dtype too, and verl-style metrics: ``traj_is/weight_mean``,
     ``traj_is/weight_max``, ``traj_is/cap_frac`` (rows with ``w_i < ρ_i``),
     ``traj_is/removed_mass`` (mean over groups of ``(1/G)Σ(ρ_i − w_i)``), ``traj_is/ess_frac``
     (mean of ``(Σw)²/(G Σw²)``), ``traj_is/log_ratio_abs_max``.
@@ -127,7 +129,9 @@ def compute_trajectory_weights(old_log_prob: torch.Tensor, rollout_log_prob: tor
     if bool(live.any()):
         w[live] = est.get(estimator, eps).torch(padded[live], mask=mask[live])
     w_row = w[g_t, s_t]
-    out = (w_row.to(old_log_prob.device)[:, None] * response_mask.detach().to(torch.float64)).to(old_log_prob.dtype)
+    out = w_row.to(old_log_prob.device)[:, None] * response_mask.detach().to(torch.float64)
+    # toward zero, not to nearest: a rounded-up weight broke the cap (bf16 group mean 1.203125 > 1.2)
+    out = torch_backend.cast_down(out, old_log_prob.dtype)
     return out.detach(), _metrics(padded, mask, w)
 
 
@@ -203,8 +207,8 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     :func:`~asyncgrpo.estimators.token_level.policy_loss` (``"onpolicy"``, i.e. coefficient 1, with
     advantages ``A_i·w_i``), aggregated by ``loss_agg_mode`` with ``config.global_batch_info``
     (``batch_num_tokens`` for ``token-mean``, ``global_batch_size`` for the ``seq-mean-*`` modes)
-    and multiplied by its ``dp_size``, as verl's ``agg_loss`` does; like verl, ``dp_size > 1``
-    needs the global count.
+    and multiplied by its ``dp_size``, as verl's ``agg_loss`` does; a count left ``None`` is the local
+    one (times ``dp_size``, as in verl, which then averages the ``dp_size`` replicas' gradients).
     """
     if rollout_is_weights is None:
         raise ValueError(
@@ -218,10 +222,9 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     adv = _per_sequence(advantages.detach().to(torch.float64), mask, "advantages")
     info = dict(getattr(config, "global_batch_info", None) or {}) if config is not None else {}
     dp_size = int(info.get("dp_size") or 1)
-    # verl's agg_loss reads one global count per mode; policy_loss takes exactly the one that applies
+    # verl's agg_loss reads one global count per mode and falls back to the local count when it is
+    # None (still multiplying by dp_size); policy_loss takes exactly the count that applies
     key = "batch_num_tokens" if loss_agg_mode == "token-mean" else "global_batch_size"
-    if info.get(key) is None and dp_size > 1:
-        raise ValueError(f"config.global_batch_info needs {key} when dp_size = {dp_size} > 1 (as verl's agg_loss)")
     kwargs = {key: info[key]} if info.get(key) is not None else {}
     coef = (adv * w).to(torch.promote_types(log_prob.dtype, torch.float32))
     loss = policy_loss("onpolicy", log_prob, old_log_prob, coef, mask, loss_agg_mode=loss_agg_mode, **kwargs)
