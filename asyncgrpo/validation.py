@@ -79,11 +79,23 @@ def check_group_size(G, name: str = "G") -> int:
     return value
 
 
+def _is_torch_tensor(x) -> bool:
+    # recognised by its type, so that this module never imports torch
+    return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "is_complex")
+
+
 def check_real_array(values, name: str) -> np.ndarray:
     """``values`` as a float64 array if every entry is a real number (no bool, complex, str), else raise.
 
-    Values are not checked for finiteness (see :func:`check_finite`).
+    A torch tensor is checked by the same rule and stays a tensor on its device (a floating dtype is
+    kept, integers become float64). Values are not checked for finiteness (see :func:`check_finite`).
     """
+    if _is_torch_tensor(values):
+        if values.is_complex():
+            raise ValueError(f"{name} must be real numbers, got complex values ({values.dtype})")
+        if str(values.dtype) == "torch.bool":
+            raise ValueError(f"{name} must be real numbers, got booleans ({values.dtype})")
+        return values if values.is_floating_point() else values.double()
     arr = np.asarray(values)
     if arr.dtype.kind == "c":
         raise ValueError(f"{name} must be real numbers, got complex values {_show(values)}")
@@ -124,6 +136,44 @@ def check_finite(arr: np.ndarray, name: str) -> None:
         raise ValueError(
             f"{name} must be finite (no NaN or inf); found {float(arr[idx])!r} at index {idx if len(idx) > 1 else idx[0]}"
         )
+
+
+def check_log_ratios_torch(log_ratios, mask=None, name: str = "log_ratios"):
+    """``(ell, mask, squeezed)`` for the torch backend, by the rules of :func:`check_log_ratios`.
+
+    ``log_ratios`` is ``[G]`` or ``[n_groups, G]`` (tensor or array-like) of real numbers, finite on the
+    real entries; ``mask`` (optional, same shape) holds booleans or exactly 0/1 and leaves every group
+    at least one real entry. Returns ``ell`` as a 2-D floating tensor, ``mask`` as a 2-D bool tensor on
+    ``ell``'s device, and whether a 1-D input was given a leading axis.
+    """
+    import torch
+
+    ell = check_real_array(log_ratios if torch.is_tensor(log_ratios) else check_real_array(log_ratios, name), name)
+    ell = torch.as_tensor(ell)
+    squeeze = ell.ndim == 1
+    if squeeze:
+        ell = ell.unsqueeze(0)
+    if ell.ndim != 2:
+        raise ValueError(f"{name} must have shape [G] or [n_groups, G], got {tuple(ell.shape)}")
+    if mask is None:
+        mask = torch.ones_like(ell, dtype=torch.bool)
+    else:
+        mask = check_mask(mask if torch.is_tensor(mask) else np.asarray(mask))
+        mask = torch.as_tensor(mask, device=ell.device)
+        if squeeze and mask.ndim == 1:
+            mask = mask.unsqueeze(0)
+        if mask.shape != ell.shape:
+            raise ValueError(f"mask and {name} must have the same shape, got {tuple(mask.shape)} and {tuple(ell.shape)}")
+    if ell.shape[-1] == 0:
+        raise ValueError(f"{name} is an empty group: G must be >= 1")
+    empty = ~mask.any(dim=-1)
+    if bool(empty.any()):
+        raise ValueError(f"mask leaves group {int(empty.nonzero()[0, 0])} empty: every group needs G >= 1 real entries")
+    bad = mask & ~torch.isfinite(ell.detach())
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(f"{name} must be finite (no NaN or inf); found {float(ell[idx])} at index {idx}")
+    return ell, mask, squeeze
 
 
 def check_log_weights(log_w, shape: tuple, name: str = "log_w") -> np.ndarray:

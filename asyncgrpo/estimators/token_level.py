@@ -57,7 +57,7 @@ from asyncgrpo.estimators.aggregation import (
     check_loss_agg_mode,
     token_normaliser,
 )
-from asyncgrpo.validation import check_eps, check_mask
+from asyncgrpo.validation import check_eps, check_mask, check_real_array
 
 #: Names of the token-level baselines.
 TOKEN_ESTIMATORS: tuple[str, ...] = ("grpo", "gspo", "cispo", "m2po")
@@ -290,9 +290,11 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=
         raise ValueError(f"unknown token-level estimator {name!r}; known: {', '.join(TOKEN_ESTIMATORS)}")
     eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
     log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
+    tok_ell = check_real_array(tok_ell, "tok_ell")
+    adv = check_real_array(adv, "adv")
+    mask = check_mask(mask)  # a mask of 0.5 is an error, never silently True
     with torch.no_grad():
         tok_ell = tok_ell.detach()
-        mask = mask.to(torch.bool)
         if bool((mask & ~torch.isfinite(tok_ell)).any()):
             raise ValueError("tok_ell must be finite on real tokens (no NaN or inf)")
         if adv.shape != tok_ell.shape[:1]:
@@ -385,6 +387,9 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
 
     if name not in TOKEN_CODES and name not in est.ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r}; known: {', '.join(est.ESTIMATORS + TOKEN_ESTIMATORS)}")
+    logp_new = check_real_array(logp_new, "logp_new")
+    logp_old = check_real_array(logp_old, "logp_old")
+    adv = check_real_array(adv, "adv")
     if logp_new.shape != logp_old.shape or mask.shape != logp_new.shape or logp_new.ndim != 2:
         raise ValueError(
             "logp_new, logp_old and mask must share one shape [N, T]; got "
@@ -392,9 +397,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
         )
     if adv.shape != logp_new.shape[:1]:
         raise ValueError(f"adv must have shape [N] = [{logp_new.shape[0]}], got {tuple(adv.shape)}")
-    if mask.dtype != torch.bool and bool(((mask != 0) & (mask != 1)).any()):
-        raise ValueError("mask must be boolean (or hold only 0 and 1)")
-    mask = mask.to(torch.bool)
+    mask = check_mask(mask)
     _check_finite_tensor(logp_new, mask, "logp_new")
     _check_finite_tensor(logp_old, mask, "logp_old")
     _check_finite_tensor(adv, None, "adv")

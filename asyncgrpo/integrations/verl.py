@@ -44,7 +44,7 @@ import torch
 from asyncgrpo import estimators as est
 from asyncgrpo.estimators import torch_backend
 from asyncgrpo.estimators.token_level import policy_loss
-from asyncgrpo.validation import check_eps
+from asyncgrpo.validation import check_eps, check_mask, check_real_array
 
 #: Names registered with verl's ``register_policy_loss`` (one per registry estimator).
 LOSS_NAMES: tuple[str, ...] = est.ESTIMATORS
@@ -81,6 +81,9 @@ def group_index(uid) -> tuple[np.ndarray, np.ndarray]:
 def trajectory_log_ratios(old_log_prob: torch.Tensor, rollout_log_prob: torch.Tensor,
                           response_mask: torch.Tensor) -> torch.Tensor:
     """``ℓ_i = Σ_t m_{i,t} (log π_old − log μ)_{i,t}`` in float64, shape ``[bs]`` (detached)."""
+    old_log_prob = check_real_array(old_log_prob, "old_log_probs")
+    rollout_log_prob = check_real_array(rollout_log_prob, "rollout_log_probs")
+    response_mask = check_mask(response_mask, name="response_mask")
     if old_log_prob.shape != rollout_log_prob.shape or response_mask.shape != old_log_prob.shape or old_log_prob.ndim != 2:
         raise ValueError(
             "old_log_probs, rollout_log_probs and response_mask must share one shape [bs, response_length]; got "
@@ -113,6 +116,7 @@ def compute_trajectory_weights(old_log_prob: torch.Tensor, rollout_log_prob: tor
         raise ValueError(f"estimator must be one of {', '.join(est.ESTIMATORS)}, got {estimator!r}")
     eps = check_eps(eps)
     ell = trajectory_log_ratios(old_log_prob, rollout_log_prob, response_mask)
+    response_mask = check_mask(response_mask, name="response_mask")
     bs = ell.shape[0]
     if len(uid) != bs:
         raise ValueError(f"uid has {len(uid)} entries but the batch has {bs} rows")
@@ -217,7 +221,10 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
         )
     if loss_agg_mode not in VERL_AGG_MODES:
         raise ValueError(f"loss_agg_mode must be one of {', '.join(VERL_AGG_MODES)}, got {loss_agg_mode!r}")
-    mask = response_mask.bool()
+    for x, what in ((old_log_prob, "old_log_prob"), (log_prob, "log_prob"), (advantages, "advantages"),
+                    (rollout_is_weights, "rollout_is_weights")):
+        check_real_array(x, what)
+    mask = check_mask(response_mask, name="response_mask")
     w = _per_sequence(rollout_is_weights.detach().to(torch.float64), mask, "rollout_is_weights")
     adv = _per_sequence(advantages.detach().to(torch.float64), mask, "advantages")
     info = dict(getattr(config, "global_batch_info", None) or {}) if config is not None else {}

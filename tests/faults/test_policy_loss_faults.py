@@ -105,7 +105,7 @@ def test_non_finite_padding_is_ignored_with_finite_gradient():
 
 def test_bad_mask_and_group_size_are_rejected():
     logp_old, ell, adv, mask = batch()
-    with pytest.raises(ValueError, match="mask must be boolean"):
+    with pytest.raises(ValueError, match="mask must hold booleans or exactly 0/1"):
         tl.policy_loss("gmc", logp_old + ell, logp_old, adv, mask.double() * 0.5, group_size=4)
     with pytest.raises(ValueError, match="group_size must be >= 1 and divide"):
         tl.policy_loss("gmc", logp_old + ell, logp_old, adv, mask, group_size=2.5)
