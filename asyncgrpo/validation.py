@@ -84,6 +84,48 @@ def _is_torch_tensor(x) -> bool:
     return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "is_complex")
 
 
+def check_index(value, name: str, size: int, what: str = "index") -> int:
+    """Return ``value`` as an int if it is an integer in ``[0, size-1]`` (``2`` or ``2.0``), else raise.
+
+    A fraction is an error, never truncated (``1.7`` is not index 1); so are bools and complex numbers.
+    """
+    must = f"an integer {what} in [0, {size - 1}]" if size >= 1 else f"an integer {what} (there are none: size 0)"
+    v = _unwrap(value)
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise ValueError(f"{name} must be {must}, got {type(v).__name__} {_show(value)}")
+    if not isinstance(v, numbers.Integral):
+        f = float(v)
+        if not (math.isfinite(f) and f.is_integer()):
+            raise ValueError(f"{name} must be {must}, got {_show(value)}")
+        v = int(f)
+    if not 0 <= int(v) < size:
+        raise ValueError(f"{name} must be {must}, got {_show(value)}")
+    return int(v)
+
+
+def check_index_array(values, name: str, size: int, what: str = "indices") -> np.ndarray:
+    """A new int64 array of ``values`` if every entry is an integer in ``[0, size-1]``, else raise.
+
+    Integral floats (``2.0``) are accepted; fractions, NaN, bools, complex numbers and strings are not.
+    """
+    arr = np.asarray(values)
+    must = f"integer {what} in [0, {size - 1}]"
+    if arr.dtype.kind in "iu":
+        ok = arr.size == 0 or (arr.min() >= 0 and arr.max() < size)
+    elif arr.dtype.kind == "f":
+        ok = bool(np.all(np.isfinite(arr) & (arr == np.floor(arr)) & (arr >= 0) & (arr < size)))
+    else:
+        raise ValueError(f"{name} must hold {must}, got {arr.dtype} values {_show(values)}")
+    if not ok:
+        flat = arr.ravel()
+        bad = ~((flat >= 0) & (flat < size)) if arr.dtype.kind in "iu" else \
+            ~(np.isfinite(flat) & (flat == np.floor(flat)) & (flat >= 0) & (flat < size))
+        i = int(np.argmax(bad))
+        idx = np.unravel_index(i, arr.shape)
+        raise ValueError(f"{name} must hold {must}; found {flat[i].item()!r} at index {tuple(int(k) for k in idx)}")
+    return np.array(arr, dtype=np.int64, copy=True)
+
+
 def check_real_array(values, name: str) -> np.ndarray:
     """``values`` as a float64 array if every entry is a real number (no bool, complex, str), else raise.
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asyncgrpo.validation import check_finite
+from asyncgrpo.validation import check_finite, check_index, check_index_array, check_real_array
 
 #: Largest ``V^T`` for which :func:`simulate.instances.dp.enumerate_paths` (and enumeration-based exact values) run.
 MAX_ENUM_PATHS = 1 << 20
@@ -33,24 +33,24 @@ class TabularMDP:
     """Initial state ``s_0``."""
 
     def __post_init__(self):
-        ns = np.ascontiguousarray(self.next_state, dtype=np.int64)
-        r = np.ascontiguousarray(self.reward, dtype=np.float64)
-        if ns.ndim != 3 or min(ns.shape) < 1:
-            raise ValueError(f"next_state must have shape (T, S, V) with T, S, V >= 1, got {ns.shape}")
-        if r.shape != (ns.shape[1],):
-            raise ValueError(f"reward must have shape (S,) = ({ns.shape[1]},), got {r.shape}")
-        if ns.min() < 0 or ns.max() >= ns.shape[1]:
-            raise ValueError(f"next_state entries must lie in [0, S-1] = [0, {ns.shape[1] - 1}]")
+        # Copies, not views: the caller's arrays stay writable and the instance never follows them.
+        shape = np.shape(self.next_state)
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"next_state must have shape (T, S, V) with T, S, V >= 1, got {shape}")
+        S = shape[1]
+        ns = check_index_array(self.next_state, "next_state", S, "state indices")
+        r = np.array(check_real_array(self.reward, "reward"), dtype=np.float64, copy=True)
+        if r.shape != (S,):
+            raise ValueError(f"reward must have shape (S,) = ({S},), got {r.shape}")
         check_finite(r, "reward")
         if r.min() < 0.0 or r.max() > 1.0:
             raise ValueError("reward must lie in [0, 1] (THEORY §1: R(τ) ∈ [0,1])")
-        if not 0 <= int(self.s0) < ns.shape[1]:
-            raise ValueError(f"s0 must lie in [0, S-1] = [0, {ns.shape[1] - 1}], got {self.s0}")
+        s0 = check_index(self.s0, "s0", S, "state index")
         ns.setflags(write=False)
         r.setflags(write=False)
         object.__setattr__(self, "next_state", ns)
         object.__setattr__(self, "reward", r)
-        object.__setattr__(self, "s0", int(self.s0))
+        object.__setattr__(self, "s0", s0)
 
     @property
     def T(self) -> int:
