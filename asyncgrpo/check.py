@@ -5,9 +5,15 @@
 ``registry:NAME`` checks the toolkit's own estimator ``NAME`` (torch backend). Prints one row per
 property with its verdict (``holds`` / ``refuted`` with a shrunk counterexample / ``out of scope``).
 
-Exit status: 0 if every membership property of ``𝒲_ε`` holds (docs/THEORY.md §3: finite,
-nonnegative, ``w_i ≤ ρ_i``, mean ``≤ 1+ε``), 1 if one is refuted, 2 on a usage error (unknown
-module or attribute, not callable, bad ε).
+The report ends with one line per question: membership of ``𝒲_ε`` (docs/THEORY.md §3: real weights,
+nonnegative, ``w_i ≤ ρ_i``, mean ``≤ 1+ε``, judged where the output is finite), numerical robustness
+(finite for ``|ℓ| ≤ 1e4``, else the first failing ``ℓ``), C2 optimality (checked for every member) and
+purity (the input is left unchanged).
+
+Exit status: 0 only if every property holds (a member, robust, pure, the C2 minimiser, and every
+applicable structure row), 1 if one is refuted or membership could not be established, 2 with one line on
+stderr for a usage error: the module cannot be imported (missing, syntax error, raises on import), no
+such attribute, not callable, bad ε.
 """
 from __future__ import annotations
 
@@ -31,22 +37,34 @@ def load_map(spec: str):
     mod_name, attr = spec.split(":")
     try:
         obj = importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"cannot import module {mod_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module: any failure is a usage error
+        raise ValueError(f"cannot import module {mod_name!r}: {_one_line(exc)}") from exc
     for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"module {mod_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"module {mod_name!r} has no attribute {attr!r}") from None
+        except Exception as exc:  # noqa: BLE001 - a module __getattr__ or property that raises
+            raise ValueError(f"cannot read {attr!r} from module {mod_name!r}: {_one_line(exc)}") from exc
     if not callable(obj):
         raise ValueError(f"{spec!r} is a {type(obj).__name__}, not a callable fn(ell, eps) -> w")
     return obj
 
 
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line; a syntax error with its file and line."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    msg = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the check; returns the exit status (0 member, 1 a membership property refuted, 2 usage error)."""
+    """Run the check; returns the exit status (0 every property holds, 1 one fails, 2 usage error)."""
     parser = argparse.ArgumentParser(
         prog="python -m asyncgrpo.check",
-        description="Property-test a weight map fn(ell, eps) -> w against the class W_eps and claim C2.",
+        description="Property-test a weight map fn(ell, eps) -> w: membership of W_eps, numerical robustness, "
+                    "C2 optimality and purity.",
     )
     parser.add_argument("map", help="MODULE:FUNCTION, or registry:NAME for a built-in estimator")
     parser.add_argument("--eps", type=float, default=0.2, help="threshold eps > 0 (default 0.2)")
@@ -71,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         frame = report.to_frame().drop(columns=["description"]).astype({"counterexample": str})
         print(frame.to_csv() if args.format == "csv" else frame.to_json(orient="index", indent=1))
-    return 0 if report.is_member else 1
+    return 0 if report.all_hold else 1
 
 
 if __name__ == "__main__":

@@ -47,6 +47,9 @@ def test_registry_estimators_get_the_verdict_theory_predicts(name):
     assert set(report.refuted) == refuted, str(report)
     for prop in ("permutation", "padding", "batch_shape"):  # the torch backend takes batches and masks
         assert report[prop].verdict == HOLDS, str(report)
+    assert report["real_valued"].verdict == HOLDS and report.is_pure, str(report)
+    if name == "is":  # ρ = exp(ℓ) overflows float64 past log(max float64)
+        assert report.unsafe_from == pytest.approx(np.log(np.finfo(np.float64).max), rel=1e-12)
     c2 = report["c2_minimiser"]
     if not member:
         assert c2.verdict == OUT_OF_SCOPE and "not a member" in c2.detail
@@ -136,8 +139,37 @@ def sum_cap(ell, eps):
     return np.exp(ell + min(0.0, np.log1p(eps) - log_sum))
 
 
+def complex_weights(ell, eps):
+    """Defect: complex weights (``w + 1e6j``); NumPy's float cast would silently drop the imaginary part."""
+    return _gmc(ell, eps) + 1e6j
+
+
+def string_weights(ell, eps):
+    """Defect: weights as strings (NumPy's float cast would parse them)."""
+    return _gmc(ell, eps).astype(str)
+
+
+def in_place_clip(ell, eps):
+    """Defect: clips its input in place before computing GMC (the caller's log-ratios change)."""
+    np.minimum(ell, 700.0, out=ell)
+    return _gmc(ell, eps)
+
+
+def torch_in_place(ell, eps):
+    """Defect: shares the input's memory through torch and clamps it in place (no error, the input changes)."""
+    import torch
+
+    t = torch.from_numpy(ell)
+    t.clamp_(max=700.0)
+    return est.gmc(eps).torch(t).numpy()
+
+
 BROKEN = {
     # name: (fn, the one property it must fail)
+    "complex_weights": (complex_weights, "real_valued"),
+    "string_weights": (string_weights, "real_valued"),
+    "in_place_clip": (in_place_clip, "purity"),
+    "torch_in_place": (torch_in_place, "purity"),
     "negated_tail": (negated_tail, "nonnegative"),
     "naive_linear_gmc": (naive_linear_gmc, "finite"),
     "two_sided_clip": (two_sided_clip, "w_le_rho"),
@@ -158,6 +190,56 @@ def test_each_broken_map_is_flagged_for_its_defect_and_nothing_else(name):
     row = report[prop]
     assert row.counterexample is not None and row.detail, str(report)
     assert row.description  # the property in plain words
+
+
+def test_non_real_weights_leave_every_other_property_out_of_scope():
+    for fn in (complex_weights, string_weights):
+        report = check_weight_map(fn, eps=0.2, max_examples=5)
+        assert report.refuted == ["real_valued"] and not report.is_member and not report.all_hold
+        assert "not real numbers" in report["real_valued"].detail
+        assert {r.verdict for r in report.rows[1:]} == {OUT_OF_SCOPE}
+
+
+def test_purity_reports_what_changed():
+    row = check_weight_map(torch_in_place, eps=0.2, max_examples=N)["purity"]
+    assert "fn changed its input ell" in row.detail and row.counterexample["ell"].max() > 700
+    row = check_weight_map(in_place_clip, eps=0.2, max_examples=5)["purity"]
+    assert "read-only" in row.detail
+
+
+def naive_gmc(ell, eps):
+    """A correct map written naively: GMC in linear space, inf·0 = NaN once ρ overflows (ℓ > 709.78)."""
+    rho = np.exp(ell)
+    return rho * np.minimum(1.0, (1.0 + eps) / rho.mean())
+
+
+def math_exp_tis(ell, eps):
+    """A correct map that raises OverflowError past ℓ ≈ 709.78 (math.exp per entry)."""
+    import math
+
+    return np.array([min(math.exp(x), 1.0 + eps) for x in ell])
+
+
+def test_a_correct_naive_map_is_a_member_numerically_unsafe_and_c2_is_still_checked():
+    """Membership is judged where the output is finite; the overflow is the robustness row's alone."""
+    report = check_weight_map(naive_gmc, eps=0.2, max_examples=N)
+    assert report.is_member and not report.is_robust and report.refuted == ["finite"], str(report)
+    assert report["c2_minimiser"].verdict == HOLDS
+    assert report.unsafe_from == pytest.approx(np.log(np.finfo(np.float64).max), rel=1e-12)
+    lines = str(report).splitlines()
+    assert "  => member of 𝒲_ε" in lines
+    assert any(line.startswith("  => numerically unsafe for ℓ ≥ 709.783") for line in lines)
+    assert any(line.startswith("  => C2: the minimiser") for line in lines)
+    # a crash is a numerical failure too, not a membership one
+    report = check_weight_map(math_exp_tis, eps=0.2, max_examples=N)
+    assert report.is_member and report.refuted == ["finite", "c2_minimiser"], str(report)
+    assert "OverflowError" in report["finite"].detail and report.unsafe_from == pytest.approx(709.78, abs=0.01)
+
+
+def test_membership_never_judged_is_not_membership():
+    report = check_weight_map(lambda ell, eps: np.full_like(ell, np.nan), eps=0.2, max_examples=5)
+    assert not report.is_member and report["w_le_rho"].verdict == OUT_OF_SCOPE
+    assert report.unsafe_from == 0.0 and "numerically unsafe for ℓ = 0" in str(report)
 
 
 def test_c2_minimum_qp_matches_the_closed_form():
@@ -214,12 +296,26 @@ def test_cli_exit_status_and_table(capsys, monkeypatch):
     assert main(["tests.test_check:two_sided_clip", "--eps", "0.2", "--max-examples", "20"]) == 1
     out = capsys.readouterr().out
     assert "w_le_rho" in out and "refuted" in out and "counterexample" in out and "NOT a member" in out
-    assert main(["tests.test_check:sum_cap", "--max-examples", "20"]) == 0  # a member, though not the minimiser
+    # a member, though not the minimiser: exit 1, since not every property holds
+    assert main(["tests.test_check:sum_cap", "--max-examples", "20"]) == 1
     out = capsys.readouterr().out
-    assert "member but not the minimiser, excess B =" in out
+    assert "member but not the minimiser, excess B =" in out and "  => member of 𝒲_ε" in out.splitlines()
     assert main(["registry:snis", "--max-examples", "5", "--format", "json"]) == 1
     rows = json.loads(capsys.readouterr().out)
     assert rows["w_le_rho"]["verdict"] == "refuted" and rows["c2_minimiser"]["verdict"] == "out of scope"
+
+
+def test_cli_separates_membership_numerics_c2_and_purity(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    assert main(["examples.my_weight_map:naive_gmc", "--max-examples", "20"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "  => member of 𝒲_ε" in lines
+    assert any(line.startswith("  => numerically unsafe for ℓ ≥ 709.783") for line in lines)
+    assert any(line.startswith("  => C2: the minimiser") for line in lines)
+    assert main(["tests.test_check:complex_weights", "--max-examples", "5"]) == 1
+    assert "real_valued         refuted" in capsys.readouterr().out
+    assert main(["tests.test_check:torch_in_place", "--max-examples", "20"]) == 1
+    assert "  => NOT pure: fn changed its input ell" in capsys.readouterr().out
 
 
 def test_cli_clear_errors_for_unknown_module_or_non_callable(capsys, monkeypatch):
@@ -233,6 +329,31 @@ def test_cli_clear_errors_for_unknown_module_or_non_callable(capsys, monkeypatch
     assert main(["just_a_name"]) == 2
     with pytest.raises(ValueError, match="name must be one of"):
         load_map("registry:nope")
+
+
+@pytest.mark.parametrize("source,message", [
+    ("def f(ell, eps)\n    return ell\n", "SyntaxError: expected ':'"),
+    ("raise RuntimeError('no GPU here')\n", "RuntimeError: no GPU here"),
+    ("import sys\nsys.exit(3)\n", "SystemExit: 3"),
+    ("import no_such_dependency_xyz\n", "ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
+])
+def test_cli_exits_2_with_one_line_when_the_users_module_fails_to_import(tmp_path, capsys, monkeypatch, source,
+                                                                          message):
+    name = f"user_map_{abs(hash(source)) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main([f"{name}:f"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"python -m asyncgrpo.check: error: cannot import module '{name}': {message}"), err
+
+
+def test_cli_import_error_from_a_shell_has_no_traceback(tmp_path):
+    (tmp_path / "raising_map.py").write_text("raise ValueError('bad config')\n")
+    r = subprocess.run([sys.executable, "-m", "asyncgrpo.check", "raising_map:f"], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot import module 'raising_map': ValueError: bad config" in r.stderr
 
 
 def test_python_dash_m_entry_point():

@@ -18,6 +18,7 @@ from asyncgrpo.testing import strategies  # noqa: E402
 from asyncgrpo.testing.properties import (  # noqa: E402
     DESCRIPTIONS,
     HOLDS,
+    KINDS,
     MEMBERSHIP,
     OUT_OF_SCOPE,
     REFUTED,
@@ -30,5 +31,5 @@ from asyncgrpo.testing.properties import (  # noqa: E402
 
 __all__ = [
     "strategies", "check_weight_map", "c2_minimum_qp", "registry_map", "WeightMapReport", "PropertyResult",
-    "MEMBERSHIP", "DESCRIPTIONS", "HOLDS", "REFUTED", "OUT_OF_SCOPE",
+    "MEMBERSHIP", "KINDS", "DESCRIPTIONS", "HOLDS", "REFUTED", "OUT_OF_SCOPE",
 ]

@@ -2,26 +2,33 @@
 
 The class of docs/THEORY.md §3 is ``𝒲_ε(ρ) = {w : 0 ≤ w_i ≤ ρ_i, (1/G)Σ_i w_i ≤ 1+ε}`` with
 ``ρ_i = exp(ℓ_i)``; membership gives the second-moment guarantee C1, and C2 says ``gmc`` is the
-unique minimiser over the class of ``𝔅(w;ρ) = (1/G)Σ_i (ρ_i − w_i)²/ρ_i``. The battery, one row each:
+unique minimiser over the class of ``𝔅(w;ρ) = (1/G)Σ_i (ρ_i − w_i)²/ρ_i``. The battery, one row each,
+in four separate verdicts (a map can be a member and numerically unsafe, or pure and not a member):
 
-==========================  =========================================================  ===========
-property                    in plain words                                             membership
-==========================  =========================================================  ===========
-``finite``                  every weight is a finite number, also for ``|ℓ_i|`` ≤ 1e4   yes
-``nonnegative``             every weight is ≥ 0                                         yes
-``w_le_rho``                no trajectory gets more than its ratio: ``w_i ≤ ρ_i``       yes
-``mean_le_1_plus_eps``      the group's mean weight is at most 1+ε (C1)                 yes
-``permutation``             reordering the group reorders the weights the same way      no
-``padding``                 padded entries get weight 0 and do not change the others    no
-``batch_shape``             a ``[n_groups, G]`` call agrees with one call per group     no
-``c2_minimiser``            for members: ``𝔅`` equals the C2 minimum (scipy QP)          no
-==========================  =========================================================  ===========
+==========================  =========================================================  ============
+property                    in plain words                                             kind
+==========================  =========================================================  ============
+``real_valued``             the weights are real numbers (no complex, string, object)   membership
+``nonnegative``             every finite weight is ≥ 0                                  membership
+``w_le_rho``                no trajectory gets more than its ratio: ``w_i ≤ ρ_i``       membership
+``mean_le_1_plus_eps``      the group's mean weight is at most 1+ε (C1)                 membership
+``finite``                  every weight is finite for ``|ℓ_i| ≤ 1e4`` (first failing   numerics
+                            ``ℓ`` reported)
+``purity``                  ``fn`` leaves its input unchanged (read-only arrays)        purity
+``permutation``             reordering the group reorders the weights the same way      structure
+``padding``                 padded entries get weight 0 and do not change the others    structure
+``batch_shape``             a ``[n_groups, G]`` call agrees with one call per group     structure
+``c2_minimiser``            for members: ``𝔅`` equals the C2 minimum (scipy QP)          C2
+==========================  =========================================================  ============
 
-Verdicts use the project vocabulary: ``holds``, ``refuted`` (with a counterexample shrunk by
-hypothesis), ``out of scope`` (premise not met: ``fn`` takes no ``[n_groups, G]`` input or no
-``mask`` keyword, or for ``c2_minimiser`` the map is not a member of ``𝒲_ε``). Each property
-other than ``finite`` is judged on the finite weights only, so a map that overflows is flagged by
-``finite`` and nothing else. Runs are deterministic (``derandomize=True``, no example database).
+Membership is judged where the map's output is finite: an example on which ``fn`` raises or returns a
+non-finite weight is not judged by the membership, structure and C2 rows (it is ``finite``'s
+counterexample), and a membership row judged on no example at all is ``out of scope``, never
+``holds``. Outputs that are not real numbers refute ``real_valued`` and leave every other row out of
+scope. Verdicts use the project vocabulary: ``holds``, ``refuted`` (with a counterexample shrunk by
+hypothesis), ``out of scope`` (premise not met: ``fn`` takes no ``[n_groups, G]`` input or no ``mask``
+keyword, or for ``c2_minimiser`` the map is not a member of ``𝒲_ε``). Runs are deterministic
+(``derandomize=True``, no example database).
 
 The C2 minimum is computed independently of the closed form: ``w = ρ·u`` with
 ``min_u (1/G)Σρ_i(1−u_i)²`` s.t. ``0 ≤ u ≤ 1``, ``Σρ_i u_i ≤ G(1+ε)``, solved by
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -43,19 +51,28 @@ from asyncgrpo import functionals
 from asyncgrpo.testing import strategies as ags
 from asyncgrpo.validation import check_eps
 
-#: Properties whose failure means ``fn`` is not a member of ``𝒲_ε`` (the CLI exits 1).
-MEMBERSHIP = ("finite", "nonnegative", "w_le_rho", "mean_le_1_plus_eps")
+#: Properties whose failure means ``fn`` is not a member of ``𝒲_ε`` (judged where its output is finite).
+MEMBERSHIP = ("real_valued", "nonnegative", "w_le_rho", "mean_le_1_plus_eps")
+#: The kind of each property: membership, numerics, purity, structure, C2 (one summary line each but structure).
+KINDS = {"real_valued": "membership", "nonnegative": "membership", "w_le_rho": "membership",
+         "mean_le_1_plus_eps": "membership", "finite": "numerics", "purity": "purity",
+         "permutation": "structure", "padding": "structure", "batch_shape": "structure", "c2_minimiser": "C2"}
 
 DESCRIPTIONS = {
-    "finite": "every weight is a finite number, also for log-ratios up to ±1e4",
-    "nonnegative": "every weight is >= 0",
+    "real_valued": "the weights are real numbers (not complex, strings or other objects)",
+    "finite": "numerical robustness: every weight is a finite number for log-ratios up to ±1e4",
+    "nonnegative": "every (finite) weight is >= 0",
     "w_le_rho": "no trajectory gets more weight than its ratio: w_i <= rho_i",
     "mean_le_1_plus_eps": "the group's mean weight is at most 1+eps (membership of W_eps, C1)",
+    "purity": "fn does not modify its input (called with read-only arrays, compared before/after)",
     "permutation": "reordering the group reorders the weights the same way (permutation equivariance)",
     "padding": "padded entries get weight 0 and do not change the real entries' weights",
     "batch_shape": "a [n_groups, G] call agrees with one call per group (and [1, G] with [G])",
     "c2_minimiser": "for members of W_eps: the bias functional B(w; rho) equals the C2 minimum (scipy QP)",
 }
+
+#: The rows of a report, in order.
+ORDER = MEMBERSHIP + ("finite", "purity", "permutation", "padding", "batch_shape", "c2_minimiser")
 
 HOLDS, REFUTED, OUT_OF_SCOPE = "holds", "refuted", "out of scope"
 
@@ -71,15 +88,22 @@ class PropertyResult:
     examples: int
     detail: str = ""
     counterexample: dict[str, Any] | None = None
+    kind: str = ""
 
 
 @dataclass
 class WeightMapReport:
-    """What :func:`check_weight_map` found: one :class:`PropertyResult` per property."""
+    """What :func:`check_weight_map` found: one :class:`PropertyResult` per property.
+
+    Four separate answers: :attr:`is_member` (``𝒲_ε``), :attr:`is_robust` (finite for ``|ℓ| ≤ 1e4``;
+    :attr:`unsafe_from` the first failing ``ℓ``), the ``c2_minimiser`` row, :attr:`is_pure`; :attr:`all_hold`
+    is what the CLI's exit status reports.
+    """
 
     name: str
     eps: float | None
     rows: list[PropertyResult] = field(default_factory=list)
+    unsafe_from: float | None = None
 
     def __getitem__(self, prop: str) -> PropertyResult:
         for r in self.rows:
@@ -89,19 +113,61 @@ class WeightMapReport:
 
     @property
     def is_member(self) -> bool:
-        """Whether every membership property holds (the map lies in ``𝒲_ε`` on every example)."""
+        """Whether every membership property holds (the map lies in ``𝒲_ε`` wherever its output is finite)."""
         return all(self[p].verdict == HOLDS for p in MEMBERSHIP)
+
+    @property
+    def is_robust(self) -> bool:
+        """Whether every weight was finite for ``|ℓ_i| ≤ 1e4``."""
+        return self["finite"].verdict == HOLDS
+
+    @property
+    def is_pure(self) -> bool:
+        """Whether ``fn`` left its (read-only) input unchanged."""
+        return self["purity"].verdict == HOLDS
 
     @property
     def refuted(self) -> list[str]:
         """Names of the refuted properties."""
         return [r.property for r in self.rows if r.verdict == REFUTED]
 
+    @property
+    def all_hold(self) -> bool:
+        """No property refuted and the map a member (``out of scope`` structure rows do not count)."""
+        return self.is_member and not self.refuted
+
     def to_frame(self):
         """The report as a ``pandas.DataFrame`` (one row per property)."""
         import pandas as pd
 
         return pd.DataFrame([asdict(r) for r in self.rows]).set_index("property")
+
+    def summary(self) -> list[str]:
+        """One line per question: membership, numerical robustness, C2, purity."""
+        failed = [p for p in MEMBERSHIP if self[p].verdict == REFUTED] or \
+            [p for p in MEMBERSHIP if self[p].verdict != HOLDS]
+        lines = ["member of 𝒲_ε" if not failed else
+                 f"NOT a member of 𝒲_ε ({', '.join(f'{p} {self[p].verdict}' for p in failed)})"]
+        fin = self["finite"]
+        if fin.verdict == HOLDS:
+            lines.append("numerically safe: finite weights for |ℓ| ≤ 1e4")
+        elif self.unsafe_from is not None:
+            side = "≥" if self.unsafe_from > 0 else "≤" if self.unsafe_from < 0 else "="
+            lines.append(f"numerically unsafe for ℓ {side} {self.unsafe_from:.6g} (non-finite weights there; "
+                         "compute in log space)")
+        else:
+            lines.append(f"numerical robustness {fin.verdict}: {fin.detail}")
+        c2 = self["c2_minimiser"]
+        if c2.verdict == HOLDS:
+            lines.append("C2: the minimiser of the bias functional over 𝒲_ε")
+        elif c2.verdict == REFUTED:
+            lines.append(f"C2: {c2.detail}")
+        else:
+            lines.append(f"C2: out of scope ({c2.detail})")
+        pur = self["purity"]
+        lines.append("pure: leaves its input unchanged" if pur.verdict == HOLDS else
+                     f"NOT pure: {pur.detail}" if pur.verdict == REFUTED else f"purity out of scope ({pur.detail})")
+        return lines
 
     def __str__(self) -> str:
         eps = "drawn by hypothesis" if self.eps is None else f"{self.eps:g}"
@@ -113,8 +179,7 @@ class WeightMapReport:
                 lines.append(f"  {'':<{w}}  {'':<12}  {r.detail}")
             if r.counterexample is not None:
                 lines.append(f"  {'':<{w}}  {'':<12}  counterexample: {_fmt_example(r.counterexample)}")
-        verdict = "member of W_eps" if self.is_member else "NOT a member of W_eps"
-        lines.append(f"  => {verdict}")
+        lines += [f"  => {line}" for line in self.summary()]
         return "\n".join(lines)
 
 
@@ -128,22 +193,53 @@ def _fmt_example(ex: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- calling the user's map
+class _Violation(AssertionError):
+    """A property does not hold on one example."""
+
+
+class _NotReal(_Violation):
+    """``fn`` returned something other than real numbers."""
+
+
+class _NoOutput(Exception):
+    """``fn`` raised or returned non-finite weights: the example is not judged (``finite`` reports it)."""
+
+
 def _to_numpy(out) -> np.ndarray:
+    """``out`` as float64, refusing complex, string and object outputs (NumPy would drop ``1e6j`` or parse ``"1.2"``)."""
     if hasattr(out, "detach"):  # torch tensor
+        if out.is_complex() or not (out.is_floating_point() or out.dtype.is_signed or str(out.dtype) in
+                                    ("torch.bool", "torch.uint8")):
+            raise _NotReal(f"fn returned a tensor of dtype {out.dtype}, not real numbers")
         out = out.detach().cpu().double().numpy()
-    return np.asarray(out, dtype=np.float64)
+    arr = np.asarray(out)
+    if arr.dtype.kind not in "fiub":
+        what = {"c": "complex numbers", "U": "strings", "S": "bytes", "O": "Python objects"}.get(arr.dtype.kind,
+                                                                                            f"dtype {arr.dtype}")
+        raise _NotReal(f"fn returned {what} (dtype {arr.dtype}), not real numbers")
+    return arr.astype(np.float64)
 
 
 def _call(fn, ell, eps, **kw) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        w = _to_numpy(fn(np.array(ell, dtype=np.float64), eps, **kw))
+    """``fn(copy of ell, eps, **kw)`` as float64; :class:`_NoOutput` if ``fn`` raises."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # overflow warnings of a naive map are expected here
+            out = fn(np.array(ell, dtype=np.float64), eps, **kw)
+    except Exception as exc:  # noqa: BLE001 - a map that crashes gives no output to judge
+        raise _NoOutput(f"fn raised {type(exc).__name__}: {exc}") from exc
+    w = _to_numpy(out)
     if w.shape != np.shape(ell):
         raise _Violation(f"fn returned shape {w.shape} for log-ratios of shape {np.shape(ell)}")
     return w
 
 
-class _Violation(AssertionError):
-    """A property does not hold on one example."""
+def _finite_call(fn, ell, eps, **kw) -> np.ndarray:
+    """:func:`_call`, with :class:`_NoOutput` also for non-finite weights (membership is judged where finite)."""
+    w = _call(fn, ell, eps, **kw)
+    if not np.isfinite(w).all():
+        raise _NoOutput("non-finite weights")
+    return w
 
 
 def _accepts_mask(fn) -> bool:
@@ -207,21 +303,28 @@ def c2_minimum_qp(log_ratios, eps: float) -> float:
 
 # --------------------------------------------------------------------------- the battery
 def _check_one(prop: str, fn, x, eps_fixed, rtol: float, state: dict) -> None:
-    """Raise :class:`_Violation` (with the reason) if ``prop`` fails on example ``x``."""
+    """Raise :class:`_Violation` (with the reason) if ``prop`` fails on example ``x``; count judged examples."""
     if eps_fixed is None:
         x, eps = x
     else:
         eps = eps_fixed
     try:
         _check_body(prop, fn, x, eps, rtol, state)
-    except _Violation:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a map that crashes on valid input fails the property
-        raise _Violation(f"fn raised {type(exc).__name__}: {exc}") from exc
+    except _NotReal:
+        if prop == "real_valued":
+            raise
+        return  # real_valued reports it; every other row is then out of scope
+    except _NoOutput as exc:
+        if prop == "finite":
+            raise _Violation(str(exc)) from exc
+        return  # not judged here: numerics are finite's business
+    state["judged"] += 1
 
 
 def _check_body(prop, fn, x, eps, rtol, state):
-    if prop == "finite":
+    if prop == "real_valued":
+        _call(fn, x, eps)
+    elif prop == "finite":
         w = _call(fn, x, eps)
         bad = ~np.isfinite(w)
         if bad.any():
@@ -229,25 +332,32 @@ def _check_body(prop, fn, x, eps, rtol, state):
             raise _Violation(f"w[{i}] = {float(w[i])!r} at log-ratio {float(x[i])!r}")
     elif prop == "nonnegative":
         w = _call(fn, x, eps)
-        bad = np.isfinite(w) & (w < 0)
+        fin = np.isfinite(w)
+        if not fin.any():
+            raise _NoOutput("no finite weight")
+        bad = fin & (w < 0)
         if bad.any():
             i = int(np.argmax(bad))
             raise _Violation(f"w[{i}] = {float(w[i])!r} < 0")
     elif prop == "w_le_rho":
         w = _call(fn, x, eps)
+        fin = np.isfinite(w)
+        if not fin.any():
+            raise _NoOutput("no finite weight")
         with np.errstate(divide="ignore", invalid="ignore"):
             logw = np.log(w)
         # compared in log space: ρ_i = exp(ℓ_i) over- or underflows for |ℓ_i| ≥ 710, log w does not
-        bad = np.isfinite(w) & (w > 0) & (logw > x + rtol)
+        bad = fin & (w > 0) & (logw > x + rtol)
         if bad.any():
             i = int(np.argmax(bad))
             raise _Violation(f"w[{i}] = {float(w[i])!r} > rho[{i}] = exp({float(x[i])!r}) = {math.exp(min(x[i], 709.0)):.6g}")
     elif prop == "mean_le_1_plus_eps":
-        w = _call(fn, x, eps)
-        if np.isfinite(w).all():
-            mean = float(np.mean(w))
-            if mean > (1.0 + eps) * (1.0 + rtol):
-                raise _Violation(f"mean w = {mean!r} > 1+eps = {1.0 + eps!r}")
+        w = _finite_call(fn, x, eps)
+        mean = float(np.mean(w))
+        if mean > (1.0 + eps) * (1.0 + rtol):
+            raise _Violation(f"mean w = {mean!r} > 1+eps = {1.0 + eps!r}")
+    elif prop == "purity":
+        _check_purity(fn, x, eps, state)
     elif prop == "permutation":
         ell, perm = x
         a, b = _call(fn, ell[perm], eps), _call(fn, ell, eps)[perm]
@@ -274,7 +384,7 @@ def _check_body(prop, fn, x, eps, rtol, state):
         if not np.allclose(one, _call(fn, x[0], eps), rtol=rtol, atol=0.0, equal_nan=True):
             raise _Violation(f"[1, G] call gives {one.tolist()}, [G] call {_call(fn, x[0], eps).tolist()}")
     elif prop == "c2_minimiser":
-        w = _call(fn, x, eps)
+        w = _finite_call(fn, x, eps)
         with np.errstate(divide="ignore"):
             B = functionals.bias_functional(x, np.log(w))
         B_min = c2_minimum_qp(x, eps)
@@ -286,8 +396,50 @@ def _check_body(prop, fn, x, eps, rtol, state):
         raise KeyError(prop)
 
 
+def _check_purity(fn, ell, eps, state):
+    """``fn`` on read-only copies of ``ell`` (and of a mask, when it takes one) must not change them."""
+    _call(fn, ell, eps)  # the writable call works (else _NoOutput: not judged here)
+    calls = [(np.array(ell, dtype=np.float64), {})]
+    if state.get("mask_ok"):
+        calls.append((np.array(ell, dtype=np.float64)[None, :], {"mask": np.ones((1, ell.size), dtype=bool)}))
+    for arr, kw in calls:
+        inputs = [arr] + list(kw.values())
+        before = [a.copy() for a in inputs]
+        for a in inputs:
+            a.flags.writeable = False
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch warns about sharing a read-only array's memory
+                fn(arr, eps, **kw)
+        except Exception as exc:  # noqa: BLE001 - it ran on a writable copy, so the read-only flag made it fail
+            raise _Violation(f"fn fails on a read-only input ({type(exc).__name__}: {exc}): it writes to its input")
+        for name, a, b in zip(["ell"] + list(kw), inputs, before):
+            if a.tobytes() != b.tobytes():
+                i = int(np.argmax((a != b).ravel())) if a.dtype == b.dtype else 0
+                raise _Violation(f"fn changed its input {name}: entry {i} was {b.ravel()[i]!r}, "
+                                 f"is {a.ravel()[i]!r} after the call")
+
+
+def _first_unsafe(fn, x, eps) -> float:
+    """The ``ℓ`` where the weights first stop being finite on the ray ``t·x``, ``t ∈ [0, 1]`` (bisection)."""
+    def bad(t):
+        try:
+            return not np.isfinite(_call(fn, t * x, eps)).all()
+        except (_NoOutput, _Violation):
+            return True
+
+    j = int(np.argmax(np.abs(x)))
+    if bad(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(64):  # t to 2^-64 relative: ℓ to ~1e-15 of its size
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if bad(mid) else (mid, hi)
+    return float(hi * x[j])
+
+
 def _strategy(prop: str, fixed_eps: bool, max_size: int):
-    if prop in ("finite", "nonnegative", "w_le_rho", "mean_le_1_plus_eps"):
+    if prop in ("real_valued", "finite", "nonnegative", "w_le_rho", "mean_le_1_plus_eps", "purity"):
         s = ags.log_ratio_groups(max_size=max_size)
     elif prop == "permutation":
         s = ags.permuted_groups(max_size=min(max_size, 64))
@@ -301,8 +453,8 @@ def _strategy(prop: str, fixed_eps: bool, max_size: int):
     return s if fixed_eps else st.tuples(s, ags.eps_values())
 
 
-def _run(prop, fn, eps, max_examples, rtol, qp_tol, max_size) -> PropertyResult:
-    state: dict[str, Any] = {"qp_tol": qp_tol, "calls": 0}
+def _run(prop, fn, eps, max_examples, rtol, qp_tol, max_size, report=None, **extra) -> PropertyResult:
+    state: dict[str, Any] = {"qp_tol": qp_tol, "calls": 0, "judged": 0, **extra}
     failures: list[tuple[Any, str]] = []
 
     @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None, print_blob=False, report_multiple_bugs=False,
@@ -317,20 +469,34 @@ def _run(prop, fn, eps, max_examples, rtol, qp_tol, max_size) -> PropertyResult:
             raise
 
     member = prop in MEMBERSHIP
+    kind = KINDS[prop]
     try:
         run()
     except _Violation:
         x, msg = failures[-1]  # hypothesis replays the shrunk example last
-        return PropertyResult(prop, DESCRIPTIONS[prop], REFUTED, member, state["calls"], msg, _example(prop, x, eps))
+        if prop == "finite" and report is not None:
+            ex = x[0] if eps is None else x
+            report.unsafe_from = _first_unsafe(fn, ex, x[1] if eps is None else eps)
+            msg = f"{msg}; first non-finite weight at ℓ = {report.unsafe_from:.6g} (bisection from 0)"
+        return PropertyResult(prop, DESCRIPTIONS[prop], REFUTED, member, state["calls"], msg, _example(prop, x, eps),
+                              kind)
     except Flaky as exc:
         x, msg = failures[-1] if failures else (None, str(exc))
         return PropertyResult(prop, DESCRIPTIONS[prop], REFUTED, member, state["calls"],
                               f"fn is not deterministic (same input, different verdicts): {msg}",
-                              None if x is None else _example(prop, x, eps))
+                              None if x is None else _example(prop, x, eps), kind)
+    skipped = state["calls"] - state["judged"]
+    if state["judged"] == 0:
+        # never judged: fn raised or returned non-finite weights on every example
+        return PropertyResult(prop, DESCRIPTIONS[prop], OUT_OF_SCOPE, member, state["calls"],
+                              f"not judged: fn gave no finite output on any of {state['calls']} examples", None, kind)
     detail = ""
     if prop == "c2_minimiser":
-        detail = f"max excess B over {state['calls']} groups = {state.get('max_excess', 0.0):.3g}"
-    return PropertyResult(prop, DESCRIPTIONS[prop], HOLDS, member, state["calls"], detail)
+        detail = f"max excess B over {state['judged']} groups = {state.get('max_excess', 0.0):.3g}"
+    if skipped and prop != "real_valued":
+        detail = (detail + "; " if detail else "") + \
+            f"judged on {state['judged']} of {state['calls']} examples (no finite output on the others)"
+    return PropertyResult(prop, DESCRIPTIONS[prop], HOLDS, member, state["calls"], detail, None, kind)
 
 
 def _example(prop, x, eps) -> dict[str, Any]:
@@ -374,24 +540,34 @@ def check_weight_map(fn: Callable, eps: float | None = 0.2, *, max_examples: int
             raise ValueError(f"{label} must be a finite number >= 0, got {v!r}")
     report = WeightMapReport(name or getattr(fn, "__qualname__", repr(fn)), eps)
     probe_eps = 0.2 if eps is None else eps
-    for prop in MEMBERSHIP + ("permutation",):
-        report.rows.append(_run(prop, fn, eps, max_examples, rtol, qp_tol, max_size))
-    why = _probe(fn, probe_eps, mask=np.ones((2, 3), dtype=bool)) if _accepts_mask(fn) else "fn has no mask= keyword"
-    report.rows.append(_oos("padding", why) if why else _run("padding", fn, eps, max_examples, rtol, qp_tol, max_size))
+    args = (fn, eps, max_examples, rtol, qp_tol, max_size)
+    real = _run("real_valued", *args)
+    report.rows.append(real)
+    if real.verdict != HOLDS:
+        why = "the weights are not real numbers (real_valued refuted)" if real.verdict == REFUTED else real.detail
+        report.rows += [_oos(p, why) for p in ORDER[1:]]
+        return report
+    mask_why = _probe(fn, probe_eps, mask=np.ones((2, 3), dtype=bool)) if _accepts_mask(fn) else \
+        "fn has no mask= keyword"
+    for prop in MEMBERSHIP[1:] + ("finite",):
+        report.rows.append(_run(prop, *args, report=report))
+    report.rows.append(_run("purity", *args, mask_ok=mask_why is None))
+    report.rows.append(_run("permutation", *args))
+    report.rows.append(_oos("padding", mask_why) if mask_why else _run("padding", *args))
     if batched is None:
         batched = _accepts_mask(fn)
     why = _probe(fn, probe_eps) if batched else "fn takes one group (pass batched=True to check [n_groups, G] input)"
-    report.rows.append(_oos("batch_shape", why) if why else _run("batch_shape", fn, eps, max_examples, rtol, qp_tol, max_size))
+    report.rows.append(_oos("batch_shape", why) if why else _run("batch_shape", *args))
     if report.is_member:
         report.rows.append(_run("c2_minimiser", fn, eps, max(20, max_examples // 2), rtol, qp_tol, max_size))
     else:
-        failed = [p for p in MEMBERSHIP if report[p].verdict != HOLDS]
-        report.rows.append(_oos("c2_minimiser", f"not a member of W_eps ({', '.join(failed)} refuted)"))
+        failed = [f"{p} {report[p].verdict}" for p in MEMBERSHIP if report[p].verdict != HOLDS]
+        report.rows.append(_oos("c2_minimiser", f"not a member of W_eps ({', '.join(failed)})"))
     return report
 
 
 def _oos(prop: str, why: str) -> PropertyResult:
-    return PropertyResult(prop, DESCRIPTIONS[prop], OUT_OF_SCOPE, prop in MEMBERSHIP, 0, why)
+    return PropertyResult(prop, DESCRIPTIONS[prop], OUT_OF_SCOPE, prop in MEMBERSHIP, 0, why, None, KINDS[prop])
 
 
 def registry_map(name: str, backend: str = "torch") -> Callable:
@@ -421,6 +597,6 @@ def registry_map(name: str, backend: str = "torch") -> Callable:
 
 
 __all__ = [
-    "MEMBERSHIP", "DESCRIPTIONS", "PropertyResult", "WeightMapReport", "check_weight_map", "c2_minimum_qp",
+    "MEMBERSHIP", "KINDS", "ORDER", "DESCRIPTIONS", "PropertyResult", "WeightMapReport", "check_weight_map", "c2_minimum_qp",
     "registry_map", "HOLDS", "REFUTED", "OUT_OF_SCOPE",
 ]
