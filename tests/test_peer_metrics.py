@@ -210,3 +210,69 @@ def test_one_empty_row_changes_the_peer_metrics_by_its_share():
     # the toolkit's own χ² keeps the real rows only (an empty row is an absent trajectory)
     assert m["chi2_seq_centered"] == pytest.approx((math.expm1(1.0) ** 2 + math.expm1(-0.4) ** 2 + 0) / 3,
                                                    rel=1e-13)
+
+
+# ----------------------------------------------------------------------------- the parity table of docs/losses.md §8
+def masked_mean(x, m):
+    return float((x * m).sum() / m.sum())
+
+
+def measured_parity(seeds=range(12)):
+    """``{(peer, peer key, toolkit key): max |Δ|}`` over random batches with empty rows, float64.
+
+    Peers' formulas as written above (verl ``rollout_corr_helper.py``/``core_algos.py``, TRL
+    ``GRPOTrainer._compute_loss``); batches keep ``|ℓ_i|`` inside verl's ±20 safety clamp.
+    """
+    worst: dict = {}
+
+    def put(peer, key, ours, d):
+        k = (peer, key, ours)
+        worst[k] = max(worst.get(k, 0.0), abs(d))
+
+    for s in seeds:
+        old, ell, adv, mask = peer_batch(s)
+        m = mask.double()
+        ell = ell * 2
+        g = metrics_of("grpo", old, ell, adv, mask, eps=1.0, eps_low=0.2, eps_high=0.28, group_size=4)
+        r = torch.exp(ell)
+        put("verl", "rollout_corr/chi2_seq", "chi2_seq", g["chi2_seq"] - verl_chi2_seq(ell, mask))
+        put("verl", "rollout_corr/chi2_token", "chi2_token", g["chi2_token"] - (masked_mean(r * r, m) - 1))
+        put("verl", "rollout_corr/k3_kl", "kl_k3", g["kl_k3"] - masked_mean(r - ell - 1, m))
+        put("verl", "actor/ppo_kl", "ppo_kl", g["ppo_kl"] - masked_mean(-ell, m))
+        for level, key in (("sequence", "ess_verl_seq"), ("token", "ess_verl_token")):
+            put("verl", f"rollout_corr/rollout_is_eff_sample_size ({level})", key,
+                g[key] - verl_is_ess(ell, mask, level, 2.0))
+        A = adv[:, None]
+        l1, l2 = -A * r, -A * torch.clamp(r, 0.8, 1.28)
+        put("verl", "actor/pg_clipfrac (grpo)", "clipfrac", g["clipfrac"] - masked_mean((l2 > l1).double(), m))
+        low, high = (r < 0.8) & (A < 0), (r > 1.28) & (A > 0)
+        for side, x in (("low", low), ("high", high), ("region", low | high)):
+            key = "clipfrac" if side == "region" else f"clipfrac_{side}"
+            put("trl", f"clip_ratio/{side}_mean (grpo)", key, g[key] - masked_mean(x.double(), m))
+        q = metrics_of("gspo", old, ell, adv, mask, eps_low=0.2, eps_high=0.28, loss_agg_mode="grpo")
+        got = lm.to_peer(q, "gspo", "trl")
+        for key, v in trl_sequence_clip_ratios(ell, adv, mask, 0.2, 0.28).items():
+            ours = {v2: k2 for k2, v2 in lm.peer_names("gspo", "trl").items()}[key]
+            put("trl", f"{key} (gspo, sequence level)", ours, got[key] - v)
+    return worst
+
+
+def _doc_table():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "losses.md").read_text()
+    block = text.split("<!-- parity:start -->")[1].split("<!-- parity:end -->")[0]
+    rows = {}
+    for line in block.strip().splitlines()[2:]:
+        peer, key, ours, bound = (c.strip().strip("`") for c in line.strip().strip("|").split(" | "))
+        rows[(peer, key, ours)] = float(bound.lstrip("≤ "))
+    return rows
+
+
+def test_parity_table_in_docs_holds_for_every_row():
+    """docs/losses.md §8 lists every metric compared here with a bound on its measured max |Δ|; both ways."""
+    measured = measured_parity()
+    documented = _doc_table()
+    assert set(documented) == set(measured), set(documented) ^ set(measured)
+    for k, d in measured.items():
+        assert d <= documented[k], (k, d, documented[k])
