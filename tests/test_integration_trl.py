@@ -287,3 +287,12 @@ def test_installed_trl_is_a_tested_release():
     import trl
 
     assert trl.__version__ in atrl.TESTED_TRL_VERSIONS
+
+
+def test_dapo_without_num_items_in_batch_is_a_clear_error(tmp_path):
+    tr = _trainer(tmp_path, max_steps=1, loss_agg_mode="dapo")
+    inputs = _fixed_inputs()
+    del inputs["num_items_in_batch"]
+    tr.model.train()
+    with pytest.raises(ValueError, match="num_items_in_batch"):
+        tr.compute_loss(tr.model, inputs)
