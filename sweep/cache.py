@@ -1,13 +1,17 @@
 """Cell storage: code version, cell keys, atomic writes and verified reads.
 
-A finished cell is two files in ``<root>/<sweep id>/``: ``<key>.csv`` (the table) and
-``<key>.json`` (its metadata: settings, cell id, code version, git commit, seconds, and the
-``rows`` and ``sha256`` of the ``.csv``). Both are written to a temporary name, flushed and
-renamed, data first, metadata last, so a kill at any moment leaves a finished cell or a cell that
-:func:`load_cell` reports as damaged. A read is trusted only if the metadata parses, names the
-expected key, and the data file has the recorded checksum and row count; anything else (empty,
-truncated or garbage data, missing or damaged metadata) is reported so the engine recomputes the
-cell with a :class:`SweepCacheWarning` that names it.
+A finished cell is two files in ``<root>/<sweep id>/``: ``<key>.parquet`` (the table, its index
+and dtypes) and ``<key>.json`` (its metadata: settings, cell id, code version, git commit,
+seconds, and the ``rows``, ``columns`` and ``sha256`` of the ``.parquet``). Parquet, not CSV: a
+cell reads back equal to what was written (CSV parsing turned the strings "NA", "None", "null" and
+"" into NaN, "007" into 7.0, and dropped a named index); :func:`store_cell` checks that before
+writing and refuses a table that would not survive. Both files are written to a temporary name,
+flushed and renamed, data first, metadata last, so a kill at any moment leaves a finished cell or a
+cell that :func:`load_cell` reports as damaged. A read is trusted only if the metadata parses,
+names the expected key, and the data file has the recorded checksum and row count; anything else
+(empty, truncated or garbage data, missing or damaged metadata) is reported so the engine
+recomputes the cell with a :class:`SweepCacheWarning` that names it. Cells of the older CSV format
+count as not stored: they are recomputed (and their ``.csv`` removed) without a warning.
 """
 from __future__ import annotations
 
@@ -31,7 +35,11 @@ DEFAULT_ROOT = Path("results") / "cells"
 #: pass ``code_packages=`` (or an explicit ``version=``) to :func:`run_sweep`.
 DEFAULT_CODE_PACKAGES: tuple[str, ...] = ("asyncgrpo", "simulate", "theory")
 #: Bumped when the on-disk format changes; part of every metadata record.
-FORMAT = "csv-sha256-v1"
+FORMAT = "parquet-sha256-v2"
+#: Earlier formats: such a cell counts as not stored and is recomputed.
+OLD_FORMATS = frozenset({"csv-sha256-v1"})
+#: Suffix of a cell's data file.
+DATA_SUFFIX = ".parquet"
 
 
 class SweepCacheWarning(UserWarning):
@@ -150,33 +158,69 @@ def check_writable(directory: Path) -> None:
         ) from None
 
 
+def _object_columns(table: pd.DataFrame) -> list[str]:
+    return [str(c) for c in table.columns if table[c].dtype == object]
+
+
 def table_bytes(table: pd.DataFrame) -> bytes:
-    """The stored form of a cell's table: CSV, floats with ``%.17g`` so they round-trip exactly."""
-    buf = io.StringIO()
-    table.to_csv(buf, index=False, float_format="%.17g")
-    return buf.getvalue().encode()
+    """The stored form of a cell's table: Parquet (pyarrow) with its index and dtypes."""
+    bad = [c for c in table.columns if not isinstance(c, str)]
+    if bad:
+        raise ValueError(f"cell table column names must be strings (Parquet), got {bad[0]!r} "
+                         f"({type(bad[0]).__name__})")
+    import pyarrow as pa
+
+    buf = io.BytesIO()
+    try:
+        table.to_parquet(buf, engine="pyarrow", index=None)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise ValueError(f"cell table cannot be stored as Parquet: {exc}; a column must hold one type "
+                         "(numbers, strings, bools or dates)") from None
+    return buf.getvalue()
+
+
+def _parse(data: bytes, object_columns: list) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    arrow = pq.read_table(io.BytesIO(data))
+    table = arrow.to_pandas()
+    # pandas reads Parquet strings as its str dtype; a column written as object gets its Python values
+    # (None stays None) back
+    for c in object_columns:
+        table[c] = pd.Series(arrow.column(c).to_pylist(), dtype=object, index=table.index)
+    return table
+
+
+def _check_round_trip(table: pd.DataFrame, data: bytes) -> None:
+    back = _parse(data, _object_columns(table))
+    try:
+        pd.testing.assert_frame_equal(back, table, check_exact=True)
+    except AssertionError as exc:
+        detail = " ".join(str(exc).split())[:300]
+        raise ValueError(f"cell table does not read back unchanged from Parquet ({detail}); store numbers, "
+                         "strings, bools or dates, one type per column") from None
 
 
 def store_cell(directory: Path, key: str, cell_id: str, settings: Mapping, table: pd.DataFrame, meta: dict) -> None:
-    """Store one finished cell: the ``.csv`` first, then the ``.json`` that marks it finished."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Store one finished cell: the ``.parquet`` first, then the ``.json`` that marks it finished.
+
+    Raises ``ValueError`` (nothing written) if the table would not read back equal to itself.
+    """
     data = table_bytes(table)
-    atomic_write_bytes(directory / f"{key}.csv", data)
+    _check_round_trip(table, data)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(directory / f"{key}{DATA_SUFFIX}", data)
     record = {"cell": cell_id, "settings": dict(settings), **meta, "key": key, "format": FORMAT,
               "rows": int(len(table)), "columns": [str(c) for c in table.columns],
-              "sha256": hashlib.sha256(data).hexdigest()}
+              "object_columns": _object_columns(table), "sha256": hashlib.sha256(data).hexdigest()}
     atomic_write_bytes(directory / f"{key}.json", json.dumps(record, indent=1).encode())
-
-
-def _parse(data: bytes, columns: list) -> pd.DataFrame:
-    if not columns:  # a table with no columns is stored as an empty file
-        return pd.DataFrame()
-    return pd.read_csv(io.BytesIO(data))
+    with contextlib.suppress(OSError):
+        (directory / f"{key}.csv").unlink()  # the same cell in the older CSV format, if any
 
 
 def load_cell(directory: Path, key: str) -> tuple[pd.DataFrame | None, str | None]:
     """``(table, None)`` for a verified cell, ``(None, None)`` if none is stored, ``(None, why)`` if damaged."""
-    meta_path, data_path = directory / f"{key}.json", directory / f"{key}.csv"
+    meta_path, data_path = directory / f"{key}.json", directory / f"{key}{DATA_SUFFIX}"
     has_meta, has_data = meta_path.exists(), data_path.exists()
     if not has_meta and not has_data:
         return None, None
@@ -185,9 +229,13 @@ def load_cell(directory: Path, key: str) -> tuple[pd.DataFrame | None, str | Non
     try:
         meta = json.loads(meta_path.read_text())
         rows, digest, columns = int(meta["rows"]), str(meta["sha256"]), list(meta["columns"])
-        stored_key = meta.get("key")
+        stored_key, fmt = meta.get("key"), meta.get("format")
     except (OSError, ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
         return None, f"metadata unreadable or incomplete ({type(exc).__name__}: {exc})"
+    if fmt in OLD_FORMATS and not has_data:
+        return None, None  # a cell of the older CSV format: not stored in this one
+    if fmt != FORMAT:
+        return None, f"metadata of unknown format {fmt!r} (expected {FORMAT!r})"
     if stored_key != key:
         return None, f"metadata names key {stored_key!r}, expected {key!r}"
     if not has_data:
@@ -196,8 +244,8 @@ def load_cell(directory: Path, key: str) -> tuple[pd.DataFrame | None, str | Non
     if hashlib.sha256(data).hexdigest() != digest:
         return None, f"data file checksum mismatch ({len(data)} bytes; empty, truncated or overwritten)"
     try:
-        table = _parse(data, columns)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        table = _parse(data, list(meta.get("object_columns", [])))
+    except Exception as exc:  # noqa: BLE001 — any failure to decode verified bytes means a damaged cell
         return None, f"data file does not parse ({type(exc).__name__})"
     if len(table) != rows or [str(c) for c in table.columns] != columns:
         return None, f"data file has {len(table)} rows and columns {list(table.columns)}, metadata says {rows} and {columns}"
@@ -211,7 +259,7 @@ def list_sweeps(root: Path) -> list[tuple[str, int]]:
 
 def verify_sweep_dir(directory: Path) -> dict[str, str]:
     """``{key: why}`` for every damaged cell stored in ``directory`` (empty when all verify)."""
-    keys = {p.stem for p in directory.glob("*.json")} | {p.stem for p in directory.glob("*.csv")}
+    keys = {p.stem for p in directory.glob("*.json")} | {p.stem for p in directory.glob(f"*{DATA_SUFFIX}")}
     out = {}
     for key in sorted(keys):
         _, why = load_cell(directory, key)

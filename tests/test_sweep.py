@@ -83,7 +83,7 @@ def test_rerun_recomputes_nothing_and_version_change_recomputes(tmp_path):
     first = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, version="v1")
     assert first.computed == tuple(c.id for c in s.cells) and first.cached == ()
     files = sorted(p.name for p in (tmp_path / "t").iterdir())
-    assert len(files) == 2 * len(s.cells)  # one .csv + one .json per cell, nothing else
+    assert len(files) == 2 * len(s.cells)  # one .parquet + one .json per cell, nothing else
     again = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, version="v1")
     assert again.computed == () and set(again.cached) == set(first.computed)
     pd.testing.assert_frame_equal(again.table, first.table)
@@ -119,7 +119,7 @@ def test_half_written_cell_counts_as_missing(tmp_path):
     sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, version="v")
     d = tmp_path / "t"
     victim = next(d.glob("*.json"))
-    victim.unlink()  # as if killed between the .csv and the .json
+    victim.unlink()  # as if killed between the .parquet and the .json
     (d / ".junk.csv.123.tmp").write_text("half")  # as if killed while writing a temporary file
     with pytest.warns(sw.SweepCacheWarning, match="data file without metadata"):
         res = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, version="v")
@@ -244,7 +244,7 @@ def test_interrupted_sweep_resumes_without_recomputing(tmp_path):
     res = sw.run_sweep(s, root=tmp_path, backend="serial", progress=False, version="v")
     assert set(res.cached) == done_before
     assert set(res.computed) == {c.id for c in s.cells} - done_before
-    assert len(list(d.glob("*.json"))) == n_cells and len(list(d.glob("*.csv"))) == n_cells
+    assert len(list(d.glob("*.json"))) == n_cells and len(list(d.glob("*.parquet"))) == n_cells
     _assert_matches_direct(res.table, s)
 
 

@@ -1,4 +1,8 @@
-"""Damaged sweep caches are detected and recomputed, ids are injective, bad roots fail early."""
+"""Damaged sweep caches are detected and recomputed, ids are injective, bad roots fail early.
+
+The fault ids keep their first names ("empty csv", …) so that docs/faults.md's references hold; the
+data file they damage is the cell's ``.parquet`` since issue 27 item 7.
+"""
 from __future__ import annotations
 
 import json
@@ -29,7 +33,7 @@ def _run(s, root, **kw):
 
 def _files(root, s, cell_id):
     key = sw.cell_key(FN, next(c for c in s.cells if c.id == cell_id).settings, "v")
-    return root / s.id / f"{key}.csv", root / s.id / f"{key}.json"
+    return root / s.id / f"{key}.parquet", root / s.id / f"{key}.json"
 
 
 def _truncate(p: Path):
@@ -37,11 +41,11 @@ def _truncate(p: Path):
 
 
 def _edit_value(p: Path):
-    # Same size and still valid CSV, one digit changed: only the checksum can tell.
-    text = p.read_text()
-    head, _, row = text.partition("\n")
-    i = next(i for i, ch in enumerate(row) if ch.isdigit() and ch != "0")
-    p.write_text(head + "\n" + row[:i] + ("1" if row[i] != "1" else "2") + row[i + 1:])
+    # Same size, one byte of the data pages changed: only the checksum can tell.
+    data = bytearray(p.read_bytes())
+    i = len(data) // 3
+    data[i] ^= 0x01
+    p.write_bytes(bytes(data))
 
 
 def _drop_rows_json(p: Path):
