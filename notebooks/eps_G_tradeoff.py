@@ -136,25 +136,48 @@ def exact_curves(eps, G, d, estimators) -> pd.DataFrame:
     return df
 
 
+def log_y_or_note(ax, shown: bool, d) -> None:
+    """A log y-axis if the panel drew a positive value, else an empty panel with a note saying why.
+
+    A log axis with nothing positive on it cannot be drawn (matplotlib: "Data cannot be log-scaled"):
+    at d = 0 the behaviour policy is the current one, every ρ_i = 1 and the biases are exactly 0.
+    """
+    if shown:
+        ax.set_yscale("log")
+        return
+    ax.set_yticks([])
+    why = "\n(d = 0: μ = π_θ, every ρ = 1,\nso there is no bias)" if d == 0 else ""
+    ax.text(0.5, 0.5, f"nothing > 0 to draw\nat d = {d}{why}", transform=ax.transAxes, ha="center", va="center",
+            fontsize=7, color=style.REFERENCE)
+
+
 def draw(df: pd.DataFrame, eps, G, d):
     """The four panels (a)–(d) described above; returns the figure."""
     fig, axes = plt.subplots(1, 4, figsize=(style.WIDTH_2COL * 1.25, 2.5))
     panels = [("eps", "weighting_bias", None, "(a) weighting bias"), ("eps", "sq_norm", "bound_sq", r"(b) $E\|\hat g\|^2$"),
               ("G", "weighting_bias", None, "(c) weighting bias"), ("G", "bias_functional", "bound_B", r"(d) $E\,\mathfrak{B}$")]
     for ax, (axis, q, bound, title) in zip(axes, panels):
+        shown = False
         for name in style.ordered(df.estimator.unique()):
             s = df[(df.axis == axis) & (df.estimator == name)]
             y = s[q].to_numpy(dtype=float)
             ok = y > 1e-14  # exact zeros (is, or d = 0) cannot sit on a log axis
-            ax.plot(s[axis][ok], y[ok], marker=style.marker(name), color=style.color(name), label=name)
-            if bound and s[bound].notna().any():
-                ax.plot(s[axis], s[bound], ls="--", lw=1, color=style.color(name))
+            if ok.any():
+                ax.plot(s[axis][ok], y[ok], marker=style.marker(name), color=style.color(name), label=name)
+                shown = True
+            b = s[bound].to_numpy(dtype=float) if bound else np.array([])
+            if (b > 0).any():
+                ax.plot(s[axis][b > 0], b[b > 0], ls="--", lw=1, color=style.color(name))
+                shown = True
         ax.axvline(eps if axis == "eps" else G, color=style.REFERENCE, lw=0.8, alpha=0.6)
         ax.set_xscale("log", base=10 if axis == "eps" else 2)
-        ax.set_yscale("log")
+        log_y_or_note(ax, shown, d)
         ax.set_xlabel(r"$\varepsilon$" if axis == "eps" else "group size $G$")
         ax.set_title(title)
-    axes[0].legend(fontsize=6.5)
+    legend = {}  # every estimator, from whichever panel drew it (a panel may be empty or miss a zero line)
+    for ax in axes:
+        legend.update(zip(*ax.get_legend_handles_labels()[::-1]))
+    axes[1].legend(legend.values(), legend.keys(), fontsize=6.5)
     fig.suptitle(f"bandit, exact expectations: d = {d}, χ²(π_θ‖μ) = {df.attrs['chi2']:.3g}, "
                  f"ε = {eps:.3g}, G = {G}   (dashed: C1's M₂(ε), the same for tis/tic/gmc, and C4 bounds)", fontsize=8.5)
     fig.subplots_adjust(left=0.05, right=0.99, bottom=0.2, top=0.8, wspace=0.3)  # fixed: tight_layout costs a full draw
@@ -268,17 +291,24 @@ def monte_carlo(c: dict):
 def draw_mc(t: pd.DataFrame, c: dict):
     fig, axes = plt.subplots(1, 2, figsize=(style.WIDTH_2COL, 2.5))
     for ax, q in zip(axes, ("weighting_bias", "bias_functional")):
+        shown = False
         for name in style.ordered(t.estimator.unique()):
             s = t[(t.estimator == name) & (t.quantity == q)].sort_values("G")
-            ax.plot(s.G, s.exact.where(s.exact > 1e-14), color=style.color(name), lw=1, label=f"{name} exact")
-            ax.errorbar(s.G, s.value, yerr=1.96 * s.se, fmt=style.marker(name), color=style.color(name), ms=4,
-                        capsize=2, ls="none")
+            if (s.exact > 1e-14).any():
+                ax.plot(s.G, s.exact.where(s.exact > 1e-14), color=style.color(name), lw=1, label=f"{name} exact")
+                shown = True
+            pos = s[s.value > 0]  # a measured 0 (E𝔅 at d = 0) cannot sit on a log axis either
+            if len(pos):
+                ax.errorbar(pos.G, pos.value, yerr=1.96 * pos.se, fmt=style.marker(name), color=style.color(name), ms=4,
+                            capsize=2, ls="none")
+                shown = True
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_y_or_note(ax, shown, c["d"])
         ax.set_xlabel("group size $G$")
     axes[0].set_ylabel(r"weighting bias $\|E\hat g - (1-1/G)\nabla J\|$")
     axes[1].set_ylabel(r"$E\,\mathfrak{B}(w;\rho)$")
-    axes[0].legend(fontsize=6.5)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=6.5)
     fig.suptitle(f"Monte Carlo ({N_GROUPS} groups per G, 95% bars) over exact lines: ε = {c['eps']:.3g}, d = {c['d']}",
                  fontsize=8.5)
     fig.tight_layout()

@@ -173,3 +173,52 @@ def test_a_raising_cell_fails_the_run(kernel_name, tmp_path):
                                          nbformat.v4.new_code_cell("raise ValueError('boom')")])
     with pytest.raises(nbclient.exceptions.CellExecutionError, match="boom"):
         _execute(nb, kernel_name, tmp_path)
+
+
+def _code_cells(name: str) -> list[str]:
+    return [c.source for c in jupytext.read(NB_DIR / f"{name}.py").cells if c.cell_type == "code"]
+
+
+def test_eps_G_delay_zero_draws_empty_panels_with_a_note(monkeypatch):
+    """Issue 27 item 14: the delay slider offers d = 0, where every bias is exactly 0; drawing its log
+    panels raised ``ValueError: Data cannot be log-scaled``. Now they are empty with a note. Runs the
+    notebook's definitions in-process (no kernel): the cells up to the sliders, and the Monte Carlo
+    cell's imports and functions only (its sweep is not run)."""
+    import ast
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    monkeypatch.setenv("ASYNCGRPO_NOTEBOOK_QUICK", "1")
+    ns = {"display": lambda *a, **k: None}
+    cells = _code_cells("eps_G_tradeoff")
+    for src in cells:
+        if src.startswith("out = widgets.Output()"):
+            break
+        exec(src, ns)
+    mc_cell = next(src for src in cells if "def draw_mc" in src)
+    keep = [n for n in ast.parse(mc_cell).body if isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef))
+            or (isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "N_GROUPS")]
+    exec(compile(ast.Module(keep, type_ignores=[]), "eps_G_tradeoff-mc", "exec"), ns)
+
+    def notes(fig):
+        return ["nothing > 0 to draw" in " ".join(t.get_text() for t in ax.texts) for ax in fig.axes]
+
+    fig = ns["draw"](ns["exact_curves"](0.2, 8, 0, ns["DEFAULTS"]["estimators"]), 0.2, 8, 0)
+    fig.canvas.draw()  # raised here
+    assert notes(fig) == [True, False, True, True]  # (b) E‖ĝ‖² is positive at d = 0
+    plt.close(fig)
+    fig = ns["draw"](ns["exact_curves"](0.2, 8, 8, ns["DEFAULTS"]["estimators"]), 0.2, 8, 8)
+    fig.canvas.draw()
+    assert not any(notes(fig))
+    plt.close(fig)
+
+    rows = [dict(estimator=e, G=g, quantity=q, value=0.0 if q == "bias_functional" else 1e-3, se=0.0,
+                 exact=0.0, bound=0.0) for e in ("tis", "gmc") for g in (2, 4) for q in ("weighting_bias", "bias_functional")]
+    fig = ns["draw_mc"](pd.DataFrame(rows), {"eps": 0.2, "d": 0})
+    fig.canvas.draw()
+    assert notes(fig) == [False, True]
+    plt.close(fig)
