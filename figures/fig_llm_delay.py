@@ -14,9 +14,8 @@ stored under the figure command's ``--cells`` root (default ``results/llm/<name>
 interrupted or repeated figure run reuses finished runs. The quick variant runs the same protocol on
 fewer seeds and shorter runs and says "quick: not a verdict".
 
-Cost, measured from empty caches with 2 local worker processes (2026-12-03, on a 2-core machine shared
-with other jobs at load 5–6): default 56 runs + warm start, 270 CPU-seconds in all (481 s wall under
-that load; CPU/2 ≈ 135 s is the floor on 2 free cores); quick 14 runs, 41 CPU-seconds (90 s wall).
+Cost: the v1 protocol (56 runs) took 270 CPU-seconds from empty caches; v2 runs 12 seeds × (1 + 6
+estimators × 2 delays) = 156 runs of the same length (LOG.md has the measured time).
 """
 from __future__ import annotations
 
@@ -120,6 +119,31 @@ def evidence(result) -> list[common.Evidence]:
     return rows
 
 
+def diagnostics(df, protocol) -> tuple[list[dict], str]:
+    """Per (estimator, d): runs, accuracy AUC with its 95 % t-interval over seeds, the failure split of the
+    tabular protocol's definition, learning-phase χ² and early ESS; and one line placing the largest delay
+    in an overlap regime (median over gmc's runs of the learning-phase χ², local iff ≤ 1)."""
+    import math
+
+    from simulate import verdicts as vd
+
+    rows = []
+    for (e, d), g in df.groupby(["estimator", "d"], sort=True):
+        m, lo, hi = vd.t_interval(g["auc"].to_numpy(), 0.95)
+        rows.append(dict(estimator=e, d=int(d), n=int(len(g)), auc=m, lo=lo, hi=hi,
+                         diverged=int((g["skipped_steps"] > 0).sum()), collapsed=int(g["collapsed"].astype(bool).sum()),
+                         locked_in=int(g["locked_in"].astype(bool).sum()),
+                         chi2_learn_med=float(g["chi2_learn_med"].median()), ess_early=float(g["ess_early"].mean())))
+    rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()} for r in rows]
+    at = df[(df["estimator"] == "gmc") & (df["d"] == protocol.d_max)]
+    if not len(at):
+        return rows, ""
+    chi = float(at["chi2_learn_med"].median())
+    word = "local" if chi <= 1.0 else "far" if math.isfinite(chi) else "unknown"
+    return rows, (f"at d = {protocol.d_max} gmc's runs are in the {word} overlap regime (median learning-phase "
+                  f"χ̂²(π_θ‖μ) on the sampled batch {chi:.3g})")
+
+
 def caption(protocol, result, quick: bool) -> str:
     """The figure's caption: what ran, the metric, and the verdict with its protocol hash."""
     q = "Quick variant (fewer seeds, shorter runs): not a verdict. " if quick else ""
@@ -163,6 +187,8 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     meta["rates"] = [r.as_dict() for r in result.rates]
     meta["table"] = ex.table(df, protocol.metric)
     meta["lm_c9"] = "\n".join(result.lines)
-    meta["runs"] = df[[c for c in ex.ROW_COLUMNS if c != "seconds"]].to_dict(orient="records")
+    runs = df[[c for c in ex.ROW_COLUMNS if c != "seconds"]]
+    meta["runs"] = runs.astype(object).where(runs.notna(), None).to_dict(orient="records")  # JSON has no NaN
+    meta["diagnostics"], meta["regime"] = diagnostics(df, protocol.variant(quick))
     meta["caption"] = caption(protocol, result, quick)
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

@@ -10,6 +10,7 @@ import math
 import os
 
 import numpy as np
+import pandas as pd
 
 _CACHE: dict = {}
 
@@ -53,7 +54,9 @@ def protocol_meta(res) -> dict:
     return dict(name=p.name, sha256=p.sha256, quick=p.quick, registered=p.registered, instances=list(p.instances),
                 tune_seeds=list(p.tune_seeds), eval_seeds=list(p.eval_seeds), margin=p.margin, alpha=p.alpha,
                 failure_p0=p.failure_p0, local_chi2=p.local_chi2, primary=dict(p.primary), c5=dict(p.c5),
-                budget=p.budget)
+                budget=p.budget, version=p.version, lockin_nJ=p.lockin_nJ, lockin_grad_rel=p.lockin_grad_rel,
+                learning_gap=p.learning_gap, saturation_nauc=p.saturation_nauc, saturation_zero=p.saturation_zero,
+                step_arms=list(p.step_arms), power_target=p.power_target)
 
 
 def c9_sidecar(res) -> dict:
@@ -67,8 +70,28 @@ def c9_sidecar(res) -> dict:
                     chi2_med=("chi2_med", "median"), eta_tuned=("eta_tuned", "first"),
                     eta_at_edge=("eta_at_edge", "first"), window_octaves=("window_octaves", "first"))
                .reset_index())
-    fail = cells.groupby(["instance", "estimator", "d", "eps", "G"]).failed.mean().rename("failure_rate").reset_index()
-    summary = summary.merge(fail, on=["instance", "estimator", "d", "eps", "G"])
+    keys = ["instance", "estimator", "d", "eps", "G"]
+    arm = cells.eta_kind.isin(["tuned", "neighbour"])
+    fail = cells[arm].groupby(keys).failed.mean().rename("failure_rate").reset_index()
+    summary = summary.merge(fail, on=keys)
+    if "failure" in cells:
+        def split(sel, suffix):
+            g = sel.groupby(keys)
+            return pd.DataFrame({f"n_{m}{suffix}": g.failure.agg(lambda v, m=m: int((v == m).sum()))
+                                 for m in ("diverged", "collapsed", "locked_in")}).reset_index()
+
+        extra = tuned.groupby(keys).agg(chi2_learn_med=("chi2_learn_med", "median"),
+                                        chi2_learn_max=("chi2_learn_max", "max"), ess_early=("ess_early", "mean"),
+                                        entropy_final=("entropy_final", "mean"),
+                                        lockin_step=("lockin_step", lambda v: float(np.median(v[v >= 0])) if (v >= 0).any()
+                                                     else np.nan)).reset_index()
+        summary = summary.merge(extra, on=keys).merge(split(cells[arm], ""), on=keys)
+        summary = summary.merge(cells[arm].groupby(keys).size().rename("n_runs").reset_index(), on=keys)
+        common = cells[cells.eta_kind.isin(["common", "common-neighbour"])]
+        if len(common):
+            summary = summary.merge(split(common, "_common"), on=keys, how="left")
+            summary = summary.merge(common[common.eta_kind == "common"].groupby(keys).nauc.mean()
+                                    .rename("nauc_common").reset_index(), on=keys, how="left")
     return _clean(dict(matrix={s: dict(m.loc[s]) for s in m.index}, aggregate=c9["aggregate"], verdict=c9["verdict"],
                        comparisons=c9["comparisons"], subclaims=c9["subclaims"], cells=summary,
                        n_edge=int(summary.eta_at_edge.sum()), n_cells=int(len(summary))))

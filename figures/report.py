@@ -31,11 +31,28 @@ from pathlib import Path
 from figures import stats
 from simulate import verdicts as vd
 
-CLAIM_IDS = tuple(f"C{i}" for i in range(1, 10))
-#: C9 is empirical: theory/ has no derivation for it (docs/THEORY.md §3).
-STATEMENT_C9 = ("as the delay grows, is becomes unstable, onpolicy and tic/tis degrade, and gmc keeps the best "
-                "objective among the stable estimators")
+CLAIM_IDS = ("C1", "C2", "C3", "C4", "C5", "C5-T", "C6", "C7", "C8", "C9")
+#: Claims with no derivation (docs/THEORY.md §3): C9, and C5-T, the training implication of the bound C5.
+EMPIRICAL = {
+    "C5-T": ("delay cost in training falls with G", "in training at a fixed number of steps, the delay cost "
+             "Δ(G) = nAUC(d=0) − nAUC(d) of gmc falls with G as the tuned bound's delay term predicts, tic's does not"),
+    "C9": ("empirical robustness", "as the delay grows, is becomes unstable, onpolicy and tic/tis degrade, and gmc "
+           "keeps the best objective among the stable estimators"),
+}
+STATEMENT_C9 = EMPIRICAL["C9"][1]
+#: How each kind of claim is judged (docs/THEORY.md §4); the verdict table prints the kind.
+KIND_RULES = {
+    "bound": "measured ≤ bound (95 % normal interval); looseness ×k = bound/measured shown when k > 2",
+    "rate": "an exponent: derived symbolically; measured exponents reported with their interval",
+    "bound + rate": "the bound as a bound; the ε-exponents measured at finite ε beside the bound's",
+    "optimality": "the minimiser's value against every other map of 𝒲_ε (difference ≤ 0)",
+    "exact identity": "measured = predicted within 3 s.e.: `holds (exact)`",
+    "limit": "the G → ∞ behaviour at the largest G (bound on the removed mass, looseness shown)",
+    "empirical (training)": "paired comparisons over held-out seeds under the pre-registered protocol",
+}
 LM_FIGURE = "fig_llm_delay"
+#: (figure, claim id in its sidecar) → the id its rows judge in the report.
+TRAINING_IDS = {("fig_c5_protocol", "C5"): "C5-T"}
 RULE = (
     "**How verdicts are decided** (one rule, simulate/verdicts.py). A bound check is `refuted` when the measurement "
     "minus 3 standard errors exceeds the bound, `holds, bound loose ×k` when the bound is more than twice the "
@@ -46,7 +63,12 @@ RULE = (
     "(the interval overlaps it); failure rates use Clopper–Pearson intervals against p₀ the same way. A claim whose "
     "premise is not met at the measured point is `out of scope`, with the measurement, never refuted. Across "
     "instances: `holds` if it holds on at least 3/4 of the in-scope instances and is refuted on none, `refuted` if "
-    "refuted on a strict majority, otherwise `inconclusive`."
+    "refuted on a strict majority, otherwise `inconclusive`. Protocol v2 adds: a claim-level word only from the "
+    "sub-claims tested in scope; each test's power at the alternatives one margin beyond its threshold (an "
+    "`inconclusive` below power 0.8 is marked underpowered); a cell's overlap regime from the χ² of its learning "
+    "phase (the steps before 90 % of the gap with ĝ ≠ 0); a saturated instance (nAUC(d=0) or zero-gradient "
+    "fraction at a ceiling) `out of scope`. An exact identity `holds (exact)` when the measurement is within 3 s.e. "
+    "of the prediction."
 )
 
 
@@ -59,19 +81,20 @@ def theory_rows(run_checks: bool = True) -> dict[str, dict]:
     for cid in CLAIM_IDS:
         c = CLAIMS.get(cid)
         if c is None:
-            rows[cid] = {"statement": STATEMENT_C9 if cid == "C9" else "", "title": "empirical robustness"
-                         if cid == "C9" else "", "result": "empirical (no derivation)", "check": "—", "ok": None}
+            title, statement = EMPIRICAL.get(cid, ("", ""))
+            rows[cid] = {"statement": statement, "title": title, "result": "empirical (no derivation)", "check": "—",
+                         "ok": None, "kind": "empirical (training)"}
             continue
         if not run_checks:  # deriving costs ~10 s of sympy: skipped when only the layout is wanted
             rows[cid] = {"statement": c.statement, "title": c.title, "result": "(derivation not run)", "check": "—",
-                         "ok": None}
+                         "ok": None, "kind": c.kind}
             continue
         try:
             ok = c.check()
             result = c.result
         except Exception as exc:  # noqa: BLE001 — a failing derivation is reported, not hidden
             ok, result = False, f"derivation raised {type(exc).__name__}: {exc}"
-        rows[cid] = {"statement": c.statement, "title": c.title, "result": result, "ok": ok,
+        rows[cid] = {"statement": c.statement, "title": c.title, "result": result, "ok": ok, "kind": c.kind,
                      "summary": c.summary if ok is not None else None,
                      "check": "—" if ok is None else ("derived ✓" if ok else "FAILED ✗")}
     return rows
@@ -102,7 +125,10 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
     lm = []
     for meta in sidecars:
         for ev in meta.get("evidence", []):
-            (lm if meta["figure"] == LM_FIGURE else evidence.setdefault(ev.get("claim", "?"), [])).append(ev)
+            cid = ev.get("claim", "?")
+            # the protocol figure's C5 rows are training evidence: they judge C5-T, never the theorem C5
+            cid = TRAINING_IDS.get((meta["figure"], cid), cid)
+            (lm if meta["figure"] == LM_FIGURE else evidence.setdefault(cid, [])).append(ev)
     if provenance is None:
         commit = git_commit()
         provenance = {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty")}
@@ -164,36 +190,100 @@ def _kval(k: str) -> float:
         return math.inf
 
 
+def _judged(rep: dict, cid: str) -> list[dict]:
+    return [ev for ev in rep["evidence"].get(cid, []) if ev.get("verdict") != INFO]
+
+
+def _loose(ev: dict) -> float | None:
+    """``bound/measured`` of a bound row with a positive bound and measurement, else ``None``."""
+    m, b = ev.get("measured"), ev.get("bound")
+    if m is None or b is None or not (m > 0 and b > 0):
+        return None
+    return b / m
+
+
 def summary(rep: dict, cid: str) -> str:
-    """The claim's verdict: C5/C9 from the protocol's aggregate; the others from their evidence rows;
-    a claim with no measurement takes its symbolic check (derived → holds)."""
+    """The claim's verdict, judged in the sense its kind states: C5-T/C9 from the protocol's aggregate; an
+    exact identity from its rows at 3 s.e.; a bound or limit from its rows, with the tightest looseness
+    ×k shown whenever a row's bound is more than twice its measurement; a claim with no measurement
+    takes its symbolic check (derived → holds)."""
     if cid == "C9" and rep.get("c9"):
         return rep["c9"]["verdict"]
-    if cid == "C5" and rep.get("c5"):
-        return rep["c5"]["verdict"]
-    evs = [ev for ev in rep["evidence"].get(cid, []) if ev.get("verdict") != INFO]
+    if cid == "C5-T":
+        return rep["c5"]["verdict"] if rep.get("c5") else vd.OUT_OF_SCOPE
+    kind = rep["theory"][cid].get("kind", "bound")
+    evs = _judged(rep, cid)
+    if evs and kind == "exact identity":
+        vs = [vd.exact_verdict(ev["measured"], ev.get("se") or 0.0, ev["bound"]) for ev in evs
+              if ev.get("measured") is not None and ev.get("bound") is not None]
+        return vd.REFUTED if vd.REFUTED in vs else vd.EXACT if vs else vd.INCONCLUSIVE
     if evs:
-        return rows_verdict([ev.get("verdict", "") for ev in evs])
+        v = rows_verdict([ev.get("verdict", "") for ev in evs])
+        if v == vd.HOLDS and kind in ("bound", "bound + rate", "limit"):
+            ks = [k for k in (_loose(ev) for ev in evs) if k is not None and k > 2]
+            if ks:
+                return f"holds, bound loose ×{min(ks):.3g}"
+        return v
     ok = rep["theory"][cid].get("ok")
     return vd.HOLDS if ok else vd.INCONCLUSIVE
 
 
+def _exponents(rep: dict, cid: str = "C4") -> list[dict]:
+    """The measured log-log exponent rows of a rate part (``reported`` rows whose quantity is a slope)."""
+    return [ev for ev in rep["evidence"].get(cid, []) if ev.get("verdict") == INFO and "slope" in ev.get("quantity", "")
+            and ev.get("measured") is not None]
+
+
+#: The bound's ε-exponent of each map's fourth-order delay term (theory.claims C4).
+C4_BOUND_EXPONENT = {"gmc": -2, "tis": -2, "tic": -4}
+
+
 def key_number(rep: dict, cid: str) -> str:
-    """The one number a reader should see next to the verdict."""
+    """The numbers a reader should see next to the verdict, each with its interval named: for a bound,
+    every row's measurement against its bound with the looseness ×k."""
     if cid == "C9" and rep.get("c9"):
         agg = rep["c9"]["aggregate"]
         counts = {v: sum(x == v for x in agg.values()) for v in vd.VERDICTS}
-        return ", ".join(f"{n} sub-claims {v}" for v, n in counts.items() if n)
-    if cid == "C5" and rep.get("c5"):
+        return ", ".join(f"{v}: {n} sub-claim{'s' if n != 1 else ''}" for v, n in counts.items() if n)
+    if cid == "C5-T":
+        if not rep.get("c5"):
+            return "—"
         per = rep["c5"]["per_instance"]
         scoped = [i for i, r in per.items() if r.get("in_scope")]
-        return f"in scope on {len(scoped)}/{len(per)} instances"
-    evs = [ev for ev in rep["evidence"].get(cid, []) if ev.get("measured") is not None and ev.get("verdict") != INFO]
+        return f"premise (local overlap in the learning phase) met on {len(scoped)}/{len(per)} instances"
+    evs = [ev for ev in _judged(rep, cid) if ev.get("measured") is not None]
     if not evs:
         return "symbolic" if rep["theory"][cid].get("ok") else "—"
+    kind = rep["theory"][cid].get("kind", "bound")
+    if kind == "exact identity":
+        worst = max(evs, key=lambda ev: abs(ev["measured"] - ev["bound"]) / (ev.get("se") or math.inf))
+        return (f"{worst.get('quantity', '')} at {worst.get('point', '')}: {stats.fmt(worst['measured'], worst.get('se'))} "
+                f"(95 % normal interval) vs exact {stats.fmt(worst['bound'])}; {len(evs)} points, largest |Δ|/s.e. = "
+                f"{abs(worst['measured'] - worst['bound']) / (worst.get('se') or math.inf):.2g}")
+    if kind in ("bound", "bound + rate", "limit"):
+        parts = []
+        for ev in evs[:3]:
+            k = _loose(ev)
+            b = f" vs bound {stats.fmt(ev['bound'])}" if ev.get("bound") is not None else ""
+            parts.append(f"{ev.get('quantity', '')} = {stats.fmt(ev['measured'], ev.get('se'))}{b}"
+                         + (f" (×{k:.3g})" if k is not None and k > 2 else ""))
+        out = "; ".join(parts) + " (95 % normal intervals)"
+        if kind == "bound + rate":
+            ex = _exponents(rep, cid)
+            if ex:
+                out += "; measured ε-exponents " + ", ".join(
+                    f"{_map_of(ev)} {ev['measured']:+.2f} ± {1.96 * (ev.get('se') or 0):.2f}" for ev in ex) + \
+                    f" over {ex[0].get('point', '')} (± 1.96 s.e. of the least-squares slope) vs the bounds' " + \
+                    ", ".join(f"{m} {e:+d}" for m, e in C4_BOUND_EXPONENT.items())
+        return out
     ev = evs[0]
     b = f" vs bound {stats.fmt(ev['bound'])}" if ev.get("bound") is not None else ""
-    return f"{ev.get('quantity', '')} = {stats.fmt(ev['measured'], ev.get('se'))}{b}"
+    return f"{ev.get('quantity', '')} = {stats.fmt(ev['measured'], ev.get('se'))}{b} (95 % normal interval)"
+
+
+def _map_of(ev: dict) -> str:
+    q = ev.get("quantity", "")
+    return next((m for m in C4_BOUND_EXPONENT if m in q), q)
 
 
 def key_findings(rep: dict) -> list[str]:
@@ -208,33 +298,111 @@ def key_findings(rep: dict) -> list[str]:
     bounds = [c for c in ("C1", "C2", "C4", "C6", "C7", "C8") if rep["evidence"].get(c)]
     if bounds:
         out.append("On the exact Monte Carlo instances: " + "; ".join(f"{c} {summary(rep, c)}" for c in bounds) + ".")
+    c4 = _exponents(rep, "C4")
+    if c4:
+        out.append("C4 at finite ε (" + c4[0].get("point", "") + ", exact Monte Carlo instance): the measured ε-exponents "
+                   "of E𝔅 are " + ", ".join(f"{_map_of(ev)} {ev['measured']:+.2f} ± {1.96 * (ev.get('se') or 0):.2f}"
+                                            for ev in c4)
+                   + " (± 1.96 s.e. of the least-squares slope), not the bounds' order (tic −4 steeper than gmc −2); the "
+                   "claim is about the bounds as ε → 0 and every bound holds at every measured ε.")
     c9 = rep.get("c9")
+    pm = rep.get("protocol") or {}
     if c9:
-        n = len(next(iter(c9["matrix"].values()), {}))
-        parts = "; ".join(f"{s} {v}" for s, v in c9["aggregate"].items())
-        out.append(f"Training robustness (C9) over {n} instances under the pre-registered protocol is "
-                   f"{c9['verdict']}: {parts}.")
-        vs = [c for c in c9["comparisons"] if c.get("subclaim") == "gmc-best-or-tied" and "onpolicy" in c.get("name", "")]
-        if vs:
-            txt = ", ".join(f"{c['instance']} {c['estimate']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]" for c in vs)
-            out.append(f"gmc minus onpolicy (no correction) in normalised AUC at the largest delay: {txt} "
-                       "(a negative value means the uncorrected learner did better).")
+        out.append(_c9_finding(c9, pm))
+        gap = _gmc_vs_onpolicy(c9, pm)
+        if gap:
+            out.append(gap)
     c5 = rep.get("c5")
     if c5:
         per = c5["per_instance"]
         oos = {i: r for i, r in per.items() if not r.get("in_scope")}
-        s = f"The G-scaling of the delay cost (C5) is {c5['verdict']} over {len(per)} instances"
+        s = f"The training implication of C5 (C5-T: delay cost falling with G) is {c5['verdict']} over {len(per)} instances"
         if oos:
-            chis = ", ".join(f"{r['chi2_median']:.2g}" for r in oos.values())
-            s += f"; out of scope on {', '.join(oos)} (median χ² {chis} > 1)"
-        out.append(s + ".")
+            chis = ", ".join(f"{i} {_f(r.get('chi2_median'), 2)}" for i, r in oos.items())
+            s += (f"; out of scope on {len(oos)} (median learning-phase χ²(π_θ‖μ) {chis} > {pm.get('local_chi2', 1)}: "
+                  "the bound's local-overlap premise is not met where learning happens)")
+        under = [i for i, r in per.items() if "underpowered" in ((r.get("test_b") or {}).get("reason") or "")]
+        if under:
+            s += f"; test B underpowered on {', '.join(under)}"
+        out.append(s + ". The bound itself (C5) is a theorem, checked symbolically.")
     if rep.get("lm"):
-        v = rows_verdict([ev.get("verdict", "") for ev in rep["lm"]])
-        by = {w: [ev.get("quantity", "").removeprefix("LM scale: ") for ev in rep["lm"] if ev.get("verdict") == w]
-              for w in (vd.REFUTED, vd.HOLDS, vd.INCONCLUSIVE)}
-        parts = [f"{w}: {', '.join(q)}" for w, q in by.items() if q]
-        out.append(f"On the small language model (LM row) the same claim is {v} — " + "; ".join(parts) + ".")
+        out.append(_lm_finding(rep))
     return out[:7]
+
+
+def _c9_finding(c9: dict, pm: dict) -> str:
+    """C9's sentence: where it was tested in scope, in which regime, and each sub-claim's aggregate."""
+    subs = c9.get("subclaims") or []
+    insts = list(dict.fromkeys(r["instance"] for r in subs))
+    sat = sorted({r["instance"] for r in subs if r.get("saturated")})
+    reg = {r["instance"]: (r.get("regime"), r.get("chi2_median")) for r in subs}
+    scoped = [i for i in insts if i not in sat]
+    p = pm.get("primary", {})
+    where = (f"at ε = {p.get('eps')}, G = {p.get('G')}, d = {p.get('d')} against d = 0, {len(pm.get('eval_seeds', []))} "
+             f"held-out seeds, protocol {pm.get('name')}")
+    regimes = "; ".join(f"{i}: {reg[i][0]} (median learning-phase χ² {_f(reg[i][1], 2)})" for i in scoped) or "none"
+    parts = "; ".join(f"{s_} {v}" for s_, v in c9["aggregate"].items())
+    txt = (f"Training robustness (C9) on tabular softmax instances {where}: {c9['verdict']} over the sub-claims tested "
+           f"in scope — {parts}. In scope: {len(scoped)} of {len(insts)} instances ({regimes})")
+    if sat:
+        txt += f"; out of scope as saturated: {', '.join(sat)}"
+    return txt + "."
+
+
+def _gmc_vs_onpolicy(c9: dict, pm: dict) -> str:
+    """gmc − onpolicy on each step-size arm per instance, with the interval named, and the failure split."""
+    rows = [c for c in c9["comparisons"] if str(c.get("subclaim", "")).startswith("gmc-best-or-tied")
+            and "gmc − onpolicy" in c.get("name", "")]
+    if not rows:
+        return ""
+    by = {}
+    for c in rows:
+        by.setdefault(c.get("arm", "tuned"), []).append(f"{c['instance']} {c['estimate']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]")
+    arms = "; ".join(f"{arm} η: " + ", ".join(v) for arm, v in by.items())
+    fails = [c for c in c9["comparisons"] if c.get("test") == "Clopper–Pearson" and c.get("locked_in") is not None]
+    ftxt = ""
+    if fails:
+        ftxt = (" Failures at the common η and its neighbour (diverged/collapsed/locked in of n): " + "; ".join(
+            f"{c['instance']} {c['name'].split('-')[0]} {c.get('diverged', 0)}/{c.get('collapsed', 0)}/{c.get('locked_in', 0)} "
+            f"of {c['n']}" for c in fails) + ".")
+    return (f"gmc minus onpolicy (no correction), normalised AUC at d = {pm.get('primary', {}).get('d')}, "
+            f"paired t-interval at each comparison's Holm level (negative: the uncorrected learner did better): "
+            f"{arms}.{ftxt}")
+
+
+def _mechanism(prim: list[dict], d: int) -> str:
+    """The measured mechanism at the primary delay: weight ESS early in training, lock-in share and final
+    policy entropy of onpolicy (w = 1) against the ρ-type maps, per instance."""
+    rows = [c for c in prim if c["d"] == d and c["estimator"] in ("onpolicy", "is", "gmc") and "ess_early" in c]
+    if not rows:
+        return ""
+    by = {}
+    for c in rows:
+        n = c.get("n_runs") or 0
+        lock = f"{c.get('n_locked_in', 0)}/{n}" if n else "—"
+        by.setdefault(c["instance"], []).append(f"{c['estimator']} ESS/G {_f(c.get('ess_early'), 2)}, locked in {lock}, "
+                                                f"entropy {_f(c.get('entropy_final'), 2)}")
+    return ("**Mechanism, measured at d = " + str(d) + "** (tuned η; ESS/G over the first 25 % of steps, lock-ins of the "
+            "tuned and neighbour runs, final policy entropy in nats per token): " + "; ".join(
+                f"{i}: " + ", ".join(v) for i, v in by.items()) + ". With w = 1 and group-centred advantages the "
+            "learner's own score cancels within a state, so onpolicy follows the broader behaviour policy; ρ-type "
+            "weights (is, gmc) move mass towards the already sharpened learner, which the lower ESS, the lock-ins "
+            "and the lower final entropy show where they occur.")
+
+
+def _lm_finding(rep: dict) -> str:
+    """The LM row's sentence: its cell, regime, and each part's verdict."""
+    meta = rep.get("lm_meta") or {}
+    lp = meta.get("lm_protocol") or {}
+    v = rows_verdict([ev.get("verdict", "") for ev in rep["lm"] if "all parts" not in ev.get("quantity", "")])
+    by = {w: [ev.get("quantity", "").removeprefix("LM scale: ") for ev in rep["lm"] if ev.get("verdict") == w
+              and "all parts" not in ev.get("quantity", "")] for w in (vd.REFUTED, vd.HOLDS, vd.INCONCLUSIVE)}
+    parts = [f"{w}: {', '.join(q)}" for w, q in by.items() if q]
+    reg = meta.get("regime")
+    where = (f"tiny Qwen3-architecture LM, 2-digit sums, d up to {max(lp.get('delays', [0]))}, {len(lp.get('seeds', []))} "
+             f"seeds, one AdamW η, failure p₀ = {lp.get('p0')}")
+    return (f"On the small language model ({where}" + (f"; {reg}" if reg else "") + f"), the C9 parts give {v} — "
+            + "; ".join(parts) + ".")
 
 
 # --------------------------------------------------------------------------- blocks
@@ -255,13 +423,23 @@ def _training_blocks(rep: dict) -> list:
                 f"η tuned per cell on seeds {pm['tune_seeds']}; every number below is on the held-out seeds "
                 f"{pm['eval_seeds'][0]}…{pm['eval_seeds'][-1]} ({len(pm['eval_seeds'])}). Metric: normalised area under "
                 f"the learning curve over {pm['budget']} sampled trajectories; margin δ = {pm['margin']}, α = {pm['alpha']} "
-                f"(one-sided, Holm), failure rate p₀ = {pm['failure_p0']}, local overlap χ² ≤ {pm['local_chi2']}. "
-                "Protocol: docs/protocol.md.")]
+                f"(one-sided, Holm), failure rate p₀ = {pm['failure_p0']}, local overlap χ² ≤ {pm['local_chi2']}"
+                + (f" over the learning phase; failure = divergence | collapse | lock-in (final nJ < {pm.get('lockin_nJ')} "
+                   f"with ‖∇J‖ ≤ {pm.get('lockin_grad_rel')}·‖∇J(θ₀)‖); step-size arms: tuned per cell, and common (the η "
+                   f"tuned at d = 0, shared by every estimator); saturation: nAUC(d=0) > {pm.get('saturation_nauc')} or "
+                   f"zero-gradient fraction > {pm.get('saturation_zero')} is out of scope"
+                   if pm.get("version", 1) >= 2 else "") + ". Protocol: docs/protocol.md.")]
     c9 = rep.get("c9")
     if c9:
         insts = list(next(iter(c9["matrix"].values()), {}).keys())
         rows = [[s, *[c9["matrix"][s].get(i) or "—" for i in insts], c9["aggregate"][s]] for s in c9["matrix"]]
-        regime = {r["instance"]: f"{r['regime']} (χ² {_f(r['chi2_median'], 2)})" for r in c9["subclaims"]}
+        regime = {r["instance"]: (f"{r['regime']} (learning-phase χ² median {_f(r['chi2_median'], 2)}, mean "
+                                  f"{_f(r.get('chi2_learn_mean'), 2)}, max {_f(r.get('chi2_learn_max'), 2)}; over all "
+                                  f"steps {_f(r.get('chi2_all_med'), 2)}; nAUC(d=0) {_f(r.get('nauc_d0'), 3)}, "
+                                  f"zero-gradient {_f(r.get('zero_frac_d0'), 2)}"
+                                  + (", saturated" if r.get("saturated") else "") + ")")
+                  if "chi2_learn_mean" in r else f"{r['regime']} (χ² {_f(r['chi2_median'], 2)})"
+                  for r in c9["subclaims"]}
         b += [("h3", f"C9 — {c9['verdict']}"),
               ("p", f"Primary cell ε = {pm['primary']['eps']}, G = {pm['primary']['G']}, d = {pm['primary']['d']} "
                     f"against d = 0. Regime of the primary cell per instance (median realised χ² of gmc's runs): "
@@ -269,19 +447,32 @@ def _training_blocks(rep: dict) -> list:
                     f"{c9['n_edge']} of {c9['n_cells']} cells."),
               ("table", ["sub-claim", *insts, "aggregate"], rows)]
         comp = [[c["instance"], c["subclaim"], c.get("name", ""), _f(c["estimate"]), f"[{_f(c['lo'])}, {_f(c['hi'])}]",
-                 _f(c["threshold"]), c["verdict"]] for c in c9["comparisons"]]
-        b += [("details", "C9 comparisons (held-out seeds; interval at each test's Holm level)",
-               ["instance", "sub-claim", "comparison", "estimate", "interval", "threshold", "verdict"], comp)]
+                 _f(c["threshold"]), _f(c.get("power"), 2), c["verdict"] + (" (underpowered)" if c.get("underpowered")
+                                                                             else "")] for c in c9["comparisons"]]
+        b += [("details", "C9 comparisons (held-out seeds; paired t-interval at each test's Holm level, Clopper–Pearson "
+                          "for rates; power at the alternatives one margin beyond the threshold)",
+               ["instance", "sub-claim", "comparison", "estimate", "interval", "threshold", "power", "verdict"], comp)]
         pe, pG, pd_ = pm["primary"]["eps"], pm["primary"]["G"], pm["primary"]["d"]
         prim = [c for c in c9.get("cells", []) if c["G"] == pG and c["d"] in (0, pd_)
                 and abs(c["eps"] - pe) < 1e-12]
         prim.sort(key=lambda c: (c["instance"], c["estimator"], c["d"]))
-        b += [("details", "Every estimator at the primary cell: secondary metrics (held-out seeds, tuned η)",
-               ["instance", "estimator", "d", "nAUC", "final nJ", "zero-gradient steps", "failure rate", "η tuned",
+        b += [("details", "Every estimator at the primary cell: secondary metrics (held-out seeds, tuned η; "
+                          "failure split and nAUC also at the common η)",
+               ["instance", "estimator", "d", "nAUC", "nAUC (common η)", "final nJ", "zero-gradient steps",
+                "failures: diverged/collapsed/locked in (tuned; common)", "learning-phase χ² median (max)",
+                "ESS/G, first 25 %", "lock-in step (median)", "final entropy (nats/token)", "η tuned",
                 "η window (octaves within δ)", "η at grid edge"],
-               [[c["instance"], c["estimator"], c["d"], _f(c["nauc"]), _f(c["final_nJ"]), _f(c["zero_frac"], 2),
-                 _f(c["failure_rate"], 2), _f(c["eta_tuned"]), _f(c["window_octaves"], 2),
-                 "yes" if c["eta_at_edge"] else "no"] for c in prim])]
+               [[c["instance"], c["estimator"], c["d"], _f(c["nauc"]), _f(c.get("nauc_common")), _f(c["final_nJ"]),
+                 _f(c["zero_frac"], 2),
+                 f"{c.get('n_diverged', '—')}/{c.get('n_collapsed', '—')}/{c.get('n_locked_in', '—')}; "
+                 f"{c.get('n_diverged_common', '—')}/{c.get('n_collapsed_common', '—')}/{c.get('n_locked_in_common', '—')} "
+                 f"of {c.get('n_runs', '—')}",
+                 f"{_f(c.get('chi2_learn_med'), 2)} ({_f(c.get('chi2_learn_max'), 2)})", _f(c.get("ess_early"), 2),
+                 _f(c.get("lockin_step")), _f(c.get("entropy_final"), 2), _f(c["eta_tuned"]),
+                 _f(c["window_octaves"], 2), "yes" if c["eta_at_edge"] else "no"] for c in prim])]
+        mech = _mechanism(prim, pd_)
+        if mech:
+            b.append(("p", mech))
         edge = [c for c in c9.get("cells", []) if c.get("eta_at_edge")]
         if edge:
             b.append(("p", "Cells whose tuned η is still at a grid edge after widening: " + "; ".join(
@@ -296,16 +487,25 @@ def _training_blocks(rep: dict) -> list:
             rows.append([inst, _f(r.get("chi2_median"), 2), "yes" if r.get("in_scope") else "no",
                          " / ".join(f"{e}: {_f(x['change'])} [{_f(x['lo'])}, {_f(x['hi'])}] {x['verdict']}"
                                     for e, x in a.items()) or "—",
-                         (f"{_f(tb.get('diff'))} [{_f(tb.get('lo'))}, {_f(tb.get('hi'))}] {tb.get('verdict', '')}"
+                         (f"{_f(tb.get('diff'))} [{_f(tb.get('lo'))}, {_f(tb.get('hi'))}] vs {_f(tb.get('threshold'))}, "
+                          f"power {_f(tb.get('power'), 2)}: {tb.get('verdict', '')}"
                           + (f" ({tb['reason']})" if tb.get("reason") else "")) if tb else "—",
                          (f"{_f(tb.get('slope_gmc'))} vs theory "
                           + "/".join(f"{x:+.2f}" for x in tb.get("theory_local_exponent") or [])) if tb else "—",
                          r["verdict"] + (f" — {r['reason']}" if r.get("reason") else "")])
-        b += [("h3", f"C5 — {c5['verdict']}"),
-              ("p", f"Δ(G) = nAUC(d=0) − nAUC(d={pm['c5']['d']}) at K = {pm['c5']['steps']} steps for every G ∈ "
-                    f"{pm['c5']['G']}. Test A: change of Δ over the G range at a fixed η (gmc must fall below "
-                    f"−{pm['c5']['flat_margin']}, tic must stay within ±{pm['c5']['flat_margin']}). Test B: slope of "
-                    f"log Δ̄ on log G, gmc minus tic, must lie below −{pm['c5']['slope_margin']}."),
+        theory_b = pm["c5"].get("slope_rule") == "theory"
+        tb_rule = (f"must lie below half the theory's prediction for the {pm['c5'].get('theory_regime')} regime "
+                   "(theory.c5_local.tuned_bound_slope over the same G; the threshold is printed per instance)"
+                   if theory_b else f"must lie below −{pm['c5']['slope_margin']}")
+        b += [("h3", f"C5-T (training implication of C5) — {c5['verdict']}"),
+              ("p", f"C5 is a theorem about the tuned bound, checked symbolically (verdict table). C5-T asks whether "
+                    f"training shows it: Δ(G) = nAUC(d=0) − nAUC(d={pm['c5']['d']}) at K = {pm['c5']['steps']} steps "
+                    f"for every G ∈ {pm['c5']['G']}. Premise: local overlap (median χ² ≤ {pm['local_chi2']}"
+                    + (" over the learning phase" if pm.get("version", 1) >= 2 else "") + "). Test A: change of Δ "
+                    f"over the G range at a fixed η (gmc must fall below −{pm['c5']['flat_margin']}, tic must stay "
+                    f"within ±{pm['c5']['flat_margin']}; bootstrap percentile interval at 90 %). Test B: slope of "
+                    f"log Δ̄ on log G, gmc minus tic, {tb_rule}; the power of each test is at its alternatives "
+                    "(for test B: the theory's prediction and no G-dependence)."),
               ("table", ["instance", "median χ²", "premise met", "test A (change of Δ over G)",
                          "test B (slope gmc − tic)", "gmc slope vs local exponent of the tuned bound at each G",
                          "verdict"], rows)]
@@ -319,6 +519,15 @@ def _training_blocks(rep: dict) -> list:
                # second, differently computed interval can disagree with the verdict
                [[ev.get("quantity", ""), ev.get("point", ""), _f(ev.get("measured")),
                  ev.get("verdict", ""), ev.get("note", "")] for ev in rep["lm"]])]
+        if meta.get("diagnostics"):
+            b += [("p", "LM diagnostics: " + (meta.get("regime") or "") + "."),
+                  ("details", "LM runs per estimator and delay: accuracy AUC (95 % t-interval over seeds), failure split, "
+                              "learning-phase χ² (median over runs of each run's median over steps with ĝ ≠ 0), "
+                              "weight ESS/G over the first 25 % of steps",
+                   ["estimator", "d", "n", "AUC", "diverged/collapsed/locked in", "χ² learning phase", "ESS/G early"],
+                   [[r["estimator"], r["d"], r["n"], f"{_f(r['auc'])} [{_f(r['lo'])}, {_f(r['hi'])}]",
+                     f"{r['diverged']}/{r['collapsed']}/{r['locked_in']}", _f(r.get("chi2_learn_med"), 2),
+                     _f(r.get("ess_early"), 2)] for r in meta["diagnostics"]])]
     return b
 
 
@@ -337,10 +546,11 @@ def blocks(rep: dict) -> list:
         b.append(("p", "**Quick mode: small samples — not a verdict.** Regenerate with `make run` for the report."))
     b += [("h2", "Key findings"), ("ul", key_findings(rep)),
           ("h2", "Verdicts"),
-          ("table", ["claim", "statement", "verdict", "key number"],
-           [[f"**{c}** {rep['theory'][c].get('title', '')}", rep["theory"][c]["statement"], summary(rep, c),
-             key_number(rep, c)] for c in CLAIM_IDS]),
-          ("p", RULE)]
+          ("table", ["claim", "statement", "kind", "verdict", "key number (interval named)"],
+           [[f"**{c}** {rep['theory'][c].get('title', '')}", rep["theory"][c]["statement"],
+             rep["theory"][c].get("kind", ""), summary(rep, c), key_number(rep, c)] for c in CLAIM_IDS]),
+          ("p", RULE),
+          ("table", ["kind", "how a measurement judges it"], [[k, v] for k, v in KIND_RULES.items()])]
     b += _training_blocks(rep)
     ev_rows = []
     for cid in CLAIM_IDS:
@@ -352,7 +562,7 @@ def blocks(rep: dict) -> list:
                             stats.fmt(ev.get("bound")), "— (reported, no verdict)" if v == INFO else v,
                             ev.get("note", "")])
     b += [("h2", "Evidence per claim"),
-          ("details", "every measured check (Monte Carlo intervals: ±1.96 se)",
+          ("details", "every measured check (Monte Carlo: estimate [95 % normal interval, ±1.96 s.e.])",
            ["claim", "quantity", "at", "measured", "bound", "verdict", "note"], ev_rows)]
     b.append(("h2", "Figures"))
     for meta in rep["sidecars"]:
@@ -377,9 +587,9 @@ def readme_block(rep: dict) -> str:
     """The README's "What the checks found" block: key findings and one verdict per claim, generated
     from the same data as the report so the two cannot drift (tests/test_readme.py checks it)."""
     lines = [f"- {x}" for x in key_findings(rep)]
-    lines += ["", "| claim | verdict | key number |", "|---|---|---|"]
-    lines += [f"| {c} {rep['theory'][c].get('title', '')} | {summary(rep, c)} | {_md_cell(key_number(rep, c))} |"
-              for c in CLAIM_IDS]
+    lines += ["", "| claim | kind | verdict | key number (interval named) |", "|---|---|---|---|"]
+    lines += [f"| {c} {rep['theory'][c].get('title', '')} | {rep['theory'][c].get('kind', '')} | {summary(rep, c)} | "
+              f"{_md_cell(key_number(rep, c))} |" for c in CLAIM_IDS]
     prov = rep["provenance"]
     lines += ["", f"From the report of git `{prov['commit'][:12]}`"
                   + (" (DIRTY tree)" if prov.get("dirty") else "") + f", {rep['created'][:10]}."]

@@ -44,13 +44,15 @@ REFUTED = "refuted"
 INCONCLUSIVE = "inconclusive"
 OUT_OF_SCOPE = "out of scope"
 VERDICTS = (HOLDS, REFUTED, INCONCLUSIVE, OUT_OF_SCOPE)
+#: The verdict of an exact identity whose measurement agrees with the prediction within Monte Carlo error.
+EXACT = "holds (exact)"
 KINDS = ("superiority", "noninferiority")
 ALPHA = 0.05
 
 
 def is_verdict(text: str) -> bool:
-    """Whether ``text`` belongs to the vocabulary (including ``holds, bound loose ×k``)."""
-    return text in VERDICTS or text.startswith("holds, bound loose ×")
+    """Whether ``text`` belongs to the vocabulary (including ``holds, bound loose ×k`` and ``holds (exact)``)."""
+    return text in VERDICTS or text == EXACT or text.startswith("holds, bound loose ×")
 
 
 def _check_alpha(alpha: float) -> float:
@@ -347,6 +349,14 @@ def bound_verdict(measured: float, upper: float, bound: float) -> str:
     return INCONCLUSIVE
 
 
+def exact_verdict(measured: float, se: float, predicted: float, z: float = 3.0) -> str:
+    """An exact identity (measured = predicted): ``holds (exact)`` when ``|measured − predicted| ≤ z·se``,
+    else ``refuted`` (the same 3 s.e. as the bound checks' refutation)."""
+    if not all(math.isfinite(v) for v in (measured, se, predicted)) or se < 0:
+        raise ValueError("measured, se and predicted must be finite, se >= 0")
+    return EXACT if abs(measured - predicted) <= z * se else REFUTED
+
+
 def comparison_power(n: int, sd: float, margin: float, level: float) -> float:
     """Power of one paired comparison at ``n`` seeds with paired-difference s.d. ``sd``: the smaller of
     ``P(holds | Δ = c + δ)`` and ``P(refuted | Δ = c − δ)`` (``δ = margin``: the true effect one margin on
@@ -399,5 +409,5 @@ __all__ = [
     "HOLDS", "REFUTED", "INCONCLUSIVE", "OUT_OF_SCOPE", "VERDICTS", "ALPHA", "is_verdict", "t_interval",
     "Comparison", "paired_comparison", "one_sample_comparison", "holm", "decide", "RateCheck", "rate_check",
     "combine", "aggregate", "slope_weights", "bootstrap_slope", "interval_verdict", "bound_verdict",
-    "comparison_power", "rate_power", "interval_power",
+    "comparison_power", "rate_power", "interval_power", "exact_verdict", "EXACT",
 ]

@@ -130,6 +130,34 @@ def test_report_stamps_a_dirty_tree_and_rejects_unknown_verdict_words(tmp_path):
         report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
 
 
+def test_each_claim_is_judged_in_the_sense_it_states(tmp_path):
+    """An exact identity within 3 s.e. is `holds (exact)` and outside it `refuted`; a bound whose one loose row
+    is ×1000 shows the looseness even when its other rows are plain differences; C4's measured exponents are
+    printed beside the bounds'; the verdict table has a kind column."""
+    ev = [
+        common.Evidence("C8", "total bias", "G=2", 0.0632, 0.0006, 0.0635, "holds", "figX"),
+        common.Evidence("C8", "total bias", "G=4", 0.0315, 0.0006, 0.0317, "holds", "figX"),
+        common.Evidence("C7", "E removed mass, gmc", "G=128", 1e-6, 5e-7, 1e-3, "holds, bound loose ×1e+03", "figX"),
+        common.Evidence("C7", "weighting part: gmc − tis", "G=128", -0.03, 1e-4, 0.0, "holds", "figX"),
+        common.Evidence("C4", "E𝔅_tic (tightest ε)", "ε=1", 0.0175, 0.0003, 0.074, "holds, bound loose ×4.2", "figX"),
+        common.Evidence("C4", "log-log slope of E𝔅_tic vs ε", "ε∈[0.02, 1]", -0.29, 0.07, None, "reported", "figX"),
+        common.Evidence("C4", "log-log slope of E𝔅_gmc vs ε", "ε∈[0.02, 1]", -0.95, 0.2, None, "reported", "figX"),
+    ]
+    _write_fig(tmp_path, "figX", ev)
+    md, _, rep = report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
+    rep["theory"]["C8"]["kind"], rep["theory"]["C7"]["kind"], rep["theory"]["C4"]["kind"] = (
+        "exact identity", "limit", "bound + rate")
+    assert report.summary(rep, "C8") == "holds (exact)"
+    assert report.summary(rep, "C7") == "holds, bound loose ×1e+03"
+    assert report.summary(rep, "C4") == "holds, bound loose ×4.2"
+    k4 = report.key_number(rep, "C4")
+    assert "tic -0.29" in k4 and "gmc -0.95" in k4 and "tic -4" in k4 and "1.96 s.e." in k4
+    assert any("C4 at finite ε" in f for f in report.key_findings(rep))
+    rep["evidence"]["C8"][0]["measured"] = 0.07  # 11 s.e. from the prediction
+    assert report.summary(rep, "C8") == "refuted"
+    assert "| claim | statement | kind | verdict |" in md.read_text()
+
+
 @pytest.mark.parametrize("rows, want", [
     (["holds", "holds, bound loose ×3", "holds"], "holds"),
     (["holds, bound loose ×30", "holds, bound loose ×2.5"], "holds, bound loose ×2.5"),
@@ -159,8 +187,11 @@ def test_report_reads_protocol_verdicts_and_lm_row(tmp_path):
                                                            "fig_llm_delay")])
     md, _, rep = report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
     text = md.read_text()
-    assert report.summary(rep, "C9") == "refuted" and report.summary(rep, "C5") == "out of scope"
-    assert "f" * 64 in text and "LM row — refuted" in text and "out of scope on a (median χ² 2.5 > 1)" in text
+    # C5 (the theorem) and C5-T (its training implication) are separate rows with separate verdicts
+    assert report.summary(rep, "C9") == "refuted" and report.summary(rep, "C5-T") == "out of scope"
+    assert report.summary(rep, "C5") == "inconclusive"  # derivation not run here
+    assert "f" * 64 in text and "LM row — refuted" in text and "out of scope on 1 (median learning-phase" in text
+    assert "**C5-T**" in text
     assert "| gmc-stable | holds | refuted | refuted |" in text
 
 

@@ -337,3 +337,29 @@ def test_loss_agg_mode_and_dual_clip_reach_the_loss_and_peer_metrics_are_logged(
     with pytest.raises(ValueError, match="loss_agg_mode"):
         train(cfg.replace(loss_agg_mode="sum-of-everything", out_dir=str(tmp_path / "bad")), model=model0, tok=tok,
               progress=False)
+
+
+def test_lm_failure_modes_follow_the_tabular_definition():
+    """Divergence, collapse (a fall from the running maximum by half the gap) and lock-in (little gain
+    and a vanished gradient) on hand-made step metrics; a run that learns is none of them."""
+    import pandas as pd
+
+    from simulate.llm.experiment import failure_modes
+
+    def m(acc, grad, chi2=None):
+        n = len(grad)
+        heldout = [None] * n
+        for j, a in zip(range(4, n, 5), acc):
+            heldout[j] = a
+        return pd.DataFrame(dict(step=range(n), grad_norm=grad, heldout_acc=heldout,
+                                 chi2=chi2 if chi2 is not None else [0.5] * n, ess_w=[0.9] * n, ess_rho=[0.8] * n))
+
+    learn = failure_modes(0.2, m([0.4, 0.6], [1.0] * 10), tail=5, skipped_steps=0)
+    assert learn["failure"] == "none" and not learn["collapsed"] and not learn["locked_in"]
+    assert learn["chi2_learn_med"] == 0.5 and learn["ess_early"] == 0.9
+    fall = failure_modes(0.2, m([0.8, 0.3], [1.0] * 10), tail=5, skipped_steps=0)  # 0.8 → 0.3: below 0.8 − 0.4
+    assert fall["collapsed"] and fall["failure"] == "collapsed"
+    stuck = failure_modes(0.2, m([0.3, 0.3], [1.0] + [0.5] * 4 + [0.0] * 5, chi2=[4.0] * 5 + [0.0] * 5), tail=5,
+                          skipped_steps=0)
+    assert stuck["locked_in"] and stuck["failure"] == "locked_in" and stuck["chi2_learn_med"] == 4.0
+    assert failure_modes(0.2, m([0.4, 0.6], [1.0] * 10), tail=5, skipped_steps=1)["failure"] == "diverged"

@@ -73,7 +73,7 @@ def _table(gmc, others, d0=None, seeds=8, init=0.3):
         for name, vals in {"gmc": gmc, **others}.items():
             for d, v in ((8, vals[s]), (0, (d0 or {}).get(name, [0.6] * seeds)[s])):
                 rows.append({"estimator": name, "d": d, "seed": s, "auc": v, "final_acc": v, "initial_acc": init,
-                             "gain": v - init, "skipped_steps": 0})
+                             "gain": v - init, "skipped_steps": 0, "collapsed": False, "locked_in": False})
     return pd.DataFrame(rows)
 
 
@@ -84,13 +84,16 @@ def test_c9_verdict_agrees_with_its_interval():
     from simulate.llm.protocol import LMProtocol
 
     rng = np.random.default_rng(0)
-    proto = LMProtocol(estimators=("onpolicy", "tic", "gmc"), degrading=("onpolicy", "tic"))
+    proto = LMProtocol(estimators=("onpolicy", "tic", "gmc"), degrading=("onpolicy", "tic"), delays=(0, 8))
     noise = lambda: 0.005 * rng.standard_normal(8)
     # gmc ahead of both by 0.10 at d=8; both rivals lose 0.3 from d=0 to d=8; gmc stable
     df = _table(0.6 + noise(), {"onpolicy": 0.5 + noise(), "tic": 0.5 + noise()},
                 d0={"onpolicy": 0.8 + noise(), "tic": 0.8 + noise(), "gmc": 0.6 + noise()})
     r = ex.c9_result(df, proto)
-    assert [c.verdict for c in r.comparisons] == [vd.HOLDS] * 4 and r.verdict == vd.HOLDS
+    assert [c.verdict for c in r.comparisons] == [vd.HOLDS] * 4
+    # 0/8 failures cannot show "stable" against p0 = 0.25 (90 % upper limit 0.31): the claim stays inconclusive
+    assert [x.verdict for x in r.rates] == [vd.INCONCLUSIVE] and r.verdict == vd.INCONCLUSIVE
+    assert "power 0.00" in r.lines[len(r.comparisons)]
     # gmc behind tic by 0.10: "gmc not worse than tic" is refuted, and so is the claim
     df2 = _table(0.4 + noise(), {"onpolicy": 0.3 + noise(), "tic": 0.5 + noise()},
                  d0={"onpolicy": 0.8 + noise(), "tic": 0.8 + noise(), "gmc": 0.6 + noise()})
@@ -112,11 +115,12 @@ def test_c9_verdict_agrees_with_its_interval():
             assert f"[{c.lo:+.3f}, {c.hi:+.3f}]" in line and line.endswith(c.verdict)
     assert "quick: not a verdict" in ex.c9_result(df, proto, quick=True).line
     assert "quick: not a verdict" not in r.line and r.protocol_hash in r.line
-    # a collapsed gmc seed (below half its warm start) counts in the stability rate
+    # collapsed or locked-in gmc seeds count in the stability rate (the tabular protocol's failure definition)
     df4 = df.copy()
-    df4.loc[(df4.estimator == "gmc") & (df4.d == 8), "final_acc"] = [0.1] * 7 + [0.6]
+    df4.loc[(df4.estimator == "gmc") & (df4.d == 8), "collapsed"] = [True] * 4 + [False] * 4
+    df4.loc[(df4.estimator == "gmc") & (df4.d == 8), "locked_in"] = [False] * 4 + [True] * 3 + [False]
     rate = next(x for x in ex.c9_result(df4, proto).rates if x.name.startswith("gmc"))
-    assert rate.failures == 7 and rate.verdict == vd.REFUTED  # Clopper–Pearson 90 %: [0.53, 0.99] > 0.5
+    assert rate.failures == 7 and rate.verdict == vd.REFUTED  # Clopper–Pearson 90 %: [0.53, 0.99] > 0.25
     text = ex.table(df)
     assert "d=8" in text and "auc" in text
 

@@ -210,7 +210,7 @@ def _table(nauc: dict, failed: dict | None = None, chi2=0.1, seeds=range(24), G=
             f = (failed or {}).get((e, d), 0.0) > (s % 10) / 10
             for kind in ("tuned", "neighbour", "common", "common-neighbour"):
                 rows.append(dict(phase="eval", eta_kind=kind, instance="toy", estimator=e, d=d, eps=eps, G=G,
-                                 seed=s, nauc=mean + z, failed=bool(f), failure="locked_in" if f else "",
+                                 seed=s, nauc=mean + z, failed=bool(f), failure="locked_in" if f else "none",
                                  chi2_med=chi2, chi2_learn_med=chi2, chi2_learn_mean=chi2, chi2_learn_p90=chi2,
                                  chi2_learn_max=chi2, zero_frac=0.1))
     return pd.DataFrame(rows)
@@ -315,7 +315,7 @@ def test_run_metrics_counts_lock_in_as_a_failure_and_measures_the_learning_phase
     # a run that converges is not locked in, whatever its final gradient
     ok = run_metrics(_result([0.0, 0.5, 1.0, 1.0], grad=[1.0, 0.5, 0.0, 0.0]), J_star=1.0, collapse_drop=0.5,
                      lockin_nJ=0.95, lockin_grad_rel=0.01)
-    assert not ok["failed"] and ok["failure"] == ""
+    assert not ok["failed"] and ok["failure"] == "none"
 
 
 def test_c9_v2_judges_stability_on_the_common_arm_and_flags_saturation():

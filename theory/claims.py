@@ -29,6 +29,9 @@ class Claim:
     derive: Callable[[], Derivation]
     headline: tuple[str, ...]
     summary_of: Callable[[dict], str] | None = None  #: results → one plain-text line for the short table
+    kind: str = "bound"
+    """The sense of the statement, which decides how a measurement judges it (docs/THEORY.md §4):
+    ``bound``, ``rate`` (an exponent), ``bound + rate``, ``optimality``, ``exact identity``, ``limit``."""
 
     def derivation(self) -> Derivation:
         return self.derive()
@@ -102,14 +105,14 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
     Claim("C2", "GMC minimises the ratio-based bias functional",
           "argmin_{𝒲_ε} 𝔅(w;ρ) is w = cρ, c = min(1,(1+ε)/ρ̄), min (ρ̄−1−ε)₊²/ρ̄; removed mass ≤ tis ≤ tic",
           c2_kkt.derive, ("minimiser", "min 𝔅", "removed mass"),
-          lambda r: f"w_i = {_fmt(r['minimiser'].rhs)}, min 𝔅 = {_fmt(r['min 𝔅'])}"),
+          lambda r: f"w_i = {_fmt(r['minimiser'].rhs)}, min 𝔅 = {_fmt(r['min 𝔅'])}", kind="optimality"),
     Claim("C3", "delay enters only through the bias",
           "∂bound/∂d = c_B ∂E[𝔅]/∂d", c3_delay.derive, ("∂bound/∂d (gmc)",),
-          lambda r: f"∂bound/∂d (gmc) = {_fmt(r['∂bound/∂d (gmc)'])}"),
+          lambda r: f"∂bound/∂d (gmc) = {_fmt(r['∂bound/∂d (gmc)'])}", kind="exact identity"),
     Claim("C4", "fourth-order delay term: TIC O(ε⁻⁴), GMC O(ε⁻²)",
           "E𝔅_gmc ≤ E(ρ̄−1)⁴/(16ε²(1+ε)), E𝔅_tis ≤ μ₄/(16ε²(1+ε)), E𝔅_tic ≤ E[ρ(ρ−1)⁴]/ε⁴",
           c4_bias.derive, ("E𝔅_gmc (fourth)", "E𝔅_gmc (second)")
-          + tuple(f"order {n} ({t})" for t in c4_bias.TAILS for n in c4_bias.NAMES), _c4_short),
+          + tuple(f"order {n} ({t})" for t in c4_bias.TAILS for n in c4_bias.NAMES), _c4_short, kind="bound + rate"),
     Claim("C5", "step-size tuning: GMC delay term ∝ G^{−2/5}",
           "min_η 2ΔJ/(ηK) + Cη⁴d⁴/(ε²G²) ∝ K^{−4/5}d^{4/5}ε^{−2/5}G^{−2/5}; TIC ε^{−4/5}G⁰",
           c5_tuning.derive, ("η* gmc", "exponents gmc (K,d,ε,G)")
@@ -118,7 +121,7 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
           + tuple(c5_tuning.fit_key("tic", rg) for rg in c5_tuning.FIT_REGIMES) + ("ε* gmc",)
           + tuple(c5_tuning.range_key(rg) for rg in c5_tuning.c5_local.REGIMES)
           + tuple(f"e(G) at G=1,10,100,1e4 ({rg})" for rg in c5_tuning.c5_local.REGIMES)
-          + ("e(G) at G=1,10,100 (fit base, comparable)",), _c5_short),
+          + ("e(G) at G=1,10,100 (fit base, comparable)",), _c5_short, kind="rate"),
     Claim("C6", "local policy overlap", "σ² ≤ (e^{κηdM} − 1)²", c6_overlap.derive, ("σ² ≤", "expansion"),
           lambda r: "σ² ≤ (e^{κηdM} − 1)² = κ²M²(ηd)² + O((ηd)³)"),
     Claim("C7", "G → ∞: gmc weighting bias → 0, tis/tic → constant",
@@ -127,9 +130,9 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
           ("C7 verdict (weighting part)", "weighting part ‖E[ĝ_gmc − ĝ_is]‖", "finding", "weighting part tis",
            "weighting part tic", "lim_G bias tis", "lim_G bias tic", "‖bias‖ gmc, G=1,2,4,8,16,32,64",
            "‖∇J‖/G (C8 baseline part)", "‖bias‖ tis, same G", "‖bias‖ tic, same G", "G·E(ρ̄−1−ε)₊ gmc"),
-          _c7_short),
+          _c7_short, kind="limit"),
     Claim("C8", "baseline bias", "A_i = R_i − R̄ ⇒ E[ĝ_is] = (1 − 1/G)∇J", c8_baseline.derive, ("E[ĝ_is]",),
-          lambda r: f"E[ĝ_is] = {r['E[ĝ_is]']}"),
+          lambda r: f"E[ĝ_is] = {r['E[ĝ_is]']}", kind="exact identity"),
 )}
 
 ALL: dict[str, Claim] = {**LEMMAS, **CLAIMS}

@@ -34,7 +34,8 @@ MAIN_ESTIMATORS: tuple[str, ...] = PROTOCOL.estimators
 #: Columns of the one row a cell returns (the engine adds ``cell`` and the flattened config).
 ROW_COLUMNS: tuple[str, ...] = (
     "run_id", "estimator", "d", "seed", "initial_acc", "final_acc", "auc", "gain", "skipped_steps",
-    "mean_realised_delay", "chi2_mean", "ell_max", "clip_frac_mean", "grad_norm_max", "reward_last10", "seconds",
+    "mean_realised_delay", "chi2_mean", "chi2_learn_med", "ess_early", "ell_max", "clip_frac_mean", "grad_norm_max",
+    "reward_last10", "collapsed", "locked_in", "failure", "seconds",
 )
 #: Default backend of :func:`run`. Measured on 2 cores (18 tiny-model runs of 40 steps, 16×8 rollouts,
 #: warm start cached, one torch thread per run): ``serial`` 64 s, ``local`` (2 spawned processes) 55 s,
@@ -84,7 +85,8 @@ class Sweep:
 
 def protocol_sweep(protocol: LMProtocol = PROTOCOL, quick: bool = False, out_dir: str = "results/llm/experiment",
                    cache_dir: str = "results/llm/cache") -> Sweep:
-    """The sweep that ``protocol`` pre-declares (``quick``: its seeds and run lengths for a path check)."""
+    """The sweep that ``protocol`` pre-declares (``quick``: its seeds, delays and run lengths for a path check)."""
+    protocol = protocol.variant(quick)
     return Sweep(estimators=protocol.estimators, delays=protocol.delays,
                  seeds=protocol.quick_seeds if quick else protocol.seeds,
                  base=protocol_base(protocol, quick, cache_dir), out_dir=out_dir, pairs=protocol.runs())
@@ -168,6 +170,7 @@ def run_cell(**settings) -> pd.DataFrame:
         "mean_realised_delay": s["mean_realised_delay"], "chi2_mean": float(m["chi2"].mean()),
         "ell_max": float(m["ell_max"].max()), "clip_frac_mean": float(m["clip_frac"].mean()),
         "grad_norm_max": float(m["grad_norm"].max()), "reward_last10": s["mean_reward_last10"],
+        **failure_modes(s["initial_acc"], m, cfg.eval_every, s["skipped_steps"]),
         "seconds": time.perf_counter() - t0,
     }
     return pd.DataFrame([row], columns=list(ROW_COLUMNS))
@@ -229,8 +232,49 @@ def summarise(df: pd.DataFrame, metric: str = PROTOCOL.metric, level: float = 0.
     return pd.DataFrame(rows)
 
 
+def failure_modes(initial_acc: float, metrics: pd.DataFrame, tail: int, skipped_steps: int,
+                  protocol: LMProtocol = PROTOCOL) -> dict:
+    """The tabular protocol's diagnostics and failure modes for one LM run (:mod:`simulate.llm.protocol`):
+
+    - ``chi2_learn_med``: median over the steps with a non-zero gradient of the batch's sequence-level
+      ``χ̂² = mean_i (ρ_i − 1)²`` (converged or all-equal-reward steps would pull it towards 0);
+    - ``ess_early``: mean weight ESS/G over the first quarter of the steps (``ess_w``; ``ess_rho`` for
+      token-level maps, whose weights are per token);
+    - ``collapsed``: accuracy ``a_k < max_{j≤k} a_j − collapse_drop·(1 − a_0)``;
+    - ``locked_in``: ``(a_K − a_0)/(1 − a_0) < lockin_nJ`` and the mean gradient norm of the last ``tail``
+      steps ≤ ``lockin_grad_rel`` × the first step's;
+    - ``failure``: the first of ``diverged`` (a skipped update), ``collapsed``, ``locked_in`` that applies.
+    """
+    acc = np.concatenate([[float(initial_acc)], metrics["heldout_acc"].dropna().to_numpy(dtype=float)])
+    span = max(1.0 - float(initial_acc), 1e-12)
+    collapsed = bool(np.any(acc < np.maximum.accumulate(acc) - protocol.collapse_drop * span))
+    gn = metrics["grad_norm"].to_numpy(dtype=float)
+    g0 = gn[0] if gn.size and np.isfinite(gn[0]) else np.nan
+    last = gn[-max(1, int(tail)):]
+    locked = bool((acc[-1] - acc[0]) / span < protocol.lockin_nJ and g0 > 0
+                  and np.nanmean(last) <= protocol.lockin_grad_rel * g0)
+    live = metrics.loc[metrics["grad_norm"] > 0, "chi2"].to_numpy(dtype=float)
+    live = live[np.isfinite(live)]
+    ess_col = metrics["ess_w"] if metrics["ess_w"].notna().any() else metrics["ess_rho"]
+    early = ess_col.to_numpy(dtype=float)[: max(1, len(metrics) // 4)]
+    diverged = int(skipped_steps) > 0
+    failure = "diverged" if diverged else "collapsed" if collapsed else "locked_in" if locked else "none"
+    return dict(chi2_learn_med=float(np.median(live)) if live.size else math.nan,
+                ess_early=float(np.nanmean(early)) if np.isfinite(early).any() else math.nan,
+                collapsed=collapsed, locked_in=locked, failure=failure)
+
+
+def failed(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL) -> pd.Series:
+    """Per run: the protocol's failure rule (v2: divergence | collapse | lock-in; v1: a skipped update or
+    final accuracy below ``collapse_fraction`` × the warm start's)."""
+    if protocol.version >= 2:
+        return (df["skipped_steps"] > 0) | df["collapsed"].astype(bool) | df["locked_in"].astype(bool)
+    return ~stable(df, protocol.collapse_fraction)
+
+
 def stable(df: pd.DataFrame, collapse_fraction: float = PROTOCOL.collapse_fraction) -> pd.Series:
-    """Per run: no skipped (non-finite) update and final accuracy ≥ ``collapse_fraction`` × the warm start's."""
+    """Version 1's rule per run: no skipped (non-finite) update and final accuracy ≥ ``collapse_fraction`` ×
+    the warm start's."""
     return (df["skipped_steps"] == 0) & (df["final_acc"] >= collapse_fraction * df["initial_acc"])
 
 
@@ -256,12 +300,16 @@ class C9Result:
         pre = "quick: not a verdict — " if self.quick else ""
         out = []
         for c in self.comparisons:
+            pw = vd.comparison_power(c.n, c.se * math.sqrt(c.n), c.margin, c.alpha_level) if c.n >= 2 else math.nan
             out.append(f"{pre}{c.name}: Δ{self.metric} = {c.estimate:+.3f}, {1 - 2 * c.alpha_level:.1%} t-interval "
-                       f"[{c.lo:+.3f}, {c.hi:+.3f}] vs threshold {c.threshold:+.3f} ({c.kind}, n={c.n}) → {c.verdict}")
+                       f"[{c.lo:+.3f}, {c.hi:+.3f}] vs threshold {c.threshold:+.3f} ({c.kind}, n={c.n}, power "
+                       f"{pw:.2f}) → {c.verdict}")
         for r in self.rates:
             sign = ">" if r.direction == "above" else "<"
-            out.append(f"{pre}{r.name}: {r.failures}/{r.n} unstable, Clopper–Pearson [{r.lo:.3f}, {r.hi:.3f}] "
-                       f"vs rate {sign} {r.p0:g} → {r.verdict}")
+            pw = vd.rate_power(r.n, r.p0, r.direction)
+            out.append(f"{pre}{r.name}: {r.failures}/{r.n} failed (divergence, collapse or lock-in), "
+                       f"{1 - 2 * vd.ALPHA:.0%} Clopper–Pearson [{r.lo:.3f}, {r.hi:.3f}] vs rate {sign} {r.p0:g} "
+                       f"(power {pw:.2f}) → {r.verdict}")
         for why in self.skipped:
             out.append(f"{pre}not compared: {why}")
         out.append(f"{pre}C9 at LM scale (d={self.d_max}, {self.n_seeds} seeds, metric {self.metric}, protocol "
@@ -286,6 +334,8 @@ def c9_result(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = F
     ``decide`` applies Holm over those that can be made. A comparison whose data are not in the table
     (a sub-grid from the CLI) is listed as not compared, never silently dropped.
     """
+    registered = protocol.content_hash()
+    protocol = protocol.variant(quick)
     metric = protocol.metric
     built, skipped = [], []
     for name, kind, a_side, b_side in protocol.comparisons():
@@ -302,14 +352,14 @@ def c9_result(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = F
     for name, direction in (("is", "above"), ("gmc", "below")):
         runs = at[at["estimator"] == name]
         if len(runs):
-            bad = int((~stable(runs, protocol.collapse_fraction)).sum())
+            bad = int(failed(runs, protocol).sum())
             what = "unstable" if direction == "above" else "stable"
             rates.append(vd.rate_check(bad, len(runs), p0=protocol.p0, direction=direction, alpha=protocol.alpha,
                                        name=f"{name} {what} at d={protocol.d_max}"))
     parts = [c.verdict for c in family] + [r.verdict for r in rates]
     verdict = vd.combine(parts) if parts else vd.OUT_OF_SCOPE
     n_seeds = int(df["seed"].nunique()) if len(df) else 0
-    return C9Result(verdict, tuple(family), tuple(rates), metric, protocol.d_max, n_seeds, protocol.content_hash(),
+    return C9Result(verdict, tuple(family), tuple(rates), metric, protocol.d_max, n_seeds, registered,
                     quick, tuple(skipped))
 
 

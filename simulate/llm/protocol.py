@@ -27,10 +27,14 @@ other delay. This halves the cost without losing a comparison.
   ``AUC(0) − AUC_X(d_max) > +δ`` for ``X`` in :attr:`LMProtocol.degrading` (``AUC(0)`` the shared
   ``d = 0`` run).
 
-**Rates** (Clopper–Pearson, :func:`simulate.verdicts.rate_check`, outside the Holm family): a run
-is *unstable* if it skips an update (non-finite loss or gradient) or ends below
-``collapse_fraction`` of its warm-start accuracy; ``is`` is predicted unstable (rate > ``p0``) and
-``gmc`` stable (rate < ``p0``) at ``d_max``.
+**Rates** (Clopper–Pearson, :func:`simulate.verdicts.rate_check`, outside the Holm family): ``is`` is
+predicted unstable (rate > ``p0``) and ``gmc`` stable (rate < ``p0``) at ``d_max``. Version 2 uses the
+tabular protocol's failure definition and ``p0`` (``training-claims-v2``): a run *failed* if it
+**diverged** (skipped a non-finite update), **collapsed** (held-out accuracy fell below its running
+maximum by more than ``collapse_drop·(1 − acc_0)``; accuracy's optimum is 1) or **locked in** (final
+normalised accuracy below ``lockin_nJ`` with the last steps' gradient norm at most ``lockin_grad_rel``
+of the first step's). Version 1 (the first committed report) counted a run unstable if it skipped an
+update or ended below ``collapse_fraction`` of its warm-start accuracy, with ``p0 = 0.5``.
 """
 from __future__ import annotations
 
@@ -45,14 +49,14 @@ class LMProtocol:
     """Pre-declared settings of the LM C9 comparison (module docstring). Frozen: change = new hash."""
 
     name: str = "lm-c9"
-    version: int = 1
+    version: int = 2
     estimators: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "grpo")
     """Compared maps: THEORY's trajectory-level ones and the token-level GRPO baseline."""
     baseline: str = "onpolicy"
     """The one estimator run at ``d = 0`` (module docstring: all maps coincide there)."""
-    delays: tuple[int, ...] = (0, 8)
+    delays: tuple[int, ...] = (0, 8, 32)
     """Fixed delays ``d``; ``d_max = max(delays)`` is where gmc is compared."""
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7)
+    seeds: tuple[int, ...] = tuple(range(12))
     """RL seeds (prompts, sampling); the warm start is shared (``warmstart_seed``), so runs pair by seed."""
     degrading: tuple[str, ...] = ("onpolicy", "tis", "tic")
     """Estimators that C9 predicts degrade as ``d`` grows (no correction; truncation)."""
@@ -62,10 +66,18 @@ class LMProtocol:
     """Practical margin ``δ`` in accuracy units."""
     alpha: float = 0.05
     """One-sided family-wise level (Holm)."""
-    p0: float = 0.5
-    """Instability-rate threshold of the rate checks."""
+    p0: float = 0.25
+    """Failure-rate threshold of the rate checks: the tabular protocol's (v2), one p₀ for both."""
     collapse_fraction: float = 0.5
-    """A run collapsed if its final accuracy is below this fraction of its warm start's."""
+    """Version 1 only: a run collapsed if its final accuracy is below this fraction of its warm start's."""
+    collapse_drop: float = 0.5
+    """Collapse (v2): accuracy below its running maximum by more than ``collapse_drop·(1 − acc_0)``."""
+    lockin_nJ: float = 0.95
+    """Lock-in (v2): final normalised accuracy ``(acc_K − acc_0)/(1 − acc_0)`` below this …"""
+    lockin_grad_rel: float = 0.01
+    """… and the mean gradient norm of the last ``eval_every`` steps at most this fraction of the first step's."""
+    power_target: float = 0.8
+    """An ``inconclusive`` comparison below this power is marked underpowered (as in the tabular protocol)."""
     # the runs (TrainConfig fields; every run of a seed starts from the same cached warm start)
     steps: int = 40
     n_prompts: int = 16
@@ -83,6 +95,7 @@ class LMProtocol:
     threads: int = 1
     # the quick variant: the same protocol on fewer seeds and shorter runs — a path check, not a verdict
     quick_seeds: tuple[int, ...] = (0, 1)
+    quick_delays: tuple[int, ...] = (0, 8)
     quick_steps: int = 10
     quick_n_prompts: int = 8
     quick_warmstart_steps: int = 200
@@ -101,6 +114,10 @@ class LMProtocol:
             raise ValueError(f"degrading {self.degrading!r} must be among estimators {self.estimators!r}")
         if len(set(self.seeds)) < 2:
             raise ValueError("seeds must hold at least 2 distinct seeds (paired t over seeds)")
+
+    def variant(self, quick: bool) -> "LMProtocol":
+        """The protocol a run uses: itself, or for ``quick`` the same rules at ``quick_delays``."""
+        return dataclasses.replace(self, delays=self.quick_delays) if quick else self
 
     @property
     def d_max(self) -> int:

@@ -45,7 +45,7 @@ def run_metrics(result, J_star: float, collapse_drop: float, *, lockin_nJ: float
 
     With ``lockin_nJ`` and ``lockin_grad_rel`` set (protocol v2) a run that ends with
     ``nJ_K < lockin_nJ`` and ``‖∇J(θ_K)‖ ≤ lockin_grad_rel·‖∇J(θ_0)‖`` is *locked in* and counts as a
-    failure; ``failure`` names the first of divergence, collapse, lock-in that applies (``""`` none).
+    failure; ``failure`` names the first of divergence, collapse, lock-in that applies (``"none"`` if none does).
     """
     J = np.asarray(result.J, dtype=np.float64)
     J0 = float(J[0])
@@ -66,7 +66,7 @@ def run_metrics(result, J_star: float, collapse_drop: float, *, lockin_nJ: float
     locked = bool(use_lockin and not diverged and stuck[-1])
     # the step from which the run stayed stuck: the start of the last run of `stuck` steps
     lock_step = int(len(stuck) - np.argmin(stuck[::-1])) if locked and not stuck.all() else (0 if locked else -1)
-    failure = "diverged" if diverged else "collapsed" if collapsed else "locked_in" if locked else ""
+    failure = "diverged" if diverged else "collapsed" if collapsed else "locked_in" if locked else "none"
     # learning phase (v2 regime): steps before J first reaches learning_gap of its gap, whose ĝ ≠ 0;
     # converged and locked-in steps have χ² ≈ 0 and would otherwise label every run "local"
     K = len(chi2_all)

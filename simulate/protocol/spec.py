@@ -233,4 +233,8 @@ def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protoc
     proto = Protocol(**kw, sha256=hashlib.sha256(raw).hexdigest())
     if quick:
         proto = replace(proto, quick=True, **{k: tuple(v) if k in _TUPLES else v for k, v in quick_table.items()})
+        # the quick path check runs C5 on the group sizes it shares with the quick grid (at least two)
+        shared = [g for g in proto.c5["G"] if g in proto.G]
+        if len(shared) >= 2 and len(shared) < len(proto.c5["G"]):
+            proto = replace(proto, c5={**proto.c5, "G": shared})
     return proto
