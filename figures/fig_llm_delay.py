@@ -94,6 +94,7 @@ def plot(df, result, metric: str = "auc"):
         bx.axvline(0.0, color="#BBBBBB", lw=0.6, zorder=0)
         bx.set_yticks(y)
         bx.set_yticklabels([c.name for c in comps], fontsize=5.5)
+        bx.set_ylabel("pre-declared comparison", fontsize=6)
         bx.set_xlabel(f"paired Δ {metric} (ticks: threshold ±δ)")
         bx.margins(x=0.25)
     title = f"C9 at LM scale: {result.verdict}"
@@ -147,7 +148,9 @@ def diagnostics(df, protocol) -> tuple[list[dict], str]:
 def caption(protocol, result, quick: bool) -> str:
     """The figure's caption: what ran, the metric, and the verdict with its protocol hash."""
     q = "Quick variant (fewer seeds, shorter runs): not a verdict. " if quick else ""
-    return (f"{q}Tiny Qwen3-architecture LM, {result.n_seeds} seeds, delays {list(protocol.delays)}; left: accuracy "
+    return (f"{q}Predicted by C9: gmc not worse than any stable rival at the largest delay, onpolicy/tis/tic "
+            f"degrading from d = 0, is unstable and gmc stable. "
+            f"Tiny Qwen3-architecture LM, {result.n_seeds} seeds, delays {list(protocol.delays)}; left: accuracy "
             f"AUC per seed (points) and mean with 95 % t-interval, dashed: warm start; right: pre-declared paired "
             f"comparisons (margin δ = {protocol.margin}) with the Holm-level intervals their verdicts come from. "
             f"C9 at LM scale: {result.verdict} (protocol {result.protocol_hash}).")

@@ -234,8 +234,6 @@ def test_the_check_fails_when_a_label_is_removed(saved, monkeypatch, tmp_path):
         check(fig, {**meta, "caption": " "})
 
 
-@pytest.mark.xfail(strict=True, reason="fig_llm_delay (not a file of this test's owner): its comparisons panel has "
-                   "no y label and its caption does not say what is predicted; remove this mark once it does")
 def test_llm_figure_from_its_sidecar():
     from figures import fig_llm_delay
     from simulate.llm import experiment as ex
