@@ -14,16 +14,23 @@ from simulate import commands
 from simulate.commands import run_cli
 
 
+def _plain(text: str | None) -> str | None:
+    # docstrings use reST literals; a terminal shows them as raw ``…``
+    return None if text is None else text.replace("``", "")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m simulate", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="python -m simulate", description=_plain(__doc__.splitlines()[0]),
                                      allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         mod = importlib.import_module(f"simulate.commands.{info.name}")
         # Defaults appear in --help from the parser itself, so help texts never restate them.
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP,
+        p = sub.add_parser(mod.NAME, help=_plain(mod.HELP), description=_plain(mod.HELP),
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
         mod.add_arguments(p)
+        for action in p._actions:
+            action.help = _plain(action.help)
         p.set_defaults(_main=mod.main)
     return parser
 

@@ -69,3 +69,26 @@ def test_help_shows_defaults():
                 "--quantities", "--no-exact", "--out"):
         i = text.index(f"\n  {opt}")  # the option's own entry, not the usage line
         assert "default" in text[i : text.find("\n  --", i + 1)], opt
+
+
+@pytest.mark.parametrize("n", [2000, 2003])
+def test_n_groups_is_run_as_asked_or_the_rounding_is_said(capsys, n):
+    """Issue 27 item 16: ``--n-groups 2000`` silently ran 1984 (a multiple of 32 chunks). 2000 now runs
+    2000 (25 chunks); a count with no divisor in [8, 32] (a prime) is rounded down and says so."""
+    rc, out, err = _run(capsys, "--instance", "bandit", "--estimators", "gmc", "--G", "2", "--delay", "0",
+                        "--n-groups", str(n), "--no-exact")
+    assert rc == 0
+    if n == 2000:
+        assert "n = 2000 groups" in out and "rounded" not in err
+    else:
+        ran = n // 32 * 32
+        assert f"n = {ran} groups" in out
+        assert f"--n-groups {n} rounded down to {ran}" in err
+
+
+def test_help_texts_have_no_raw_markup():
+    """Issue 27 item 16: ``python -m simulate --help`` printed the docstring's ``…`` markup."""
+    parser = build_parser()
+    texts = [parser.format_help()] + [p.format_help() for p in parser._subparsers._group_actions[0].choices.values()]
+    for text in texts:
+        assert "``" not in text, text[:200]

@@ -33,6 +33,14 @@ def _list(convert, option: str, what: str):
     return parse
 
 
+def _chunks(n_groups: int) -> int:
+    """Chunks of the sampling pass: the largest divisor of ``n_groups`` in ``[8, 32]`` (so that exactly
+    ``n_groups`` run, in parallel), else 32 (``bias_table`` then rounds down, and the caller says so)."""
+    if n_groups <= 32:
+        return n_groups
+    return next((k for k in range(32, 7, -1) if n_groups % k == 0), 32)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance", default="token-mdp", choices=sorted(mc.INSTANCES), help="synthetic instance")
     p.add_argument("--estimators", default="gmc,tic,tis", help=f"comma list or 'all' (known: {', '.join(est.ESTIMATORS)})")
@@ -63,7 +71,10 @@ def main(args: argparse.Namespace) -> int:
     if any(g < 1 for g in args.G):
         raise ValueError(f"--G: group sizes must be integers >= 1, got {args.G}")
     mdp = mc.make_instance(args.instance)
-    n_chunks = min(32, args.n_groups)
+    n_chunks = _chunks(args.n_groups)
+    if args.n_groups % n_chunks:
+        print(f"note: --n-groups {args.n_groups} rounded down to {args.n_groups // n_chunks * n_chunks} "
+              f"(a multiple of the {n_chunks} chunks; no divisor in [8, 32])", file=sys.stderr)
     n_slots = len(mc.slots_of(names, args.eps)[2]) + 1  # + the `is` slot the weighting part is measured against
     for G in args.G:  # up front, before any work: the largest pass must fit in memory
         mc.check_memory(mc.plan_memory(mdp.T, mdp.S, mdp.V, n_slots, G, n_chunks, True, mc.choose_route(G, mdp.T, n_slots))[1], "--G")
