@@ -27,7 +27,8 @@ import numpy as np
 from simulate import instances as tab
 from simulate.training import count_frac_mdp
 
-__all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_token_mdp", "exact_J_grad_w"]
+__all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_token_mdp", "exact_J_grad_w",
+           "token_state_features"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,6 +176,22 @@ def shared_features(V: int, T: int, m: int, seed: int) -> np.ndarray:
     return phi.reshape(T * S * V, V * m)
 
 
+def token_state_features(V: int, T: int, m: int, seed: int) -> np.ndarray:
+    """Features shared across positions *and* tokens, as in a language model's output layer:
+    ``θ[t,s,a] = e_aᵀ W e_s + b_a`` with random token and state embeddings ``e_a, e_s ∈ R^m``
+    (``N(0, 1/m)`` from ``seed``, the same at every ``t``), ``p = m² + V`` parameters ``(W, b)``. Every
+    token's logit moves with every update, so the score of one trajectory moves the probability of many
+    others and the within-state cancellation of a tabular score does not happen."""
+    rng = np.random.default_rng(seed)
+    S = V + 1
+    e_s = rng.normal(0.0, 1.0 / math.sqrt(m), size=(S, m))
+    e_a = rng.normal(0.0, 1.0 / math.sqrt(m), size=(V, m))
+    bil = np.einsum("ai,sj->saij", e_a, e_s).reshape(S, V, m * m)
+    bias = np.broadcast_to(np.eye(V)[None], (S, V, V))
+    phi = np.concatenate([bil, bias], axis=-1)
+    return np.broadcast_to(phi[None], (T, S, V, m * m + V)).reshape(T * S * V, m * m + V).copy()
+
+
 def from_mdp(mdp, name: str | None = None, description: str = "user instance", bernoulli: bool = False,
              features=None) -> TrainingInstance:
     """Wrap a :class:`simulate.instances.TabularMDP` (terminal reward) as a training instance."""
@@ -211,6 +228,23 @@ def _feature_policy(seed: int = 3) -> TrainingInstance:
                             features=shared_features(V, T, m, seed))
 
 
+def _count_long() -> TrainingInstance:
+    m = count_frac_mdp(8, 12, state="count")
+    return TrainingInstance("count-long-bernoulli", "longer horizon, larger vocabulary: V = 8, T = 12, state = count of "
+                            "token 0, terminal reward paid as a coin flip R ~ Bernoulli(#0/T) (1248 logits)",
+                            m.next_state, m.reward, m.s0, bernoulli=True)
+
+
+def _feature_lm(seed: int = 5) -> TrainingInstance:
+    V, T, m = 16, 8, 4
+    ns, s0 = prev_token_mdp(V, T)
+    return TrainingInstance("feature-lm-bernoulli", f"LM-like log-linear policy θ[t,s,a] = e_aᵀWe_s + b_a shared across "
+                            f"positions and tokens (p = {m * m + V}), V = {V}, T = {T}, previous-token state, random "
+                            f"bigram rewards paid as a coin flip (seed {seed}); J* is an upper bound for this class",
+                            ns, np.zeros(V + 1), s0, step_reward=bigram_rewards(V, T, seed),
+                            features=token_state_features(V, T, m, seed), bernoulli=True)
+
+
 #: Registered instances: name → constructor (built on demand, cached by :func:`get_instance`).
 INSTANCES = {
     "count-frac": lambda: _count_frac(False),
@@ -218,6 +252,10 @@ INSTANCES = {
     "prev-random-1": lambda: _prev_random(1),
     "prev-random-2": lambda: _prev_random(2),
     "feature-loglinear": lambda: _feature_policy(3),
+    # instances that keep learning for the whole budget (protocol v2; issue 24): nAUC(d=0) < 0.8 and few
+    # zero-gradient steps at the primary cell, so estimators can separate
+    "count-long-bernoulli": _count_long,
+    "feature-lm-bernoulli": lambda: _feature_lm(5),
 }
 _BUILT: dict[str, TrainingInstance] = {}
 
