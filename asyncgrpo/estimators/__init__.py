@@ -93,36 +93,10 @@ class WeightMap:
 
         from asyncgrpo.estimators import torch_backend
 
-        ell = torch.as_tensor(log_ratios)
-        if not torch.is_floating_point(ell):
-            ell = ell.to(torch.float64)
-        squeeze = ell.ndim == 1
-        if squeeze:
-            ell = ell.unsqueeze(0)
-        if ell.ndim != 2:
-            raise ValueError(f"log_ratios must have shape [G] or [n_groups, G], got {tuple(ell.shape)}")
-        if mask is None:
-            mask = torch.ones_like(ell, dtype=torch.bool)
-        else:
-            mask = torch.as_tensor(mask, device=ell.device)
-            if squeeze and mask.ndim == 1:
-                mask = mask.unsqueeze(0)
-            if mask.shape != ell.shape:
-                raise ValueError(
-                    f"mask and log_ratios must have the same shape, got {tuple(mask.shape)} and {tuple(ell.shape)}"
-                )
-            mask = mask.to(torch.bool)
-        if ell.shape[-1] == 0:
-            raise ValueError("log_ratios is an empty group: G must be >= 1")
-        empty = ~mask.any(dim=-1)
-        if bool(empty.any()):
-            raise ValueError(
-                f"mask leaves group {int(empty.nonzero()[0, 0])} empty: every group needs G >= 1 real entries"
-            )
-        bad = mask & ~torch.isfinite(ell.detach())
-        if bool(bad.any()):
-            idx = tuple(int(i) for i in bad.nonzero()[0])
-            raise ValueError(f"log_ratios must be finite (no NaN or inf); found {float(ell[idx])} at index {idx}")
+        from asyncgrpo.validation import check_log_ratios_torch
+
+        # one validation for every backend: the NumPy path's rules (issue 27 item 9)
+        ell, mask, squeeze = check_log_ratios_torch(log_ratios, mask)
         out = torch_backend.weights(self.name, ell, self.eps, mask)
         return out.squeeze(0) if squeeze else out
 

@@ -100,10 +100,6 @@ def test_token_coefficients_and_verl_refuse_non_real_tensors(kind):
 
 
 # ---------------------------------------------------------------- WeightMap.torch (registry, not in this change)
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="WeightMap.torch (asyncgrpo/estimators/__init__.py) still converts its inputs itself: "
-                          "it must call asyncgrpo.validation.check_log_ratios_torch (issue 27 item 9); "
-                          "remove this mark with that change")
 @pytest.mark.parametrize("case", ["mask 0.5", "mask 2", "bool log-ratios", "complex log-ratios"])
 def test_weight_map_torch_uses_the_shared_validation(case):
     wm = est.gmc(0.2)
