@@ -7,9 +7,9 @@ A :class:`Sweep` is a table of settings. Each :class:`Cell` has a string id and 
 the cell function ``fn(**settings) -> pandas.DataFrame`` computes one grid point and returns a
 tidy table. The engine is the only place that handles parallelism, caching and resume:
 
-- **Storage** (:mod:`sweep.cache`). A finished cell is ``<root>/<sweep-id>/<key>.csv`` plus
+- **Storage** (:mod:`sweep.cache`). A finished cell is ``<root>/<sweep-id>/<key>.parquet`` plus
   ``<key>.json`` (settings, cell id, code version, git commit, seconds, row count and SHA-256 of
-  the ``.csv``). ``key`` is a SHA-256 of the cell function's name, its settings and the *code
+  the ``.parquet``; a typed store, so a cell reads back equal to what was written). ``key`` is a SHA-256 of the cell function's name, its settings and the *code
   version* (a hash of the sources of the code packages, passed by the caller or
   :data:`DEFAULT_CODE_PACKAGES`), so changing the code recomputes, changing a plot does not.
   Both files are written to a temporary name and renamed; the ``.json`` last.
