@@ -202,10 +202,12 @@ def test_quick_run_writes_every_figure_and_the_report(tmp_path):
 
     out, cells = tmp_path / "out", tmp_path / "cells"
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    # Its wall time is a measurement, not a test condition: `python -m figures` prints it (LOG.md).
+    # Its wall time is a measurement, not a test condition: `python -m figures` prints it (LOG.md). The
+    # timeout only guards against a hang (issue 27 item 12: a loaded machine must not fail the test); it
+    # is several times the quick run's CPU time.
     proc = subprocess.run([sys.executable, "-m", "figures", "--quick", "--out", str(out), "--cells", str(cells),
                            "--workers", "1", "--no-progress"], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     names = [json.loads(p.read_text())["figure"] for p in out.glob("*.json")]
     expected = [n for n in discover() if n not in SLOW_IN_QUICK]
