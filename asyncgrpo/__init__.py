@@ -8,7 +8,11 @@ advantages) and input validation. ``theory/``, ``simulate/``, the sweep engine
 ``sweep/`` and ``figures/`` build on it; the core depends on NumPy and Numba (PyTorch
 for the torch backend) and never imports those layers (tests/test_core_imports.py).
 """
-from asyncgrpo.estimators import ESTIMATORS, WeightMap, get, names
+from asyncgrpo import numba_cache as _numba_cache
+
+_numba_cache.configure()  # before any kernel is decorated: the cache is keyed by every kernel source
+
+from asyncgrpo.estimators import ESTIMATORS, WeightMap, get, names  # noqa: E402
 
 __all__ = ["ESTIMATORS", "WeightMap", "get", "names"]
 __version__ = "0.1.0"
