@@ -59,7 +59,7 @@ def dask_client(scheduler: str | None = None, n_local: int | None = None) -> Ite
 
 def run_dask(sweep, todo, keys, finish, failures, *, client, scheduler, n_local) -> None:
     """Submit every cell of ``todo``; ``finish`` (the driver's store step) runs as results arrive."""
-    from sweep.engine import compute_cell
+    from sweep.compute import compute_cell
 
     distributed = _distributed()
     with contextlib.ExitStack() as stack:

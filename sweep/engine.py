@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import importlib
 import itertools
 import json
 import math
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweep.compute import compute_cell, resolve  # noqa: F401  (resolve: public via sweep)
 from sweep.cache import (
     DEFAULT_ROOT,
     SweepCacheWarning,
@@ -93,15 +93,6 @@ def _fn_ref(fn: str | Callable) -> str:
             f"fn must be a module-level function importable by workers (not a lambda, a closure or __main__), got {fn!r}"
         )
     return f"{mod}:{qual}"
-
-
-def resolve(ref: str) -> Callable:
-    """The function named by ``"package.module:function"``."""
-    mod, _, qual = ref.partition(":")
-    obj = importlib.import_module(mod)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 # A bare string is safe in an id when it cannot be read as another value or split at a separator.
@@ -213,15 +204,6 @@ def cell_seed(base_seed: int, cell_id: str) -> int:
         raise ValueError(f"base_seed must be an integer >= 0, got {base_seed!r}")
     h = hashlib.sha256(f"{int(base_seed)}:{cell_id}".encode()).digest()
     return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
-
-
-def compute_cell(fn_ref: str, settings: dict) -> tuple[pd.DataFrame, float]:
-    """Run one cell in whatever process the backend chose; returns (table, seconds)."""
-    t0 = time.perf_counter()
-    table = resolve(fn_ref)(**settings)
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError(f"cell function {fn_ref} must return a pandas.DataFrame, got {type(table).__name__}")
-    return table, time.perf_counter() - t0
 
 
 @dataclass(frozen=True)

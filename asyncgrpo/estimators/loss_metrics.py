@@ -166,8 +166,8 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     """
     import torch
 
-    from asyncgrpo.estimators import token_level as tl
     from asyncgrpo.estimators import torch_backend
+    from asyncgrpo.estimators.clip_bounds import cispo_log_bounds
 
     f64 = torch.float64
     if tok_ell.device.type == "mps":  # no float64 there; metrics are cheap on the CPU
@@ -215,7 +215,7 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         loss_mat = lm
         logk = torch.where(k > 0, lr, ninf)
     elif name == "cispo":
-        clo, chi = tl.cispo_log_bounds(cispo_clamp, eps_low, eps_high)
+        clo, chi = cispo_log_bounds(cispo_clamp, eps_low, eps_high)
         above, below = ell_t > chi, ell_t < clo
         out["clipfrac_high"] = _frac(above & nz, mask, n_tok)
         out["clipfrac_low"] = _frac(below & nz, mask, n_tok)

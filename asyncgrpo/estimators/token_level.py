@@ -49,6 +49,7 @@ import math
 import numpy as np
 from numba import njit
 
+from asyncgrpo.estimators.clip_bounds import cispo_log_bounds
 from asyncgrpo.estimators.aggregation import (
     AGG_MODES,
     LOSS_AGG_MODES,
@@ -92,14 +93,6 @@ def _check_clip_options(name, clip_ratio_c, cispo_clamp):
         raise ValueError(f"cispo_clamp applies to cispo only, not {name!r}; leave it 'upper'")
     log_c = math.inf if clip_ratio_c is None else math.log(float(clip_ratio_c))
     return log_c, CISPO_CLAMPS.index(cispo_clamp)
-
-
-def cispo_log_bounds(cispo_clamp: str, eps_low: float, eps_high: float) -> tuple[float, float]:
-    """``(log lo, log hi)`` of the CISPO clamp ``clamp(r, lo, hi)`` for the convention ``cispo_clamp``."""
-    if cispo_clamp == "absolute":
-        return -math.inf, math.log(eps_high)
-    lo = math.log1p(-eps_low) if cispo_clamp == "two-sided" else -math.inf
-    return lo, math.log1p(eps_high)
 
 
 def _check_inputs(name, tok_ell, mask, adv):

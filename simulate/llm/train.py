@@ -58,6 +58,7 @@ from asyncgrpo.functionals import advantages
 from simulate import delays
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, check_runtime
+from simulate.llm.determinism import set_determinism
 from simulate.llm.model import Rollout, completion_logprobs, generate
 from simulate.llm.run_files import (
     append_line,
@@ -177,19 +178,6 @@ class StepView:
 
 def _sampler_seed(seed: int, step: int) -> int:
     return int(np.random.default_rng([seed, 3, step]).integers(0, 2**62))
-
-
-def set_determinism(cfg: TrainConfig) -> None:
-    """Fixed thread count and deterministic kernels: the same config gives the same numbers on CPU.
-
-    On CUDA, cuBLAS needs ``CUBLAS_WORKSPACE_CONFIG`` for determinism; ops without a deterministic
-    kernel only warn there (``warn_only``), so the GPU check runs but makes no reproducibility claim.
-    """
-    if cfg.device == "cpu":
-        torch.set_num_threads(cfg.threads)
-    else:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=cfg.device != "cpu")
 
 
 def _loss_options(cfg: TrainConfig) -> dict:

@@ -96,7 +96,7 @@ def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = Tru
 
     ``info`` holds the cache path, the held-out accuracy after warm start and the wall time.
     """
-    from simulate.llm.train import set_determinism
+    from simulate.llm.determinism import set_determinism
 
     set_determinism(cfg)
     model, tok = make_policy(cfg)

@@ -1,0 +1,25 @@
+"""Deterministic CPU runs of the LM harness: one definition, used by the training loop and the warm start
+(so that :mod:`simulate.llm.train` and :mod:`simulate.llm.warmstart` import it, not each other)."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from simulate.llm.config import TrainConfig
+
+
+def set_determinism(cfg: TrainConfig) -> None:
+    """Fixed thread count and deterministic kernels: the same config gives the same numbers on CPU.
+
+    On CUDA, cuBLAS needs ``CUBLAS_WORKSPACE_CONFIG`` for determinism; ops without a deterministic
+    kernel only warn there (``warn_only``), so the GPU check runs but makes no reproducibility claim.
+    """
+    if cfg.device == "cpu":
+        torch.set_num_threads(cfg.threads)
+    else:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=cfg.device != "cpu")
+
+
+__all__ = ["set_determinism"]
