@@ -3,7 +3,7 @@ error or the recovery, and that nothing is lost or silently wrong.
 
 | fault                                   | expected behaviour                                      | test |
 |-----------------------------------------|---------------------------------------------------------|------|
-| ``--resume`` with a changed config      | refused, differing keys listed; ``--force`` continues   | test_resume_with_changed_config_is_refused_unless_forced |
+| ``--resume`` with a changed config      | refused, differing keys listed; ``--force KEYS`` accepts the named ones only | test_resume_with_changed_config_is_refused_unless_forced |
 | ``--resume`` without a checkpoint       | refused; metrics file untouched                         | test_resume_without_checkpoint_is_refused_and_keeps_metrics |
 | torn last metrics line (kill mid-write) | dropped with a warning, the step is redone              | test_torn_last_metrics_line_is_dropped_on_resume |
 | damaged metrics line before the last    | refused, line named                                      | test_damaged_middle_metrics_line_is_refused |
@@ -56,9 +56,38 @@ def test_resume_with_changed_config_is_refused_unless_forced(tiny, tmp_path):
         _run(cfg.replace(eps=0.3, eta=2e-3), tiny, resume=True)
     assert (tmp_path / "metrics.jsonl").read_bytes() == before  # refused before touching anything
     assert json.loads((tmp_path / "config.json").read_text())["eps"] == 0.2  # config.json not overwritten
+    # --force names what it accepts: a difference it does not name is still refused (issue 27 item 11)
+    with pytest.raises(ValueError, match=r"1 key\(s\): eta.*--force eta"):
+        _run(cfg.replace(eps=0.3, eta=2e-3), tiny, resume=True, force=("eps",))
+    with pytest.raises(ValueError, match="force must name"):
+        _run(cfg.replace(eps=0.3), tiny, resume=True, force=True)
     with pytest.warns(UserWarning, match="--force"):
-        s = _run(cfg.replace(eps=0.3), tiny, resume=True, force=True)
+        s = _run(cfg.replace(eps=0.3), tiny, resume=True, force=("eps",))
     assert s["steps_done"] == 4 and [r["step"] for r in _rows(tmp_path / "metrics.jsonl")] == [0, 1, 2, 3]
+
+
+def test_a_moved_run_folder_resumes_without_force(tiny, tmp_path):
+    """The output path says where a run lives, not what it computes (issue 27 item 11)."""
+    import shutil
+
+    cfg = tiny[0].replace(out_dir=str(tmp_path / "a"))
+    _run(cfg, tiny, stop_at=1)
+    shutil.move(str(tmp_path / "a"), str(tmp_path / "b"))
+    s = _run(cfg.replace(out_dir=str(tmp_path / "b")), tiny, resume=True)
+    assert s["steps_done"] == 4
+
+
+def test_a_new_run_refuses_a_folder_that_holds_a_run(tiny, tmp_path):
+    """A second `train` into a finished run's folder replaced its metrics, checkpoint and summary with exit
+    code 0 (issue 27 item 10): refused unless overwrite, and nothing is touched."""
+    cfg = tiny[0].replace(out_dir=str(tmp_path))
+    _run(cfg, tiny)
+    before = {f: (tmp_path / f).read_bytes() for f in ("metrics.jsonl", "checkpoint.pt", "summary.json")}
+    with pytest.raises(ValueError, match="already holds a run.*--overwrite"):
+        _run(cfg.replace(eps=0.3), tiny)
+    assert {f: (tmp_path / f).read_bytes() for f in before} == before
+    s = _run(cfg.replace(eps=0.3), tiny, overwrite=True)
+    assert s["steps_done"] == 4 and json.loads((tmp_path / "config.json").read_text())["eps"] == 0.3
 
 
 def test_resume_without_checkpoint_is_refused_and_keeps_metrics(tiny, tmp_path):

@@ -96,7 +96,8 @@ def cmd_train(args) -> int:
 
     print(f"delay model: {cfg.delay_label}" + (f", d_k capped at D={cfg.D}" if cfg.delay != "uniform" else ""),
           file=sys.stderr)
-    s = train(cfg, resume=args.resume, force=args.force)
+    force = tuple(k.strip() for k in args.force.split(",") if k.strip())
+    s = train(cfg, resume=args.resume, force=force, overwrite=args.overwrite)
     print(f"held-out accuracy: start {s['initial_acc']} -> final {s['final_acc']:.3f} "
           f"(mean realised delay {s['mean_realised_delay']:.2f}, skipped steps {s['skipped_steps']}); "
           f"metrics in {cfg.out_dir}/metrics.csv")
@@ -181,7 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT_DIR/checkpoint.pt (refused if missing or if the config differs)")
-    p.add_argument("--force", action="store_true", help="with --resume: continue although the config differs")
+    p.add_argument("--force", default="", metavar="KEYS",
+                   help="with --resume: comma-separated config keys whose change is accepted (e.g. steps,eta); "
+                        "any other difference is still refused")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in an OUT_DIR that already holds one, replacing it")
     p.set_defaults(_main=cmd_train)
     p = sub.add_parser("warmstart", help="the supervised warm start only (cached)")
     _add_config_args(p)

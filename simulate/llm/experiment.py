@@ -160,7 +160,7 @@ def run_cell(**settings) -> pd.DataFrame:
 
     cfg = config_from_settings(settings)
     t0 = time.perf_counter()
-    s = train(cfg, progress=False)
+    s = train(cfg, progress=False, overwrite=True)  # the sweep owns the run folder: a recomputed cell replaces it
     m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
     row = {
         "run_id": os.path.basename(cfg.out_dir), "estimator": cfg.estimator, "d": cfg.d, "seed": cfg.seed,

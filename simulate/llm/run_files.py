@@ -4,7 +4,8 @@ and the resume checks (docs/faults.md).
 A run holds an exclusive ``flock`` on ``out_dir/.lock``; metrics go to ``metrics.jsonl`` one
 ``fsync``-ed line per step (a kill tears at most the last line, which resume drops with a warning);
 ``checkpoint.pt`` loads with ``torch.load(weights_only=True)``; resuming refuses a missing checkpoint
-and a changed configuration unless forced.
+and a changed configuration unless its keys are named in ``force``; a new run refuses a folder that
+holds one unless ``overwrite``.
 """
 from __future__ import annotations
 
@@ -113,22 +114,50 @@ def load_checkpoint(path: str, device: str) -> dict:
     return ck
 
 
-def check_resume(cfg: TrainConfig, force: bool = False) -> dict:
-    """The checkpoint to resume from, after the checks: it exists, and its config equals ``cfg``.
+#: Config keys that say where a run lives, not what it computes: a moved or copied run folder resumes.
+LOCATION_KEYS = ("out_dir",)
+#: Files that mean ``out_dir`` holds a run (finished or not).
+RUN_FILES = ("metrics.jsonl", "checkpoint.pt", "summary.json")
+
+
+def check_fresh(cfg: TrainConfig, overwrite: bool = False) -> None:
+    """Refuse to start a new run over a folder that holds one (its metrics, checkpoint and summary would be
+    replaced) unless ``overwrite``; ``resume`` is the way to continue one."""
+    found = [f for f in RUN_FILES if os.path.exists(os.path.join(cfg.out_dir, f))]
+    if found and not overwrite:
+        raise ValueError(f"out_dir {cfg.out_dir!r} already holds a run ({', '.join(found)}); pass --resume to "
+                         f"continue it, --overwrite to replace it, or choose another --out-dir")
+
+
+def check_resume(cfg: TrainConfig, force=()) -> dict:
+    """The checkpoint to resume from, after the checks: it exists, and its config equals ``cfg`` apart
+    from :data:`LOCATION_KEYS` (a moved or copied folder resumes).
 
     Raises ``ValueError`` when there is no checkpoint (resuming must never restart silently and empty
-    the metrics) or when the configs differ (the message lists each differing key; ``force`` accepts).
+    the metrics) or when the configs differ in a key not named in ``force`` (an iterable of key names,
+    e.g. ``("steps",)``; the message lists each differing key). Waived differences are printed as a warning.
     """
+    if isinstance(force, bool):
+        raise ValueError("force must name the configuration keys whose difference is accepted (e.g. "
+                         "force=('steps',), CLI --force steps), not True/False")
+    force = {force} if isinstance(force, str) else set(force)
     ckpt_path = os.path.join(cfg.out_dir, "checkpoint.pt")
     if not os.path.exists(ckpt_path):
         raise ValueError(f"resume: no checkpoint at {ckpt_path}; nothing to resume. Run without --resume to "
                          f"start over (that replaces {cfg.out_dir}/metrics.jsonl)")
     ck = load_checkpoint(ckpt_path, cfg.device)
-    diff = config_diff(ck.get("config", {}), cfg.to_dict())
+    saved, now = dict(ck.get("config", {})), cfg.to_dict()
+    for k in LOCATION_KEYS:
+        saved.pop(k, None)
+        now.pop(k, None)
+    diff = config_diff(saved, now)
+    refused = [d for d in diff if d[0] not in force]
+    if refused:
+        lines = "; ".join(f"{k}: saved {a!r} -> now {b!r}" for k, a, b in refused)
+        raise ValueError(f"resume: the configuration differs from the checkpoint's in {len(refused)} key(s): "
+                         f"{lines}. Resume with the saved configuration, or name the keys to accept with "
+                         f"--force {','.join(k for k, _, _ in refused)}")
     if diff:
         lines = "; ".join(f"{k}: saved {a!r} -> now {b!r}" for k, a, b in diff)
-        if not force:
-            raise ValueError(f"resume: the configuration differs from the checkpoint's in {len(diff)} key(s): "
-                             f"{lines}. Resume with the saved configuration, or pass --force to continue anyway")
         warnings.warn(f"resume --force: continuing with a changed configuration ({lines})", stacklevel=2)
     return ck

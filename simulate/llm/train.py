@@ -32,7 +32,7 @@ line, which resume drops with a warning; ``metrics.csv`` is a tidy copy written 
 holds an exclusive ``flock`` on ``out_dir/.lock`` for its whole duration, so a second run writing the
 same folder is refused (the lock dies with its process: no stale locks). ``resume=True`` refuses
 when there is no checkpoint (it never restarts silently) and when the saved ``config.json`` differs
-from the current config (it lists the differing keys; ``force=True`` overrides).
+from the current config (it lists the differing keys; ``force`` names the ones to accept).
 
 Reproducibility: the same config on the same commit gives the same numbers on CPU: every random
 draw is seeded from the config (prompts ``[seed, 1, k]``, delays ``[seed, 2]``, sampler
@@ -62,6 +62,7 @@ from simulate.llm.determinism import set_determinism
 from simulate.llm.model import Rollout, completion_logprobs, generate
 from simulate.llm.run_files import (
     append_line,
+    check_fresh,
     check_resume,
     output_lock,
     read_metrics,
@@ -188,12 +189,13 @@ def _loss_options(cfg: TrainConfig) -> dict:
     return {**opts, "return_metrics": True}
 
 
-def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, force: bool = False,
+def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, force=(), overwrite: bool = False,
           stop_at: int | None = None, on_step=None, progress: bool = True) -> dict:
     """Run ``cfg.steps`` asynchronous RL updates; returns a summary dict (also written to ``summary.json``).
 
     ``model``/``tok`` default to the cached warm start of ``cfg``. ``resume`` continues from
-    ``out_dir/checkpoint.pt`` (refused if it is missing or its config differs, unless ``force``);
+    ``out_dir/checkpoint.pt`` (refused if it is missing or its config differs in a key not named in
+    ``force``); a new run refuses an ``out_dir`` that holds a run unless ``overwrite``;
     ``stop_at`` ends the call after that step (an interruption, for testing resume);
     ``on_step(StepView)`` is called before each update. Everything that can be checked without a
     model (runtime, lock, resume) is checked before one is built.
@@ -201,6 +203,8 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, force
     check_runtime(cfg)
     loss_opts = _loss_options(cfg)
     with output_lock(cfg.out_dir):
+        if not resume:
+            check_fresh(cfg, overwrite)
         ck = check_resume(cfg, force) if resume else None
         return _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress)
 
