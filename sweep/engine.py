@@ -314,9 +314,9 @@ def run_sweep(
         check_writable(directory)  # fail now, not after hours of computing
     commit = git_commit() if todo else "unknown"
 
-    from tqdm.auto import tqdm
+    from asyncgrpo.progress import progress as _progress
 
-    bar = tqdm(
+    bar = _progress(
         total=len(sweep.cells), initial=len(cached), desc=f"sweep {sweep.id}", unit="cell", disable=not progress,
         leave=False,
     )

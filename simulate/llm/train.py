@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from asyncgrpo.progress import progress as tqdm
 
 from asyncgrpo import estimators as est
 from asyncgrpo.estimators.token_level import policy_loss, token_coefficients_torch

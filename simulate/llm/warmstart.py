@@ -18,7 +18,7 @@ import time
 import warnings
 
 import torch
-from tqdm.auto import tqdm
+from asyncgrpo.progress import progress as tqdm
 
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, warmstart_key

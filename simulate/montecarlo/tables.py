@@ -136,7 +136,7 @@ def bias_table(
     no bound for that estimator and quantity.
     """
     import pandas as pd
-    from tqdm.auto import tqdm
+    from asyncgrpo.progress import progress as tqdm
 
     kw = instance_kwargs or {}
     if isinstance(instance, ins.TabularMDP):

@@ -142,7 +142,7 @@ def _run_cells(fn, cells: list[dict], proto: Protocol, path: Path, sweep_id: str
 
 
 def _inline(fn, cells: list[dict], proto: Protocol, progress: bool, desc: str) -> pd.DataFrame:
-    from tqdm.auto import tqdm
+    from asyncgrpo.progress import progress as tqdm
 
     return pd.concat([fn(**c, proto=proto) for c in tqdm(cells, desc=desc, disable=not progress, leave=False)],
                      ignore_index=True)

@@ -28,7 +28,7 @@ def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None
     chunk = chunk or 8 * numba.get_num_threads()
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from asyncgrpo.progress import progress as tqdm
 
         bar = tqdm(total=len(configs), desc=desc, unit="run")
     built: dict = {}
