@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from simulate.jit_notice import COMMAND_MODULES
 
-    if argv is None and len(sys.argv) > 1 and sys.argv[1] in COMMAND_MODULES:
+    # --help compiles nothing (kernels are compiled at their first call), so it gets no compile notice
+    asks_help = any(a in ("-h", "--help") for a in sys.argv[1:])
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] in COMMAND_MODULES and not asks_help:
         announce_if_cold(COMMAND_MODULES[sys.argv[1]])  # one line instead of a silent first compile
     return run_cli(build_parser(), argv)
 

@@ -20,3 +20,16 @@ def test_cold_cache_is_announced_and_warm_cache_is_silent(tmp_path, monkeypatch)
     buf = io.StringIO()
     assert not jit_notice.announce_if_cold(("simulate.training.kernel",), stream=buf)
     assert buf.getvalue() == ""
+
+
+def test_help_prints_no_compile_notice(tmp_path):
+    """``--help`` compiles nothing, so a cold cache must not announce a compile (issue 27 item 16)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cold")}
+    r = subprocess.run([sys.executable, "-m", "simulate", "protocol", "--help"], capture_output=True, text=True,
+                       env=env, timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and "usage:" in r.stdout
+    assert "compiling" not in r.stderr
