@@ -79,6 +79,8 @@ class RegimeMap:
     comparisons: pd.DataFrame
     boundary: pd.DataFrame
     settings: dict = field(default_factory=dict)
+    sweeps: list = field(default_factory=list)
+    """The sweep ids whose cells hold the runs (tuning cells: the protocol's own sweeps)."""
     computed: int = 0
     """Map and tuning cells computed by this call (the rest came from the cache)."""
     cached: int = 0
@@ -93,22 +95,29 @@ def _tag(proto: Protocol) -> str:
 def _sweep(fn: str, sweep_id: str, cells: list[tuple[str, dict]], sweep_kw: dict):
     """Run ``cells`` (``(id, settings)``) through the sweep engine; one Numba thread per local worker
     (a cell's kernel batches are too small to gain from threads; results do not depend on it)."""
-    from sweep import Cell, Sweep, run_sweep
+    from sweep import DEFAULT_ROOT, Cell, Sweep, load_cells, run_sweep
 
     sw = Sweep(sweep_id, fn, tuple(Cell(i, s) for i, s in cells))
     kw = dict(backend="serial", progress=False)
     kw.update(sweep_kw)
+    n_workers = int(kw.get("n_workers") or os.cpu_count() or 1)
+    pooled = kw.get("backend") == "local" and n_workers > 1
+    if pooled:  # the engine computes a lone missing cell in this process: no pool, no thread setting
+        stored = load_cells(sw, kw.get("root", DEFAULT_ROOT), code_packages=kw.get("code_packages"))
+        pooled = len(sw.cells) - len(stored) > 1
+    if not pooled:
+        # in this process Numba keeps the thread count it was imported with; changing NUMBA_NUM_THREADS
+        # here would make its next compilation raise
+        return run_sweep(sw, **kw)
     old = os.environ.get("NUMBA_NUM_THREADS")
-    if kw.get("backend") == "local":
-        os.environ["NUMBA_NUM_THREADS"] = "1"
+    os.environ["NUMBA_NUM_THREADS"] = "1"  # inherited by the spawned workers only
     try:
         return run_sweep(sw, **kw)
     finally:
-        if kw.get("backend") == "local":
-            if old is None:
-                os.environ.pop("NUMBA_NUM_THREADS", None)
-            else:
-                os.environ["NUMBA_NUM_THREADS"] = old
+        if old is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
+        else:
+            os.environ["NUMBA_NUM_THREADS"] = old
 
 
 def _fixed(proto: Protocol, path: Path) -> dict:
@@ -120,10 +129,10 @@ def _fixed(proto: Protocol, path: Path) -> dict:
 def tuned_etas(instances, G, proto: Protocol, path: Path = DEFAULT_PATH, sweep_kw: dict | None = None):
     """``η₀(instance, G)``: onpolicy's η tuned at d = 0 (ε = primary ε, which onpolicy ignores) by
     :func:`simulate.protocol.cells.run_cell`. The cells are the protocol run's own (same sweep id, cell id
-    and settings), so a map after a protocol run tunes nothing. Returns ``(table, computed, cached)``."""
+    and settings), so a map after a protocol run tunes nothing. Returns ``(table, computed, cached, sweep ids)``."""
     eps = float(proto.primary["eps"])
     fixed = _fixed(proto, path)
-    rows, n_comp, n_cached = [], 0, 0
+    rows, n_comp, n_cached, ids = [], 0, 0, []
     for inst in instances:
         cells = []
         for g in G:
@@ -131,12 +140,13 @@ def tuned_etas(instances, G, proto: Protocol, path: Path = DEFAULT_PATH, sweep_k
             cells.append((",".join(f"{k}={v}" for k, v in c.items()), {**c, **fixed}))  # = run._run_cells' ids
         res = _sweep("simulate.protocol.run:sweep_cell", f"protocol-{_tag(proto)}-{inst}", cells, sweep_kw or {})
         n_comp, n_cached = n_comp + len(res.computed), n_cached + len(res.cached)
+        ids.append(res.sweep_id)
         t = res.table
         for g in G:
             s = t[t.G == int(g)]
             rows.append(dict(instance=inst, G=int(g), eta_tuned=float(s.eta_tuned.iloc[0]),
                              eta_at_edge=bool(s.eta_at_edge.iloc[0])))
-    return pd.DataFrame(rows), n_comp, n_cached
+    return pd.DataFrame(rows), n_comp, n_cached, ids
 
 
 def map_cell(instance: str, estimator: str, delays, eps: float, G: int, eta: float, eta_factor: float, seeds,
@@ -296,7 +306,7 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
     if not insts or not delays or not eta_factors or not G or not eps:
         raise ValueError("instances, delays, eta_factors, G and eps must each hold at least one value")
     sweep_kw = dict(sweep_kw, progress=progress)
-    etas, n_comp, n_cached = tuned_etas(insts, G, proto, path, sweep_kw)
+    etas, n_comp, n_cached, sweeps = tuned_etas(insts, G, proto, path, sweep_kw)
     fixed = _fixed(proto, path)
     pe = float(proto.primary["eps"])
     sid = hashlib.sha256(",".join(map(str, seeds)).encode()).hexdigest()[:8]
@@ -314,6 +324,7 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
         res = _sweep("simulate.protocol.regime_map:map_cell", f"regime-map-{_tag(proto)}-{inst}-seeds{sid}", cells,
                      sweep_kw)
         n_comp, n_cached = n_comp + len(res.computed), n_cached + len(res.cached)
+        sweeps.append(res.sweep_id)
         tables.append(res.table)
     runs = pd.concat(tables, ignore_index=True)
     runs = runs.drop(columns=[c for c in ("cell", "delays", "seeds", "protocol_path", "quick", "protocol_sha256")
@@ -322,5 +333,5 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
     settings = dict(instances=list(insts), delays=[int(d) for d in delays], eta_factors=[float(f) for f in eta_factors],
                     G=[int(g) for g in G], eps=[float(e) for e in eps], estimators=list(estimators), seeds=list(seeds),
                     protocol=proto.label, margin=proto.margin, failure_p0=proto.failure_p0, level=LEVEL)
-    return RegimeMap(proto, runs, etas, cell_table(runs), comp, boundary(comp, delays), settings, n_comp, n_cached,
-                     time.perf_counter() - t0)
+    return RegimeMap(proto, runs, etas, cell_table(runs), comp, boundary(comp, delays), settings, sweeps, n_comp,
+                     n_cached, time.perf_counter() - t0)
