@@ -97,7 +97,8 @@ def plot(data: dict, *, G: int, eps: float, vmax: float | None = None):
                 ax.text(j, i, txt, ha="center", va="center", fontsize=5.2,
                         color="white" if abs(v) > 0.6 * vmax else "black")
                 if p["sig"][i, j]:
-                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="black", lw=1.3))
+                    # inset, so that neighbouring significant cells keep separate frames
+                    ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, ec="black", lw=1.2))
         ax.set_xticks(range(len(p["delays"])), [str(d) for d in p["delays"]], fontsize=6.5)
         ax.set_yticks(range(len(p["factors"])), [_factor_label(f) for f in p["factors"]], fontsize=6.5)
         ax.set_xlabel("delay d", fontsize=7)
