@@ -24,10 +24,11 @@ Three tables come out of :func:`regime_map` (a :class:`RegimeMap`):
   onpolicy (interval above 0) and the smallest d at which onpolicy is significantly ahead of gmc, or
   ``"none up to d = max d"``.
 
-Cost (measured on 2 cores, one Numba thread per worker): a cell of 24 held-out seeds at G = 8 takes
-0.07–0.1 s on the five small instances, 0.45 s on count-long-bernoulli and 1.1 s on feature-lm-bernoulli,
-so the default map (G = 8, ε = 0.2, every d and f, 7 instances: 1400 cells) is ~400 CPU-s; the full grid
-of the issue (``G=FULL_G, eps=FULL_EPS``) is ~20× that.
+Cost (measured, one Numba thread): 8 delays × 24 held-out seeds at G = 8 take 0.8 CPU-s on each of the
+five small instances, 4.3 on count-long-bernoulli and 9.2 on feature-lm-bernoulli, so the default map
+(G = 8, ε = 0.2, every d and f, 7 instances: 175 sweep cells, 1400 evaluations) is ~450 CPU-s, ~4 min on
+2 cores; the full grid of the issue (``G=FULL_G, eps=FULL_EPS``) is ~7× that (G = 4 costs 1.8×, G = 32
+0.35× of G = 8; tis/tic/gmc run at 3 ε): ~3100 CPU-s.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ ESTIMATORS = ("onpolicy", "is", "tis", "tic", "gmc")
 #: The default grid fits ~4 min on 2 cores (module docstring): the primary G and ε only.
 DEFAULT_G = (8,)
 DEFAULT_EPS = (0.2,)
-#: The issue's full grid (~20× the default's cost), available by argument.
+#: The issue's full grid (~7× the default's cost), available by argument.
 FULL_G = (4, 8, 32)
 FULL_EPS = (0.1, 0.2, 0.5)
 #: The quick map (figure ``--quick``, tests): two cheap instances, four delays, three factors, the quick
