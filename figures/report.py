@@ -211,6 +211,9 @@ def summary(rep: dict, cid: str) -> str:
         return rep["c9"]["verdict"]
     if cid == "C5-T":
         return rep["c5"]["verdict"] if rep.get("c5") else vd.OUT_OF_SCOPE
+    if cid in ASSUMPTIONS:  # judged by its derivation; its evidence checks a measurement, not the inequality
+        ok = rep["theory"][cid].get("ok")
+        return vd.HOLDS if ok else vd.INCONCLUSIVE
     kind = rep["theory"][cid].get("kind", "bound")
     evs = _judged(rep, cid)
     if evs and kind == "exact identity":
@@ -234,6 +237,10 @@ def _exponents(rep: dict, cid: str = "C4") -> list[dict]:
             and ev.get("measured") is not None]
 
 
+#: Claims that are assumptions about a run: judged by their derivation; what is measured is said.
+ASSUMPTIONS = {"C6": "the inequality σ² ≤ (e^{κηdM} − 1)² is an assumption about a run and is not measured on "
+                     "the training runs (κ and ‖θ_k − θ_{k−d}‖ are not recorded)."}
+
 #: The bound's ε-exponent of each map's fourth-order delay term (theory.claims C4).
 C4_BOUND_EXPONENT = {"gmc": -2, "tis": -2, "tic": -4}
 
@@ -255,10 +262,15 @@ def key_number(rep: dict, cid: str) -> str:
     if not evs:
         return "symbolic" if rep["theory"][cid].get("ok") else "—"
     kind = rep["theory"][cid].get("kind", "bound")
+    if cid in ASSUMPTIONS:
+        ev = evs[0]
+        return (f"symbolic (derived); {ASSUMPTIONS[cid]} Measured instead: {ev.get('quantity', '')} = "
+                f"{stats.fmt(ev['measured'], ev.get('se'))} (95 % normal interval) vs {stats.fmt(ev.get('bound'))}")
     if kind == "exact identity":
         worst = max(evs, key=lambda ev: abs(ev["measured"] - ev["bound"]) / (ev.get("se") or math.inf))
         return (f"{worst.get('quantity', '')} at {worst.get('point', '')}: {stats.fmt(worst['measured'], worst.get('se'))} "
-                f"(95 % normal interval) vs exact {stats.fmt(worst['bound'])}; {len(evs)} points, largest |Δ|/s.e. = "
+                f"(95 % normal interval) vs exact {stats.fmt(worst['bound'])}; {len(evs)} point{'s' if len(evs) != 1 else ''}, "
+                f"largest |Δ|/s.e. = "
                 f"{abs(worst['measured'] - worst['bound']) / (worst.get('se') or math.inf):.2g}")
     if kind in ("bound", "bound + rate", "limit"):
         parts = []
@@ -363,8 +375,8 @@ def _gmc_vs_onpolicy(c9: dict, pm: dict) -> str:
     ftxt = ""
     if fails:
         ftxt = (" Failures at the common η and its neighbour (diverged/collapsed/locked in of n): " + "; ".join(
-            f"{c['instance']} {c['name'].split('-')[0]} {c.get('diverged', 0)}/{c.get('collapsed', 0)}/{c.get('locked_in', 0)} "
-            f"of {c['n']}" for c in fails) + ".")
+            f"{c['instance']} {c['name'].split('-')[0]} {_n(c.get('diverged'))}/{_n(c.get('collapsed'))}/"
+            f"{_n(c.get('locked_in'))} of {_n(c['n'])}" for c in fails) + ".")
     return (f"gmc minus onpolicy (no correction), normalised AUC at d = {pm.get('primary', {}).get('d')}, "
             f"paired t-interval at each comparison's Holm level (negative: the uncorrected learner did better): "
             f"{arms}.{ftxt}")
@@ -388,6 +400,11 @@ def _mechanism(prim: list[dict], d: int) -> str:
             "learner's own score cancels within a state, so onpolicy follows the broader behaviour policy; ρ-type "
             "weights (is, gmc) move mass towards the already sharpened learner, which the lower ESS, the lock-ins "
             "and the lower final entropy show where they occur.")
+
+
+def _n(x) -> str:
+    """A count from a JSON table (floats where the column also holds NaN) as an integer."""
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else str(int(x))
 
 
 def _lm_finding(rep: dict) -> str:
