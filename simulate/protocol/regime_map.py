@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from simulate import verdicts as vd
@@ -96,29 +94,13 @@ def _tag(proto: Protocol) -> str:
 def _sweep(fn: str, sweep_id: str, cells: list[tuple[str, dict]], sweep_kw: dict):
     """Run ``cells`` (``(id, settings)``) through the sweep engine; one Numba thread per local worker
     (a cell's kernel batches are too small to gain from threads; results do not depend on it)."""
-    from sweep import DEFAULT_ROOT, Cell, Sweep, load_cells, run_sweep
+    from simulate.protocol.run import run_pinned
+    from sweep import Cell, Sweep
 
     sw = Sweep(sweep_id, fn, tuple(Cell(i, s) for i, s in cells))
     kw = dict(backend="serial", progress=False)
     kw.update(sweep_kw)
-    n_workers = int(kw.get("n_workers") or os.cpu_count() or 1)
-    pooled = kw.get("backend") == "local" and n_workers > 1
-    if pooled:  # the engine computes a lone missing cell in this process: no pool, no thread setting
-        stored = load_cells(sw, kw.get("root", DEFAULT_ROOT), code_packages=kw.get("code_packages"))
-        pooled = len(sw.cells) - len(stored) > 1
-    if not pooled:
-        # in this process Numba keeps the thread count it was imported with; changing NUMBA_NUM_THREADS
-        # here would make its next compilation raise
-        return run_sweep(sw, **kw)
-    old = os.environ.get("NUMBA_NUM_THREADS")
-    os.environ["NUMBA_NUM_THREADS"] = "1"  # inherited by the spawned workers only
-    try:
-        return run_sweep(sw, **kw)
-    finally:
-        if old is None:
-            os.environ.pop("NUMBA_NUM_THREADS", None)
-        else:
-            os.environ["NUMBA_NUM_THREADS"] = old
+    return run_pinned(sw, **kw)
 
 
 def _fixed(proto: Protocol, path: Path) -> dict:

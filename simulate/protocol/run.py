@@ -25,7 +25,7 @@ from simulate.protocol.c9 import c9_verdicts
 from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance
 from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
 
-__all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell", "common_etas"]
+__all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell", "common_etas", "run_pinned"]
 
 
 @dataclass
@@ -119,26 +119,39 @@ def _fixed_cells(proto: Protocol, name: str, eta: float) -> list[dict]:
             for e in c["estimators"] for G in c["G"] for d in (0, int(c["d"]))]
 
 
+def run_pinned(sw, **kw):
+    """:func:`sweep.run_sweep` with one Numba thread per local worker process (a cell's kernel batches are
+    too small to gain from threads; results do not depend on it). The setting is made only when a pool
+    will start: the engine computes a lone missing cell in this process, whose Numba keeps the thread
+    count it was imported with (changing ``NUMBA_NUM_THREADS`` here would make its next compile raise)."""
+    from sweep import DEFAULT_ROOT, load_cells, run_sweep
+
+    n_workers = int(kw.get("n_workers") or os.cpu_count() or 1)
+    pooled = kw.get("backend") == "local" and n_workers > 1
+    if pooled:
+        stored = load_cells(sw, kw.get("root", DEFAULT_ROOT), code_packages=kw.get("code_packages"))
+        pooled = len(sw.cells) - len(stored) > 1
+    if not pooled:
+        return run_sweep(sw, **kw)
+    old = os.environ.get("NUMBA_NUM_THREADS")
+    os.environ["NUMBA_NUM_THREADS"] = "1"  # inherited by the spawned workers only
+    try:
+        return run_sweep(sw, **kw)
+    finally:
+        if old is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
+        else:
+            os.environ["NUMBA_NUM_THREADS"] = old
+
+
 def _run_cells(fn, cells: list[dict], proto: Protocol, path: Path, sweep_id: str, sweep_kw: dict) -> pd.DataFrame:
-    from sweep import Cell, Sweep, run_sweep
+    from sweep import Cell, Sweep
 
     fixed = dict(protocol_path=_path_setting(path), quick=proto.quick, protocol_sha256=proto.sha256)
     sw = Sweep(sweep_id, fn, tuple(Cell(",".join(f"{k}={v}" for k, v in c.items()), {**c, **fixed}) for c in cells))
     kw = dict(backend="serial")
     kw.update(sweep_kw)
-    if kw.get("backend") == "local":
-        # Cells run side by side in worker processes, one Numba thread each (a cell's kernel batches
-        # are too small to gain from threads); results do not depend on the thread count.
-        old = os.environ.get("NUMBA_NUM_THREADS")
-        os.environ["NUMBA_NUM_THREADS"] = "1"
-        try:
-            return run_sweep(sw, **kw).table
-        finally:
-            if old is None:
-                os.environ.pop("NUMBA_NUM_THREADS", None)
-            else:
-                os.environ["NUMBA_NUM_THREADS"] = old
-    return run_sweep(sw, **kw).table
+    return run_pinned(sw, **kw).table
 
 
 def _inline(fn, cells: list[dict], proto: Protocol, progress: bool, desc: str) -> pd.DataFrame:
