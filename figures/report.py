@@ -51,6 +51,7 @@ KIND_RULES = {
     "empirical (training)": "paired comparisons over held-out seeds under the pre-registered protocol",
 }
 LM_FIGURE = "fig_llm_delay"
+REGIME_FIGURE = "fig_regime_map"
 #: (figure, claim id in its sidecar) → the id its rows judge in the report.
 TRAINING_IDS = {("fig_c5_protocol", "C5"): "C5-T"}
 RULE = (
@@ -144,6 +145,7 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
         "lm_meta": next((m for m in sidecars if m["figure"] == LM_FIGURE), None),
         "c9": next((m["c9"] for m in sidecars if m.get("c9")), None),
         "c5": next((m["c5"] for m in sidecars if m.get("c5")), None),
+        "regime_map": next((m for m in sidecars if m["figure"] == REGIME_FIGURE), None),
         "protocol": protocol,
         "sidecars": sidecars,
         "missing": [(m["figure"], why) for m in sidecars for why in m.get("missing", [])],
@@ -323,7 +325,7 @@ def key_findings(rep: dict) -> list[str]:
         out.append(_c9_finding(c9, pm))
         gap = _gmc_vs_onpolicy(c9, pm)
         if gap:
-            out.append(gap)
+            out.append(gap + _regime_sentence(rep.get("regime_map")))
     c5 = rep.get("c5")
     if c5:
         per = c5["per_instance"]
@@ -400,6 +402,22 @@ def _mechanism(prim: list[dict], d: int) -> str:
             "learner's own score cancels within a state, so onpolicy follows the broader behaviour policy; ρ-type "
             "weights (is, gmc) move mass towards the already sharpened learner, which the lower ESS, the lock-ins "
             "and the lower final entropy show where they occur.")
+
+
+def _regime_sentence(rm: dict | None) -> str:
+    """One sentence from the regime map's boundary at η₀: where, if anywhere, gmc gets significantly ahead."""
+    if not rm or not rm.get("boundary"):
+        return ""
+    at = [r for r in rm["boundary"] if abs(float(r["eta_factor"]) - 1.0) < 1e-12]
+    if not at:
+        return ""
+    ahead = [f"{r['instance']} {r['gmc_ahead']}" for r in at if r.get("d_gmc_ahead") is not None]
+    behind = [f"{r['instance']} {r['onpolicy_ahead']}" for r in at if r.get("d_onpolicy_ahead") is not None]
+    txt = " Regime map at η₀ (95 % paired t-intervals, no multiplicity correction): gmc significantly ahead of onpolicy "
+    txt += ("at " + "; ".join(ahead)) if ahead else "on no instance up to d = 64"
+    if behind:
+        txt += "; onpolicy significantly ahead from " + "; ".join(behind)
+    return txt + "."
 
 
 def _n(x) -> str:
@@ -526,6 +544,17 @@ def _training_blocks(rep: dict) -> list:
               ("table", ["instance", "median χ²", "premise met", "test A (change of Δ over G)",
                          "test B (slope gmc − tic)", "gmc slope vs local exponent of the tuned bound at each G",
                          "verdict"], rows)]
+    rm = rep.get("regime_map")
+    if rm and rm.get("boundary"):
+        rows = [[r["instance"], r["G"], r["eps"], _f(r["eta_factor"]), r.get("gmc_ahead") or "—",
+                 r.get("onpolicy_ahead") or "—"] for r in rm["boundary"]]
+        b += [("h3", "Regime map: where does gmc help? (common η, every d)"),
+              ("p", "gmc − onpolicy in nAUC over d ∈ {0, 1, 2, 4, 8, 16, 32, 64} and step sizes η₀·{1/4, 1/2, 1, 2, 4} "
+                    "(η₀: onpolicy's η tuned at d = 0), paired over the held-out seeds; each entry is the smallest d at "
+                    "which one side is significantly ahead (95 % paired t-interval above 0, no multiplicity "
+                    "correction: a map, not a verdict). Figure fig_regime_map; module simulate.protocol.regime_map."),
+              ("details", "Boundary per instance, G, ε and η factor",
+               ["instance", "G", "ε", "η/η₀", "gmc significantly ahead from", "onpolicy significantly ahead from"], rows)]
     if rep.get("lm"):
         meta = rep.get("lm_meta") or {}
         b += [("h3", f"LM row — {rows_verdict([ev.get('verdict', '') for ev in rep['lm']])}"),

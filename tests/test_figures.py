@@ -281,3 +281,24 @@ def test_sidecars_carry_the_tree_state_at_the_start_of_the_run(tmp_path):
         assert not meta["git_commit"].endswith("-dirty"), (name, meta["git_commit"])
         if head is not None:
             assert meta["git_commit"] == head
+
+
+def test_report_prints_the_regime_map_boundary(tmp_path):
+    proto = dict(name="p", sha256="f" * 64, quick=False, registered="2026-12-03", instances=["a"], tune_seeds=[0, 1],
+                 eval_seeds=[10, 11], margin=0.02, alpha=0.05, failure_p0=0.25, local_chi2=1.0,
+                 primary=dict(eps=0.2, G=8, d=8), c5=dict(G=[4, 8], d=8, steps=64, flat_margin=0.02, slope_margin=0.1),
+                 budget=128)
+    c9 = dict(matrix={"gmc-stable": {"a": "holds"}}, aggregate={"gmc-stable": "holds"}, verdict="holds", n_edge=0,
+              n_cells=1, subclaims=[dict(instance="a", regime="local", chi2_median=0.1)],
+              comparisons=[dict(instance="a", subclaim="gmc-best-or-tied (common η)", arm="common",
+                                name="gmc − onpolicy (d=8, common η)", estimate=-0.1, lo=-0.2, hi=-0.05, threshold=-0.02,
+                                verdict="refuted")])
+    _write_fig(tmp_path, "figP", [], protocol=proto, c9=c9)
+    bnd = [dict(instance="a", G=8, eps=0.2, eta_factor=1.0, d_gmc_ahead=None, gmc_ahead="none up to d = 64",
+                d_onpolicy_ahead=2, onpolicy_ahead="d = 2 (-0.077 [-0.141, -0.012])")]
+    _write_fig(tmp_path, "fig_regime_map", [], boundary=bnd)
+    md, _, rep = report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
+    text = md.read_text()
+    assert "Regime map: where does gmc help?" in text and "none up to d = 64" in text
+    assert any("on no instance up to d = 64; onpolicy significantly ahead from a d = 2" in f
+               for f in report.key_findings(rep))
