@@ -244,3 +244,19 @@ def test_clip_fraction_counts_cut_weights_only():
         cf = stale.clip_frac[np.isfinite(stale.clip_frac)]
         assert cf.size and cf.max() > 0.0 and cf.max() <= 1.0, e
     assert np.all(np.isnan(run_training(base.replace(estimator="is", delay=dl.fixed(6))).clip_frac))
+
+
+def test_run_settings_travel_as_one_record_per_run():
+    """The kernel takes the runs' scalar settings as one RUN_DTYPE record each (issue 27 item 18): every field
+    is a TrainConfig attribute of the same name (opt: the optimiser's index), so a new option is one field."""
+    from simulate.training.config import OPTIMIZERS
+    from simulate.training.kernel import RUN_DTYPE
+    from simulate.training.run import run_records
+
+    cfgs = [TrainConfig(estimator="gmc", eps=0.3, G=4, eta=2.0, seed=7, optimizer="adam"),
+            TrainConfig(estimator="tic", eps=0.1, G=8, eta=0.5, seed=8)]
+    rec = run_records(cfgs)
+    assert rec.dtype == RUN_DTYPE and len(rec) == 2
+    for name in RUN_DTYPE.names:
+        want = [OPTIMIZERS.index(c.optimizer) if name == "opt" else getattr(c, name) for c in cfgs]
+        assert list(rec[name]) == want, name

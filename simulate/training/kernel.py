@@ -19,11 +19,23 @@ from simulate.instances import (
 )
 
 
+#: The per-run settings, one record per run (:func:`simulate.training.run.run_records` fills it from the
+#: ``TrainConfig`` attribute of the same name; ``opt`` is the index in ``OPTIMIZERS``). A new learner option
+#: is one field here and one line where the kernel reads it, not a change to every signature.
+RUN_DTYPE = np.dtype([
+    ("code", np.int64), ("eps", np.float64), ("eps_low", np.float64), ("eps_high", np.float64),
+    ("tau_m2", np.float64), ("G", np.int64), ("n_prompts", np.int64), ("eta", np.float64), ("seed", np.int64),
+    ("opt", np.int64), ("beta1", np.float64), ("beta2", np.float64), ("adam_eps", np.float64),
+    ("adv_norm", np.bool_), ("collapse_frac", np.float64), ("theta_max", np.float64),
+])
+
+
 @njit(cache=True)
-def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, code, eps, eps_low, eps_high,
-                  tau_m2, G, n_prompts, eta, delays, seed, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac,
-                  theta_max, J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out):
+def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, run, delays,
+                  J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out):
     """One run of the learner loop (module docstring); returns the divergence step or −1.
+
+    ``run`` is one record of :data:`RUN_DTYPE` (the run's scalar settings).
 
     Inputs: ``next_state`` int64 (T,S,V), ``reward`` float64 (S,) terminal ``R_T``, ``step_reward``
     float64 (T,S,V) per-step ``r_t`` (zeros for terminal-only), ``phi`` float64 (T·S·V, p) features
@@ -36,6 +48,10 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     token (alias tables of μ_k) and one per trajectory when ``bernoulli``, so a run depends only on
     its arguments.
     """
+    code, eps, eps_low, eps_high, tau_m2 = run.code, run.eps, run.eps_low, run.eps_high, run.tau_m2
+    G, n_prompts, eta, seed, opt = run.G, run.n_prompts, run.eta, run.seed, run.opt
+    beta1, beta2, adam_eps, adv_norm = run.beta1, run.beta2, run.adam_eps, run.adv_norm
+    collapse_frac, theta_max = run.collapse_frac, run.theta_max
     np.random.seed(seed)
     T, S, V = step_reward.shape
     P = w0.shape[0]
@@ -253,19 +269,17 @@ def _features_T_nb(phi, g_theta, out):
 
 
 @njit(cache=True, parallel=True)
-def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, codes, eps, eps_low, eps_high,
-                    tau_m2, G, n_prompts, eta, delays, seeds, opt, beta1, beta2, adam_eps, adv_norm, collapse_frac,
-                    theta_max, J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, div_out):
-    """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; per-run arrays carry a leading ``R`` axis.
+def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, runs, delays,
+                    J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, div_out):
+    """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; ``runs`` is a :data:`RUN_DTYPE` array and
+    per-run arrays carry a leading ``R`` axis.
 
     Each run seeds Numba's (per-thread) generator itself, so its numbers do not depend on the
     thread or on the other runs of the batch.
     """
-    R = codes.shape[0]
+    R = runs.shape[0]
     for r in prange(R):
         div_out[r] = _train_one_nb(
-            next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0[r], codes[r], eps[r], eps_low[r],
-            eps_high[r], tau_m2[r], G[r], n_prompts[r], eta[r], delays[r], seeds[r], opt[r], beta1[r], beta2[r],
-            adam_eps[r], adv_norm[r], collapse_frac[r], theta_max[r], J_out[r], gn2_out[r], chi2_out[r],
-            clip_out[r], ess_out[r], ghat_out[r], zero_out[r], theta_out[r])
+            next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0[r], runs[r], delays[r], J_out[r],
+            gn2_out[r], chi2_out[r], clip_out[r], ess_out[r], ghat_out[r], zero_out[r], theta_out[r])
     return div_out

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulate.training.config import OPTIMIZERS, TrainConfig, TrainResult, optimal_J
-from simulate.training.kernel import _train_batch_nb
+from simulate.training.kernel import RUN_DTYPE, _train_batch_nb
 
 def run_training(config: TrainConfig, mdp=None) -> TrainResult:
     """Run one configuration; ``mdp`` (built from ``config.instance`` if ``None``) may be passed to skip rebuilding."""
@@ -45,6 +45,15 @@ def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None
     return results
 
 
+def run_records(configs) -> np.ndarray:
+    """The runs' scalar settings as a :data:`simulate.training.kernel.RUN_DTYPE` array: each field from the
+    ``TrainConfig`` attribute of the same name (``opt``: the optimiser's index in ``OPTIMIZERS``)."""
+    out = np.empty(len(configs), dtype=RUN_DTYPE)
+    for name in RUN_DTYPE.names:
+        out[name] = [OPTIMIZERS.index(c.optimizer) if name == "opt" else getattr(c, name) for c in configs]
+    return out
+
+
 def _run_batch(configs, mdp, K) -> list[TrainResult]:
     next_state = np.ascontiguousarray(mdp.next_state, dtype=np.int64)
     reward = np.ascontiguousarray(mdp.reward, dtype=np.float64)
@@ -60,9 +69,6 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     P = phi.shape[1] if use_phi else int(np.prod(shape))
     bernoulli = bool(getattr(mdp, "bernoulli", False))
 
-    def arr(name, dtype):
-        return np.array([getattr(c, name) for c in configs], dtype=dtype)
-
     delays = np.stack([c.delays() for c in configs])
     J_star = optimal_J(mdp)
     w0 = np.stack([c.theta0((P,)) for c in configs])
@@ -73,13 +79,7 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     div = np.empty(R, dtype=np.int64)
     with np.errstate(all="ignore"):
         _train_batch_nb(
-            next_state, reward, step_reward, int(mdp.s0), phi, use_phi, bernoulli, w0,
-            np.array([c.code for c in configs], dtype=np.int64),
-            arr("eps", np.float64), arr("eps_low", np.float64), arr("eps_high", np.float64),
-            arr("tau_m2", np.float64), arr("G", np.int64), arr("n_prompts", np.int64), arr("eta", np.float64),
-            delays, arr("seed", np.int64), np.array([OPTIMIZERS.index(c.optimizer) for c in configs], dtype=np.int64),
-            arr("beta1", np.float64), arr("beta2", np.float64), arr("adam_eps", np.float64),
-            arr("adv_norm", np.bool_), arr("collapse_frac", np.float64), arr("theta_max", np.float64),
+            next_state, reward, step_reward, int(mdp.s0), phi, use_phi, bernoulli, w0, run_records(configs), delays,
             J, gn2, chi2, clip, ess, ghat, zero, theta, div,
         )
     return [
@@ -90,4 +90,4 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     ]
 
 
-__all__ = ["run_training", "run_many"]
+__all__ = ["run_training", "run_many", "run_records"]
