@@ -158,3 +158,42 @@ def test_slope_weights_give_the_least_squares_slope():
         assert y @ w == pytest.approx(sps.linregress(x, y).slope, rel=1e-12)
     with pytest.raises(ValueError, match="two distinct"):
         vd.slope_weights([1.0, 1.0])
+
+
+# ----------------------------------------------------------------------------- calibration of the power formulas
+def test_comparison_power_matches_simulation_on_both_sides():
+    """The power printed beside every protocol comparison is what the decision rule actually achieves: data
+    simulated one margin above the threshold give `holds`, one margin below give `refuted`, at that rate
+    (600 simulated studies, fixed seed; tolerance 4 binomial s.e.)."""
+    from simulate import verdicts as vd
+
+    rng = np.random.default_rng(0)
+    n, sd, margin, reps = 24, 0.03, 0.02, 600
+    power = vd.comparison_power(n, sd, margin, vd.ALPHA)
+    tol = 4 * np.sqrt(power * (1 - power) / reps)
+    for kind, c in (("superiority", margin), ("noninferiority", -margin)):
+        for shift, want in ((+margin, vd.HOLDS), (-margin, vd.REFUTED)):
+            d = rng.normal(c + shift, sd, size=(reps, n))
+            got = np.mean([vd.one_sample_comparison(x, kind=kind, margin=margin).verdict == want for x in d])
+            assert abs(got - power) <= tol, (kind, want, got, power)
+
+
+def test_rate_power_is_exact_and_interval_power_matches_simulation():
+    from scipy import stats as st
+
+    from simulate import verdicts as vd
+
+    rng = np.random.default_rng(1)
+    n, p0, reps = 48, 0.25, 600
+    k = rng.binomial(n, p0 / 4, reps)
+    p_h = np.mean([vd.rate_check(int(x), n, p0=p0, direction="below").verdict == vd.HOLDS for x in k])
+    k = rng.binomial(n, 2 * p0, reps)
+    p_r = np.mean([vd.rate_check(int(x), n, p0=p0, direction="below").verdict == vd.REFUTED for x in k])
+    power = vd.rate_power(n, p0, "below")
+    assert abs(min(p_h, p_r) - power) <= 4 * np.sqrt(power * (1 - power) / reps)
+    # interval test with the threshold halfway between prediction (effect) and 0: normal estimate, one-sided z
+    effect, se = -0.1, 0.03
+    est = rng.normal(effect, se, reps)
+    got = np.mean(est + st.norm.ppf(1 - vd.ALPHA) * se < effect / 2)
+    power = vd.interval_power(effect, se)
+    assert abs(got - power) <= 4 * np.sqrt(power * (1 - power) / reps)
