@@ -130,9 +130,13 @@ def main(args) -> int:
     df = res.to_frame()
     print(f"{cfg.instance.label}  estimator={cfg.estimator}  eps={cfg.eps:g}  G={cfg.G}  eta={cfg.eta:g}  "
           f"delay={cfg.delay.label}  K={cfg.steps}  seed={cfg.seed}")
-    print(df.iloc[:: args.every].to_string(index=False, float_format=lambda x: f"{x:.5g}"))
+    shown = df.iloc[:: args.every].copy()
+    shown["delay"] = shown["delay"].astype(object).where(shown["delay"].notna(), "—")
+    print(shown.to_string(index=False, float_format=lambda x: f"{x:.5g}", na_rep="—"))
+    print(f"(row k = {cfg.steps} is the final iterate θ_K: no update there, so its per-update columns are —)")
     s = res.summary()
     print("summary: " + "  ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in s.items()))
+    print("  ghat_tail = max_k ‖ĝ_k‖² / mean_k ‖ĝ_k‖² (heavy-tailed steps when large); diverged_at = −1: never")
     if args.out:
         df.to_csv(args.out, index=False)
         print(f"wrote {args.out}")

@@ -271,12 +271,14 @@ class TrainResult:
             )
 
     def to_frame(self):
-        """Per-step tidy table: k, d_k, J, ‖∇J‖², χ², clip fraction, ESS, ‖ĝ‖²."""
+        """Per-step tidy table: k, d_k, J, ‖∇J‖², χ², clip fraction, ESS, ‖ĝ‖². Row ``k = K`` is the final
+        iterate θ_K, where no update is made: its per-update columns are missing (``<NA>``/NaN), not −1."""
         import pandas as pd
 
         K = self.delays.size
         return pd.DataFrame(dict(
-            k=np.arange(K + 1), delay=np.append(self.delays, -1), J=self.J, grad_norm2=self.grad_norm2,
+            k=np.arange(K + 1), delay=pd.array([*map(int, self.delays), None], dtype="Int64"), J=self.J,
+            grad_norm2=self.grad_norm2,
             chi2=np.append(self.chi2, np.nan), clip_frac=np.append(self.clip_frac, np.nan),
             ess=np.append(self.ess, np.nan), ghat_norm2=np.append(self.ghat_norm2, np.nan),
         ))

@@ -128,3 +128,11 @@ def test_unwritable_out_is_refused_before_the_run(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(train_cmd, "run_training", no_run)
     assert main(["train", "--out", str(tmp_path / "missing" / "curve.csv")]) == 2
     assert "does not exist or is not writable" in capsys.readouterr().err
+
+
+def test_train_table_marks_the_final_iterate_without_a_fake_delay():
+    """The last row (θ_K) has no update: its delay is missing, not −1 (issue 27 item 16)."""
+    from simulate.training import TrainConfig, run_training
+
+    df = run_training(TrainConfig(steps=4, G=4)).to_frame()
+    assert df["delay"].isna().tolist() == [False] * 4 + [True] and (df["delay"].dropna() >= 0).all()
