@@ -196,6 +196,29 @@ def test_report_reads_protocol_verdicts_and_lm_row(tmp_path):
 
 
 # ----------------------------------------------------------------------------- end to end
+def test_quick_subset_writes_its_figures_and_a_report_and_reruns_from_the_cache(tmp_path):
+    """The `python -m figures` path on a cheap subset (the whole quick run is the slow test below): figures,
+    sidecars, a partial report, and a second run that recomputes nothing."""
+    out, cells = tmp_path / "out", tmp_path / "cells"
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    cmd = [sys.executable, "-m", "figures", "--quick", "--only", "fig_bias_G,fig_c5_exponent", "--out", str(out),
+           "--cells", str(cells), "--workers", "1", "--no-progress"]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)  # a hang guard
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    names = sorted(json.loads(p.read_text())["figure"] for p in out.glob("*.json"))
+    assert names == ["fig1_bias_vs_G", "fig_c5_local_exponent"], names
+    text = (out / "REPORT.md").read_text()
+    assert "quick: not a verdict" in text or "Quick mode" in text
+    from figures import fig_bias_G
+
+    import sweep
+
+    sweep._VERSION_CACHE.clear()
+    again = sweep.run_sweep(fig_bias_G.sweep(quick=True), root=cells, backend="serial", progress=False)
+    assert again.computed == ()
+
+
+@pytest.mark.slow  # ~5 min of one core since protocol v2 (common-η arm, two larger instances): `make test-slow`
 def test_quick_run_writes_every_figure_and_the_report(tmp_path):
     """``python -m figures --quick`` from a clean cell cache: every figure, REPORT.md/.html, no violated C1/C2/C4."""
     from figures.__main__ import SLOW_IN_QUICK, discover
