@@ -51,6 +51,24 @@ class FigureResult:
     seconds: float = 0.0
 
 
+def clean_json(v):
+    """A JSON-ready copy of ``v``: NumPy scalars as Python numbers, non-finite floats as ``None`` (JSON has
+    no NaN), tuples as lists, mapping keys as strings, DataFrames as lists of records, paths as strings."""
+    if isinstance(v, (np.floating, np.integer, np.bool_)):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, Path):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return [clean_json(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): clean_json(x) for k, x in v.items()}
+    if hasattr(v, "to_dict") and hasattr(v, "columns"):
+        return [clean_json(r) for r in v.to_dict(orient="records")]
+    return v
+
+
 def _jsonable(v):
     if isinstance(v, (np.floating, np.integer)):
         v = v.item()
@@ -93,7 +111,7 @@ def save(fig, out_dir, name: str, meta: dict) -> list[str]:
     paths = [out / f"{name}.png", out / f"{name}.pdf", out / f"{name}.json"]
     fig.savefig(paths[0])
     fig.savefig(paths[1])
-    paths[2].write_text(json.dumps(meta, indent=1, default=_jsonable, allow_nan=False))
+    paths[2].write_text(json.dumps(clean_json(meta), indent=1, default=_jsonable, allow_nan=False))
     plt.close(fig)
     return [str(p) for p in paths]
 

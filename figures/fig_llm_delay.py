@@ -135,7 +135,6 @@ def diagnostics(df, protocol) -> tuple[list[dict], str]:
                          diverged=int((g["skipped_steps"] > 0).sum()), collapsed=int(g["collapsed"].astype(bool).sum()),
                          locked_in=int(g["locked_in"].astype(bool).sum()),
                          chi2_learn_med=float(g["chi2_learn_med"].median()), ess_early=float(g["ess_early"].mean())))
-    rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()} for r in rows]
     at = df[(df["estimator"] == "gmc") & (df["d"] == protocol.d_max)]
     if not len(at):
         return rows, ""
@@ -190,8 +189,7 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     meta["rates"] = [r.as_dict() for r in result.rates]
     meta["table"] = ex.table(df, protocol.metric)
     meta["lm_c9"] = "\n".join(result.lines)
-    runs = df[[c for c in ex.ROW_COLUMNS if c != "seconds"]]
-    meta["runs"] = runs.astype(object).where(runs.notna(), None).to_dict(orient="records")  # JSON has no NaN
+    meta["runs"] = df[[c for c in ex.ROW_COLUMNS if c != "seconds"]].to_dict(orient="records")
     meta["diagnostics"], meta["regime"] = diagnostics(df, protocol.variant(quick))
     meta["caption"] = caption(protocol, result, quick)
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

@@ -6,11 +6,12 @@ structures into JSON for the figures' sidecars, which is what :mod:`figures.repo
 """
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
 import pandas as pd
+
+from figures.common import clean_json
 
 _CACHE: dict = {}
 
@@ -32,20 +33,6 @@ def result(quick: bool, sweep_opts: dict | None = None):
             opts["backend"] = "local" if int(opts.get("n_workers") or os.cpu_count() or 1) > 1 else "serial"
         _CACHE[quick] = run_protocol(quick=quick, local_exponent=_local_exponent, **opts)
     return _CACHE[quick]
-
-
-def _clean(v):
-    if isinstance(v, (np.floating, np.integer)):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if hasattr(v, "to_dict") and hasattr(v, "columns"):
-        return [_clean(r) for r in v.to_dict(orient="records")]
-    return v
 
 
 def protocol_meta(res) -> dict:
@@ -92,7 +79,7 @@ def c9_sidecar(res) -> dict:
             summary = summary.merge(split(common, "_common"), on=keys, how="left")
             summary = summary.merge(common[common.eta_kind == "common"].groupby(keys).nauc.mean()
                                     .rename("nauc_common").reset_index(), on=keys, how="left")
-    return _clean(dict(matrix={s: dict(m.loc[s]) for s in m.index}, aggregate=c9["aggregate"], verdict=c9["verdict"],
+    return clean_json(dict(matrix={s: dict(m.loc[s]) for s in m.index}, aggregate=c9["aggregate"], verdict=c9["verdict"],
                        comparisons=c9["comparisons"], subclaims=c9["subclaims"], cells=summary,
                        n_edge=int(summary.eta_at_edge.sum()), n_cells=int(len(summary))))
 
@@ -107,4 +94,4 @@ def c5_sidecar(res) -> dict:
         if r.get("test_b") is not None:
             d["test_b"] = r["test_b"]
         per[inst] = d
-    return _clean(dict(per_instance=per, verdict=res.c5.get("verdict")))
+    return clean_json(dict(per_instance=per, verdict=res.c5.get("verdict")))

@@ -103,24 +103,20 @@ def _sweep(fn: str, sweep_id: str, cells: list[tuple[str, dict]], sweep_kw: dict
     return run_pinned(sw, **kw)
 
 
-def _fixed(proto: Protocol, path: Path) -> dict:
-    from simulate.protocol.run import _path_setting
-
-    return dict(protocol_path=_path_setting(path), quick=proto.quick, protocol_sha256=proto.sha256)
-
-
 def tuned_etas(instances, G, proto: Protocol, path: Path = DEFAULT_PATH, sweep_kw: dict | None = None):
     """``η₀(instance, G)``: onpolicy's η tuned at d = 0 (ε = primary ε, which onpolicy ignores) by
     :func:`simulate.protocol.cells.run_cell`. The cells are the protocol run's own (same sweep id, cell id
     and settings), so a map after a protocol run tunes nothing. Returns ``(table, computed, cached, sweep ids)``."""
     eps = float(proto.primary["eps"])
-    fixed = _fixed(proto, path)
+    from simulate.protocol.run import cell_id, protocol_settings
+
+    fixed = protocol_settings(proto, path)
     rows, n_comp, n_cached, ids = [], 0, 0, []
     for inst in instances:
         cells = []
         for g in G:
             c = dict(instance=inst, estimator="onpolicy", d=0, eps=eps, G=int(g))
-            cells.append((",".join(f"{k}={v}" for k, v in c.items()), {**c, **fixed}))  # = run._run_cells' ids
+            cells.append((cell_id(c), {**c, **fixed}))  # the protocol run's own cells
         res = _sweep("simulate.protocol.run:sweep_cell", f"protocol-{_tag(proto)}-{inst}", cells, sweep_kw or {})
         n_comp, n_cached = n_comp + len(res.computed), n_cached + len(res.cached)
         ids.append(res.sweep_id)
@@ -137,12 +133,9 @@ def map_cell(instance: str, estimator: str, delays, eps: float, G: int, eta: flo
     """Sweep cell function: ``estimator`` at ``η = eta·eta_factor`` (``eta`` = the tuned base) at every d of
     ``delays`` on ``seeds``, one row per run (:func:`simulate.protocol.cells.eval_at`, ``kind="common"``).
     One cell holds every d: storing a cell costs ~50 ms, as much as computing one d on a small instance."""
-    from simulate.protocol.run import _load
+    from simulate.protocol.run import cell_protocol
 
-    proto = _load(protocol_path, quick)
-    if proto.sha256 != protocol_sha256:
-        raise ValueError(f"protocol file {protocol_path} changed during the run")
-    proto = replace(proto, eval_seeds=tuple(int(s) for s in seeds))
+    proto = replace(cell_protocol(protocol_path, quick, protocol_sha256), eval_seeds=tuple(int(s) for s in seeds))
     out = pd.concat([pc.eval_at(instance, estimator, int(d), float(eps), int(G), float(eta) * float(eta_factor), proto,
                                 kind="common") for d in delays], ignore_index=True)
     return out.assign(eta_base=float(eta), eta_factor=float(eta_factor))
@@ -290,7 +283,9 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
         raise ValueError("instances, delays, eta_factors, G and eps must each hold at least one value")
     sweep_kw = dict(sweep_kw, progress=progress)
     etas, n_comp, n_cached, sweeps = tuned_etas(insts, G, proto, path, sweep_kw)
-    fixed = _fixed(proto, path)
+    from simulate.protocol.run import protocol_settings
+
+    fixed = protocol_settings(proto, path)
     pe = float(proto.primary["eps"])
     sid = hashlib.sha256(",".join(map(str, seeds)).encode()).hexdigest()[:8]
     tables = []

@@ -25,7 +25,8 @@ from simulate.protocol.c9 import c9_verdicts
 from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance
 from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
 
-__all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell", "common_etas", "run_pinned"]
+__all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell", "common_etas", "run_pinned",
+           "cell_protocol", "protocol_settings", "path_setting", "cell_id"]
 
 
 @dataclass
@@ -49,34 +50,43 @@ def _proto(protocol, quick: bool) -> Protocol:
     return load_protocol(protocol, quick=quick)
 
 
-def _path_setting(path: Path) -> str:
+def path_setting(path: Path) -> str:
     """The protocol file as a cell setting: ``"default"`` for the committed file, so that cell keys do
     not depend on where the repository is checked out (the hash identifies the content)."""
     return "default" if Path(path).resolve() == DEFAULT_PATH.resolve() else str(Path(path).resolve())
 
 
-def _load(protocol_path: str, quick: bool) -> Protocol:
-    return load_protocol(None if protocol_path == "default" else protocol_path, quick=quick)
+def protocol_settings(proto: Protocol, path: Path) -> dict:
+    """The settings every protocol cell carries: which file (:func:`path_setting`), quick or not, its hash."""
+    return dict(protocol_path=path_setting(path), quick=proto.quick, protocol_sha256=proto.sha256)
+
+
+def cell_id(cell: dict) -> str:
+    """A protocol cell's id in its sweep: ``"k=v,…"`` over its own settings, in order."""
+    return ",".join(f"{k}={v}" for k, v in cell.items())
+
+
+def cell_protocol(protocol_path: str, quick: bool, protocol_sha256: str) -> Protocol:
+    """The protocol a cell function runs under, read from ``protocol_path`` (``"default"``: the committed
+    file); it must still hash to ``protocol_sha256``, or the cell refuses to run."""
+    proto = load_protocol(None if protocol_path == "default" else protocol_path, quick=quick)
+    if proto.sha256 != protocol_sha256:
+        raise ValueError(f"protocol file {protocol_path} changed during the run (sha256 {proto.sha256[:12]} ≠ "
+                         f"{protocol_sha256[:12]})")
+    return proto
 
 
 def sweep_cell(instance: str, estimator: str, d: int, eps: float, G: int, protocol_path: str, quick: bool,
                protocol_sha256: str, K: int | None = None) -> pd.DataFrame:
-    """Sweep cell function: :func:`simulate.protocol.cells.run_cell` for a registered instance; the
-    protocol is read from ``protocol_path`` (``"default"``: the committed file) and must still hash to
-    ``protocol_sha256``."""
-    proto = _load(protocol_path, quick)
-    if proto.sha256 != protocol_sha256:
-        raise ValueError(f"protocol file {protocol_path} changed during the run (sha256 {proto.sha256[:12]} ≠ "
-                         f"{protocol_sha256[:12]})")
-    return pc.run_cell(instance, estimator, d, eps, G, proto, K=K)
+    """Sweep cell function: :func:`simulate.protocol.cells.run_cell` for a registered instance, under
+    :func:`cell_protocol`."""
+    return pc.run_cell(instance, estimator, d, eps, G, cell_protocol(protocol_path, quick, protocol_sha256), K=K)
 
 
 def sweep_fixed_cell(instance: str, estimator: str, d: int, eps: float, G: int, eta: float, protocol_path: str,
                      quick: bool, protocol_sha256: str, K: int | None = None, kind: str = "fixed") -> pd.DataFrame:
     """Sweep cell function for C5 test A and the v2 common-η arm (:func:`simulate.protocol.cells.eval_at`)."""
-    proto = _load(protocol_path, quick)
-    if proto.sha256 != protocol_sha256:
-        raise ValueError(f"protocol file {protocol_path} changed during the run")
+    proto = cell_protocol(protocol_path, quick, protocol_sha256)
     return pc.eval_at(instance, estimator, d, eps, G, eta, proto, K=K, kind=kind)
 
 
@@ -147,8 +157,8 @@ def run_pinned(sw, **kw):
 def _run_cells(fn, cells: list[dict], proto: Protocol, path: Path, sweep_id: str, sweep_kw: dict) -> pd.DataFrame:
     from sweep import Cell, Sweep
 
-    fixed = dict(protocol_path=_path_setting(path), quick=proto.quick, protocol_sha256=proto.sha256)
-    sw = Sweep(sweep_id, fn, tuple(Cell(",".join(f"{k}={v}" for k, v in c.items()), {**c, **fixed}) for c in cells))
+    fixed = protocol_settings(proto, path)
+    sw = Sweep(sweep_id, fn, tuple(Cell(cell_id(c), {**c, **fixed}) for c in cells))
     kw = dict(backend="serial")
     kw.update(sweep_kw)
     return run_pinned(sw, **kw).table
