@@ -27,10 +27,11 @@ NAME = "fig_regime_map"
 TITLE = "Regime map: gmc − onpolicy in nAUC over delay and step size (C9)"
 CLAIMS = ("C9",)
 CMAP = "RdBu"  # red: negative (onpolicy ahead), blue: positive (gmc ahead)
-CAPTION = ("Regime map of the common-η arm: per instance, nAUC(gmc) − nAUC(onpolicy) (mean over the held-out seeds, "
-           "paired by seed), the delay d across and the step size η = f·η₀ up, where η₀ is onpolicy's η tuned at "
-           "d = 0 for that instance and G and is shared by every estimator at every d (a practitioner who tuned before "
-           "the delay appeared); primary G and ε. Blue: gmc ahead; red: the uncorrected learner ahead; one colour scale "
+CAPTION = ("Regime map: per instance, nAUC(gmc) − nAUC(onpolicy) (mean over the held-out seeds, "
+           "paired by seed), the delay d across and the step size up: the rows below the line are the common-η arm "
+           "η = f·η₀, where η₀ is onpolicy's η tuned at d = 0 for that instance and G and is shared by every estimator "
+           "at every d (a practitioner who tuned before the delay appeared); the top row is the tuned arm (η tuned "
+           "for each estimator and d on the tuning seeds); primary G and ε (the G and ε axes: fig_regime_slices). Blue: gmc ahead; red: the uncorrected learner ahead; one colour scale "
            "for every panel. Black frame: the 95 % paired t-interval over seeds excludes 0 (per cell, no multiplicity "
            "correction); †: gmc's failure rate (divergence, collapse or lock-in) above the protocol's p₀. Predicted "
            "(C9, with C3/C6: the overlap χ² and hence the bias of the uncorrected gradient grow with d): gmc is never "
@@ -46,32 +47,87 @@ def _factor_label(f: float) -> str:
     return f"1/{inv:g}" if abs(inv - round(inv)) < 1e-9 else f"{f:g}"
 
 
-def panel_data(m, G: int, eps: float) -> dict:
-    """{instance: dict(delays, factors, est (factors × delays), sig (bool), unstable (bool), eta0)} at (G, ε)."""
+def _row_label(row) -> str:
+    kind, v = row
+    if kind == "tuned":
+        return "tuned"
+    if kind == "G":
+        return f"G={int(v)}"
+    if kind == "eps":
+        return f"ε={v:g}"
+    return _factor_label(v)
+
+
+def panel_data(m, G: int, eps: float, axis: str = "eta") -> dict:
+    """{instance: dict(delays, rows, est (rows × delays), sig (bool), unstable (bool), eta0)}.
+
+    ``axis="eta"``: the rows are the common arm's factors f at (G, ε) and, when the map has it, the tuned
+    arm on top; ``axis="G"`` / ``"eps"``: the rows are the map's G (at ε) / ε (at G) values, common arm at
+    f = 1."""
     comp = m.comparisons
-    sel = comp[(comp.comparison == "gmc − onpolicy") & (comp.G == G) & np.isclose(comp.eps, eps)]
+    comp = comp[comp.comparison == "gmc − onpolicy"]
+    arm = comp.arm if "arm" in comp else pd.Series("common", index=comp.index)
+    if axis == "eta":
+        sel = comp[(comp.G == G) & np.isclose(comp.eps, eps)]
+        sel_arm = arm[sel.index]
+        rows = [("common", float(f)) for f in sorted(sel[sel_arm == "common"].eta_factor.unique())]
+        rows += [("tuned", 1.0)] if (sel_arm == "tuned").any() else []
+        row_of = lambda r: ("tuned", 1.0) if getattr(r, "arm", "common") == "tuned" else ("common", float(r.eta_factor))  # noqa: E731
+    elif axis in ("G", "eps"):
+        sel = comp[(arm == "common") & np.isclose(comp.eta_factor, 1.0)]
+        sel = sel[np.isclose(sel.eps, eps)] if axis == "G" else sel[sel.G == G]
+        rows = [(axis, float(v)) for v in sorted(sel[axis].unique())]
+        row_of = lambda r: (axis, float(getattr(r, axis)))  # noqa: E731
+    else:
+        raise ValueError(f"axis must be 'eta', 'G' or 'eps', got {axis!r}")
     delays = sorted(int(d) for d in sel.d.unique())
-    factors = sorted(float(f) for f in sel.eta_factor.unique())
     out = {}
     for inst in m.settings["instances"]:
         s = sel[sel.instance == inst]
         if s.empty:
             continue
-        est = np.full((len(factors), len(delays)), np.nan)
+        est = np.full((len(rows), len(delays)), np.nan)
         sig = np.zeros_like(est, dtype=bool)
         unstable = np.zeros_like(sig)
         for r in s.itertuples(index=False):
-            i, j = factors.index(float(r.eta_factor)), delays.index(int(r.d))
+            i, j = rows.index(row_of(r)), delays.index(int(r.d))
             est[i, j] = r.estimate
             sig[i, j] = bool(r.lo > 0 or r.hi < 0)
             unstable[i, j] = bool(r.fail_rate_gmc > m.protocol.failure_p0)
         e0 = m.etas[(m.etas.instance == inst) & (m.etas.G == G)].eta_tuned
-        out[inst] = dict(delays=delays, factors=factors, est=est, sig=sig, unstable=unstable,
-                         eta0=float(e0.iloc[0]) if len(e0) else math.nan)
+        out[inst] = dict(delays=delays, rows=rows, factors=[v for k, v in rows if k == "common"], est=est, sig=sig,
+                         unstable=unstable, eta0=float(e0.iloc[0]) if len(e0) else math.nan)
     return out
 
 
-def plot(data: dict, *, G: int, eps: float, vmax: float | None = None):
+def draw_panel(ax, p: dict, vmax: float):
+    """One heat map (rows × delays) of :func:`panel_data`'s entry ``p`` on ``ax``: colour on the shared
+    diverging scale ±vmax, the value in each cell (†: gmc fails above p₀), a frame where significant."""
+    norm = TwoSlopeNorm(vcenter=0.0, vmin=-vmax, vmax=vmax)
+    est = p["est"]
+    if "rows" not in p:  # a panel given by its common-arm factors alone
+        p = dict(p, rows=[("common", float(f)) for f in p["factors"]])
+    im = ax.imshow(est, cmap=CMAP, norm=norm, origin="lower", aspect="auto")
+    for i in range(est.shape[0]):
+        for j in range(est.shape[1]):
+            v = est[i, j]
+            if not np.isfinite(v):
+                continue
+            txt = ("0" if v == 0 else f"{v:+.2f}".replace("0.", ".").replace("-", "−")) + (
+                "†" if p["unstable"][i, j] else "")
+            ax.text(j, i, txt, ha="center", va="center", fontsize=5.2, color="white" if abs(v) > 0.6 * vmax else "black")
+            if p["sig"][i, j]:
+                # inset, so that neighbouring significant cells keep separate frames
+                ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, ec="black", lw=1.2))
+    ax.set_xticks(range(len(p["delays"])), [str(d) for d in p["delays"]], fontsize=6.5)
+    ax.set_yticks(range(len(p["rows"])), [_row_label(r) for r in p["rows"]], fontsize=6.5)
+    if any(k == "tuned" for k, _ in p["rows"]):
+        ax.axhline(len(p["rows"]) - 1.5, color="black", lw=0.8)  # the tuned arm is not on the η/η₀ scale
+    ax.grid(False)
+    return im
+
+
+def plot(data: dict, *, G: int, eps: float, vmax: float | None = None, axis: str = "eta"):
     """The heat maps, one per instance, with one colour bar; returns ``(fig, axes)``."""
     n = max(len(data), 1)
     ncol = min(n, 4)
@@ -81,30 +137,14 @@ def plot(data: dict, *, G: int, eps: float, vmax: float | None = None):
     if vmax is None:
         finite = [np.nanmax(np.abs(p["est"])) for p in data.values() if np.isfinite(p["est"]).any()]
         vmax = max(max(finite, default=0.0), 0.02)  # at least the margin, so a null map stays pale
-    norm = TwoSlopeNorm(vcenter=0.0, vmin=-vmax, vmax=vmax)
     im = None
     flat = axes.ravel()
     for ax, (inst, p) in zip(flat, data.items()):
-        est = p["est"]
-        im = ax.imshow(est, cmap=CMAP, norm=norm, origin="lower", aspect="auto")
-        for i in range(est.shape[0]):
-            for j in range(est.shape[1]):
-                v = est[i, j]
-                if not np.isfinite(v):
-                    continue
-                txt = ("0" if v == 0 else f"{v:+.2f}".replace("0.", ".").replace("-", "−")) + (
-                    "†" if p["unstable"][i, j] else "")
-                ax.text(j, i, txt, ha="center", va="center", fontsize=5.2,
-                        color="white" if abs(v) > 0.6 * vmax else "black")
-                if p["sig"][i, j]:
-                    # inset, so that neighbouring significant cells keep separate frames
-                    ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, ec="black", lw=1.2))
-        ax.set_xticks(range(len(p["delays"])), [str(d) for d in p["delays"]], fontsize=6.5)
-        ax.set_yticks(range(len(p["factors"])), [_factor_label(f) for f in p["factors"]], fontsize=6.5)
+        im = draw_panel(ax, p, vmax)
         ax.set_xlabel("delay d", fontsize=7)
-        ax.set_ylabel("η / η₀", fontsize=7)
-        ax.grid(False)
-        ax.set_title(textwrap.fill(inst, 24) + f"\nη₀ = {p['eta0']:.3g}", fontsize=7)
+        ax.set_ylabel({"eta": "η / η₀ (common arm)", "G": "group size G (η = η₀)", "eps": "ε (η = η₀)"}[axis],
+                      fontsize=7)
+        ax.set_title(textwrap.fill(inst, 24) + (f"\nη₀ = {p['eta0']:.3g}" if axis == "eta" else ""), fontsize=7)
     for ax in flat[len(data):]:
         ax.set_axis_off()
     if im is not None:
@@ -113,8 +153,10 @@ def plot(data: dict, *, G: int, eps: float, vmax: float | None = None):
         cb.ax.tick_params(labelsize=6.5)
     else:
         common.placeholder(flat[0], "no gmc − onpolicy comparisons in the map")
-    fig.suptitle(f"gmc − onpolicy, common η = (η/η₀)·η₀, G = {G}, ε = {eps:g}  (frame: 95 % t-interval excludes 0; "
-                 "†: gmc fails above p₀)", fontsize=7.5)
+    where = {"eta": f"G = {G}, ε = {eps:g}; rows: common η = (η/η₀)·η₀, top row: η tuned per cell",
+             "G": f"ε = {eps:g}, common η₀ (tuned at d = 0 for each G)", "eps": f"G = {G}, common η₀"}[axis]
+    fig.suptitle(f"gmc − onpolicy in nAUC, {where}\n(frame: 95 % paired t-interval excludes 0; †: gmc fails above p₀)",
+                 fontsize=7.5)
     return fig, axes
 
 
@@ -130,6 +172,7 @@ def evidence(m, G: int, eps: float) -> list[common.Evidence]:
     """One ``reported`` row per instance: the smallest d at which gmc is significantly ahead of onpolicy at
     f = 1 (the η tuned at d = 0 itself), with both boundaries in the note."""
     b = m.boundary
+    b = b[b.arm == "common"] if "arm" in b else b
     rows = []
     for r in b[(b.G == G) & np.isclose(b.eps, eps) & np.isclose(b.eta_factor, 1.0)].itertuples(index=False):
         d = None if pd.isna(r.d_gmc_ahead) else int(r.d_gmc_ahead)
@@ -145,22 +188,33 @@ def _records(df) -> list[dict]:
             for row in df.astype(object).to_dict(orient="records")]
 
 
-def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common.FigureResult:
+_MAPS: dict = {}
+
+
+def standard(quick: bool, sweep_opts: dict | None = None):
+    """The standard map (:func:`simulate.protocol.regime_map.standard_map`), once per process and size
+    (this figure and ``fig_regime_slices`` share it)."""
     from simulate.protocol import regime_map as rm
 
+    if quick not in _MAPS:
+        opts = dict(sweep_opts or {})
+        if "client" not in opts and "scheduler" not in opts and "dask_local" not in opts:
+            opts.setdefault("backend", "local" if int(opts.get("n_workers") or os.cpu_count() or 1) > 1 else "serial")
+        _MAPS[quick] = rm.standard_map(quick=quick, **opts)
+    return _MAPS[quick]
+
+
+def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common.FigureResult:
     t0 = time.perf_counter()
     style.apply()
-    opts = dict(sweep_opts or {})
-    if "client" not in opts and "scheduler" not in opts and "dask_local" not in opts:
-        opts.setdefault("backend", "local" if int(opts.get("n_workers") or os.cpu_count() or 1) > 1 else "serial")
-    m = rm.regime_map(**(rm.QUICK if quick else {}), quick=quick, **opts)
+    m = standard(quick, sweep_opts)
     G, eps = _primary(m)
     fig, _ = plot(panel_data(m, G, eps), G=G, eps=eps)
     ev = evidence(m, G, eps)
     comp = m.comparisons
-    keep = ["instance", "d", "G", "eps", "eta_factor", "eta", "comparison", "rival", "kind", "threshold", "n",
+    keep = ["instance", "d", "G", "eps", "arm", "eta_factor", "eta", "comparison", "rival", "kind", "threshold", "n",
             "estimate", "lo", "hi", "verdict", "sign", "nauc_gmc", "nauc_rival", "fail_rate_gmc", "fail_rate_rival"]
-    prim = comp[(comp.G == G) & np.isclose(comp.eps, eps)][[c for c in keep if c in comp.columns]]
+    prim = comp[[c for c in keep if c in comp.columns]]  # the d × η grid and the G and ε slices
     meta = common.sidecar(NAME, quick=quick, settings=dict(m.settings, primary_G=G, primary_eps=eps),
                           seeds=dict(tune=list(m.protocol.tune_seeds), eval=m.settings["seeds"]), sweeps=m.sweeps,
                           evidence=ev)

@@ -17,7 +17,7 @@ from simulate.protocol.c5 import c5_instance
 from simulate.protocol.c9 import c9_instance
 from simulate.protocol.cells import run_metrics
 from simulate.protocol.instances import TrainingInstance
-from simulate.protocol.spec import DEFAULT_PATH, V1_PATH
+from simulate.protocol.spec import DEFAULT_PATH, V1_PATH, V2_PATH
 from simulate.training import TrainConfig, run_training
 
 TINY = """
@@ -69,7 +69,7 @@ def test_committed_protocol_has_disjoint_seeds_and_its_hash(quick):
     p = load_protocol(quick=quick)
     assert not set(p.tune_seeds) & set(p.eval_seeds)
     assert len(p.eval_seeds) >= (8 if quick else 24) and len(p.tune_seeds) >= (4 if quick else 8)
-    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest() and p.version == 2
+    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest() and p.version == 3
     assert len(p.instances) >= 4 and "feature-loglinear" in p.instances
     assert set(p.instances) <= set(INSTANCES)
 
@@ -364,7 +364,7 @@ def test_run_metrics_counts_lock_in_as_a_failure_and_measures_the_learning_phase
 
 
 def test_c9_v2_judges_stability_on_the_common_arm_and_flags_saturation():
-    p = load_protocol()
+    p = load_protocol(V2_PATH)
     d = p.primary["d"]
     good = {("onpolicy", 0): 0.7, ("onpolicy", d): 0.4, ("tic", 0): 0.7, ("tic", d): 0.5, ("tis", 0): 0.7,
             ("tis", d): 0.5, ("gmc", 0): 0.7, ("gmc", d): 0.68, ("is", 0): 0.7, ("is", d): 0.3}
@@ -384,7 +384,7 @@ def test_c9_v2_judges_stability_on_the_common_arm_and_flags_saturation():
 
 
 def test_c9_v2_regime_comes_from_the_learning_phase():
-    p = load_protocol()
+    p = load_protocol(V2_PATH)
     d = p.primary["d"]
     t = _table({("gmc", 0): 0.7, ("gmc", d): 0.6, ("onpolicy", 0): 0.7, ("onpolicy", d): 0.6}, chi2=0.01)
     t.loc[:, "chi2_learn_med"] = 12.0  # far during learning, ~0 over all steps
@@ -417,3 +417,52 @@ def test_protocol_schema_refuses_what_would_silently_change_a_verdict(tmp_path):
         f.write_text(text)
         with pytest.raises(ValueError, match=msg):
             load_protocol(f, quick=True)
+
+
+# ----------------------------------------------------------------------------- protocol v3
+def test_v2_stays_loadable_under_its_own_hash_and_rules():
+    v2 = load_protocol(V2_PATH)
+    assert v2.version == 2 and v2.sha256.startswith("c54c92711815") and v2.normalise == "path"
+    assert not v2.rate_premise_d0 and v2.delays == (0, 2, 4, 8) and v2.G == (4, 8, 32)
+    v3 = load_protocol()
+    assert v3.version == 3 and v3.normalise == "class" and v3.rate_premise_d0
+    # v3 judges only what the verdicts use: d ∈ {0, primary d} at the primary ε and G
+    assert v3.delays == (0, v3.primary["d"]) and v3.G == (v3.primary["G"],) and v3.eps == (v3.primary["eps"],)
+    assert load_protocol(quick=True).c5["G"] == [2, 8, 32]  # [quick] names its C5 group sizes
+
+
+def test_v3_rate_subclaims_need_a_stable_learner_at_d0():
+    """A failure at d counts against the delay only if the same estimator at d = 0 is stable: with `is`
+    failing as often at d = 0 as at d, "is unstable" is out of scope with the count, never `holds`."""
+    p = load_protocol()
+    d = p.primary["d"]
+    good = {("onpolicy", 0): 0.7, ("onpolicy", d): 0.4, ("tic", 0): 0.7, ("tic", d): 0.5, ("tis", 0): 0.7,
+            ("tis", d): 0.5, ("gmc", 0): 0.7, ("gmc", d): 0.68, ("is", 0): 0.7, ("is", d): 0.3}
+    comp, sub = c9_instance(_table(good, failed={("is", d): 0.6}), p)
+    assert dict(zip(sub.subclaim, sub.verdict))["is-unstable"] == "holds"  # d = 0 stable: in scope
+    comp, sub = c9_instance(_table(good, failed={("is", d): 0.6, ("is", 0): 0.6, ("gmc", 0): 0.6}), p)
+    v = dict(zip(sub.subclaim, sub.verdict))
+    assert v["is-unstable"] == vd.OUT_OF_SCOPE and v["gmc-stable"] == vd.OUT_OF_SCOPE
+    why = comp[comp.subclaim == "is-unstable"].premise.iloc[0]
+    assert "d = 0" in why and "/48" in why
+    # v2 has no such premise: the same table says "holds"
+    _, sub2 = c9_instance(_table(good, failed={("is", d): 0.6, ("is", 0): 0.6}), load_protocol(V2_PATH))
+    assert dict(zip(sub2.subclaim, sub2.verdict))["is-unstable"] == "holds"
+
+
+def test_v3_normalises_by_the_policy_class_optimum():
+    """J_class is J* for a tabular policy; for a feature policy it is the best J exact-gradient ascent
+    reaches, ≤ J*, and at least what plain gradient ascent from θ_0 = 0 reaches (an independent check)."""
+    from simulate.protocol.cells import reference_J
+    from simulate.protocol.instances import exact_J_grad_w, get_instance
+
+    v2, v3 = load_protocol(V2_PATH), load_protocol()
+    tab = get_instance("count-frac")
+    assert tab.J_class == tab.J_star == reference_J(tab, v3) == reference_J(tab, v2)
+    feat = get_instance("feature-loglinear")
+    assert reference_J(feat, v2) == feat.J_star and reference_J(feat, v3) == feat.J_class <= feat.J_star
+    w = np.zeros(feat.n_params)
+    for _ in range(3000):
+        J, g = exact_J_grad_w(feat, w)
+        w = w + 64.0 * g
+    assert J <= feat.J_class + 1e-9 and feat.J_class - J < 1e-3

@@ -193,8 +193,57 @@ def test_quick_figure_writes_png_pdf_and_a_sidecar(tmp_path):
     meta = json.loads((tmp_path / "out" / f"{fr.NAME}.json").read_text())
     assert meta["quick"] is True and "predict" in meta["caption"].lower()
     n_inst, n_f = len(rm.QUICK["instances"]), len(rm.QUICK["eta_factors"])
-    assert len(meta["boundary"]) == n_inst * n_f
-    assert len(meta["comparisons"]) == n_inst * n_f * len(rm.QUICK["delays"]) * 2
+    # per instance: the common arm's factors, the tuned arm, and the G and ε slices beyond the primary cell
+    n_rows = n_f + 1 + (len(rm.QUICK_SLICES["G"]) - 1) + (len(rm.QUICK_SLICES["eps"]) - 1)
+    assert len(meta["boundary"]) == n_inst * n_rows
+    assert len(meta["comparisons"]) == n_inst * n_rows * len(rm.QUICK["delays"]) * 2
+    assert sorted({b["arm"] for b in meta["boundary"]}) == ["common", "tuned"]
     assert [e["verdict"] for e in meta["evidence"]] == ["reported"] * n_inst
     assert all(b["gmc_ahead"].startswith(("d = ", "none up to d = 64")) for b in meta["boundary"])
     assert res.name == fr.NAME and res.evidence and not res.missing
+
+
+# ----------------------------------------------------------------------------- the tuned arm and merged maps
+def test_tuned_arm_is_the_protocols_tuned_cell_and_pairs_within_its_arm(tiny):
+    """The tuned arm's η is the protocol cell's own tuned η (one per estimator and d), its runs are the
+    cell's held-out runs at that η, and gmc − onpolicy on it pairs tuned gmc with tuned onpolicy only."""
+    from simulate.protocol.cells import run_cell
+
+    root, _ = tiny
+    m = rm.regime_map(**{**TINY, "eps": (0.2,)}, tuned_arm=("onpolicy", "gmc"), quick=True, root=root, backend="serial")
+    t = m.runs[m.runs.arm == "tuned"]
+    assert set(t.estimator) == {"onpolicy", "gmc"} and set(t.d) == {0, 8} and (t.eta_factor == 1.0).all()
+    proto = load_protocol(quick=True)
+    cell = run_cell("count-frac", "gmc", 8, 0.2, 8, proto)
+    ev = cell[(cell.phase == "eval") & (cell.eta_kind == "tuned")].set_index("seed").sort_index()
+    mine = t[(t.estimator == "gmc") & (t.d == 8)].set_index("seed").sort_index()
+    assert np.allclose(mine.eta, ev.eta) and np.array_equal(mine.nauc.to_numpy(), ev.nauc.to_numpy())
+    comp = m.comparisons
+    row = comp[(comp.arm == "tuned") & (comp.d == 8) & (comp.comparison == "gmc − onpolicy")]
+    assert len(row) == 1
+    on = t[(t.estimator == "onpolicy") & (t.d == 8)].set_index("seed").nauc
+    diff = (mine.nauc - on).to_numpy()
+    assert math.isclose(float(row.estimate.iloc[0]), float(diff.mean()), rel_tol=0, abs_tol=1e-12)
+    # the tuned arm's cells are the protocol sweep's: a second call computes nothing
+    again = rm.regime_map(**{**TINY, "eps": (0.2,)}, tuned_arm=("onpolicy", "gmc"), quick=True, root=root,
+                          backend="serial")
+    assert again.computed == 0
+    with pytest.raises(ValueError, match="tuned_arm"):
+        rm.regime_map(**TINY, tuned_arm=("cispo",), quick=True, root=root, backend="serial")
+
+
+def test_merge_keeps_one_copy_of_a_shared_cell(tiny):
+    root, m = tiny
+    other = rm.regime_map(**{**TINY, "eta_factors": (1.0,), "G": (4, 8), "eps": (0.2,)}, quick=True, root=root,
+                          backend="serial")
+    merged = rm.merge([m, other])
+    keys = rm.KEYS + ["seed"]
+    assert not merged.runs.duplicated(keys).any()
+    assert len(merged.runs) == len(pd.concat([m.runs, other.runs]).drop_duplicates(keys))
+    assert merged.settings["G"] == [4, 8] and len(merged.settings["parts"]) == 2
+    # the shared cells (G = 8, ε = 0.2, f = 1) carry the same numbers in both parts
+    pd.testing.assert_frame_equal(
+        merged.comparisons[(merged.comparisons.G == 8) & np.isclose(merged.comparisons.eps, 0.2)
+                           & np.isclose(merged.comparisons.eta_factor, 1.0)].reset_index(drop=True),
+        m.comparisons[np.isclose(m.comparisons.eps, 0.2) & np.isclose(m.comparisons.eta_factor, 1.0)].reset_index(drop=True),
+        check_like=True)

@@ -187,7 +187,9 @@ def c9_instance_v2(table: pd.DataFrame, proto: Protocol) -> tuple[pd.DataFrame, 
     - every comparison and rate prints its power (:func:`simulate.verdicts.comparison_power`,
       :func:`~simulate.verdicts.rate_power`); an ``inconclusive`` one below ``power_target`` says so;
     - a **saturated** instance (:func:`saturation`) is ``out of scope`` for every sub-claim, with the
-      measurement, and the cell's regime comes from the learning phase (:func:`learning_regime`).
+      measurement, and the cell's regime comes from the learning phase (:func:`learning_regime`);
+    - v3 (``rate_premise_d0``): a failure-rate sub-claim is ``out of scope`` when the same estimator at
+      ``d = 0`` (common arm) already fails in more than ``p0`` of its runs; ``premise`` says so with the count.
     """
     p = proto.primary
     d, G, eps = int(p["d"]), int(p["G"]), float(p["eps"])
@@ -216,6 +218,7 @@ def c9_instance_v2(table: pd.DataFrame, proto: Protocol) -> tuple[pd.DataFrame, 
                 if n and nf / n <= proto.failure_p0:  # only stable rivals count ("among the stable")
                     diff("gmc", d, x, d, "noninferiority", f"gmc-best-or-tied ({arm} η)", f"gmc − {x} (d={d}, {arm} η)",
                          arm)
+    premise = {}
     for e, direction, name in (("is", "above", "is-unstable"), ("gmc", "below", "gmc-stable")):
         if e in ests:
             nf, n = failures(table, e, d, eps, G, "common")
@@ -223,6 +226,11 @@ def c9_instance_v2(table: pd.DataFrame, proto: Protocol) -> tuple[pd.DataFrame, 
                 split = failure_split(table, e, d, eps, G, "common")
                 rates.append((name, vd.rate_check(nf, n, p0=proto.failure_p0, direction=direction, name=name,
                                                   alpha=proto.alpha), split))
+                if proto.rate_premise_d0:  # v3: a failure at d is the delay's only if the d = 0 learner is stable
+                    nf0, n0 = failures(table, e, 0, eps, G, "common")
+                    if n0 and nf0 / n0 > proto.failure_p0:
+                        premise[name] = (f"out of scope: {e} at d = 0 already fails {nf0}/{n0} "
+                                         f"(> p0 = {proto.failure_p0:g}), so failures at d = {d} are not the delay's")
     decided = vd.decide([c for _, _, c, _ in comps], alpha=proto.alpha)
     rows = []
     for (s_, arm, _, sd), c in zip(comps, decided):
@@ -232,7 +240,8 @@ def c9_instance_v2(table: pd.DataFrame, proto: Protocol) -> tuple[pd.DataFrame, 
         pw = vd.rate_power(r.n, proto.failure_p0, r.direction, proto.alpha)
         rows.append(dict(subclaim=s_, arm="common", test="Clopper–Pearson", power=pw, name=r.name,
                          kind=f"rate {r.direction} p0", margin=np.nan, threshold=r.p0, n=r.n, estimate=r.rate,
-                         lo=r.lo, hi=r.hi, verdict=r.verdict, diverged=split["diverged"], collapsed=split["collapsed"],
+                         lo=r.lo, hi=r.hi, verdict=vd.OUT_OF_SCOPE if s_ in premise else r.verdict,
+                         premise=premise.get(s_, ""), diverged=split["diverged"], collapsed=split["collapsed"],
                          locked_in=split["locked_in"]))
     comp = pd.DataFrame(rows)
     if len(comp):

@@ -5,7 +5,8 @@ per run: ``phase = "tune"`` rows (every η of the grid × tuning seeds) and ``ph
 (evaluation seeds × {tuned η, neighbour η = tuned·2^{1/2}}), plus the cell's tuning summary in
 every row (``eta_tuned``, ``eta_at_edge``, ``n_widen``, ``window_octaves``).
 
-**Per-run metrics** (:func:`run_metrics`), with ``J_0 = J(θ_0)`` and ``J*`` of the instance:
+**Per-run metrics** (:func:`run_metrics`), with ``J_0 = J(θ_0)`` and ``J*`` the top of the scale
+(:func:`reference_J`: the path optimum in v1/v2, the policy class's optimum ``J_class`` in v3):
 
 - ``nauc = (1/(K+1)) Σ_{k=0}^{K} (J_k − J_0)/(J* − J_0)`` over ``K = budget/G`` steps, so every
   delay and every G spends the same number of sampled trajectories, counted from step 0;
@@ -36,7 +37,7 @@ from simulate.training import TrainConfig, run_many
 
 THETA_MAX = 1e8  # "diverged" means effectively non-finite, not merely a saturated softmax
 
-__all__ = ["run_cell", "run_metrics", "policy_entropy", "eval_at", "THETA_MAX"]
+__all__ = ["run_cell", "run_metrics", "policy_entropy", "eval_at", "reference_J", "THETA_MAX"]
 
 
 def run_metrics(result, J_star: float, collapse_drop: float, *, lockin_nJ: float = math.nan,
@@ -98,6 +99,13 @@ def run_metrics(result, J_star: float, collapse_drop: float, *, lockin_nJ: float
     )
 
 
+def reference_J(inst: TrainingInstance, proto: Protocol) -> float:
+    """The top of the normalisation ``nJ = (J − J_0)/(J_ref − J_0)``: ``J*`` (protocol v1/v2,
+    ``normalise = "path"``) or ``J_class``, the optimum of the instance's policy class (v3, ``"class"``;
+    equal to ``J*`` for a tabular policy)."""
+    return float(inst.J_class if proto.normalise == "class" else inst.J_star)
+
+
 def policy_entropy(inst, theta: np.ndarray) -> float:
     """Mean per-token entropy ``(1/T) Σ_t Σ_s d_t(s) H(π(·|s, t))`` (nats) of the policy with logits
     ``theta`` ``(T, S, V)``, ``d_t`` its own state distribution: 0 for a deterministic policy."""
@@ -129,7 +137,7 @@ def _run(inst, estimator, d, eps, G, etas, seeds, proto, phase, eta_kind=None, K
     rows = []
     for c, r in zip(cfgs, run_many(cfgs)):
         row = dict(phase=phase, eta=c.eta, seed=c.seed,
-                   **run_metrics(r, inst.J_star, proto.collapse_drop, lockin_nJ=proto.lockin_nJ,
+                   **run_metrics(r, reference_J(inst, proto), proto.collapse_drop, lockin_nJ=proto.lockin_nJ,
                                  lockin_grad_rel=proto.lockin_grad_rel, learning_gap=proto.learning_gap))
         if phase != "tune":
             row["entropy_final"] = policy_entropy(inst, r.theta)

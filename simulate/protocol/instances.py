@@ -11,8 +11,11 @@ A :class:`TrainingInstance` is a deterministic tabular MDP (docs/THEORY.md §1) 
   ``J`` and ``∇J`` stay exact by dynamic programming over the state.
 
 ``J*`` is the largest return of any path (a DP over the state), the optimum of the tabular class;
-for a feature policy it is an upper bound on ``sup_w J``, and normalised metrics divide by
-``J* − J(θ_0)`` all the same (every estimator shares the denominator).
+for a feature policy it is only an upper bound on ``sup_w J``. ``J_class`` is the optimum of the
+instance's own policy class: ``J*`` for a tabular policy (approached as the logits grow), and for a
+feature policy the best ``J(w)`` that exact-gradient L-BFGS reaches from fixed starts
+(:func:`class_optimum`) — a property of the instance, computed before any learner runs. Protocol v1/v2
+normalise by ``J*``; v3 by ``J_class`` (a run that converges inside the class is then not "locked in").
 
 :data:`INSTANCES` lists the registered instances; :func:`get_instance` builds one by name and
 :func:`from_mdp` wraps a user's :class:`simulate.instances.TabularMDP`.
@@ -28,7 +31,7 @@ from simulate import instances as tab
 from simulate.training import count_frac_mdp
 
 __all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_token_mdp", "exact_J_grad_w",
-           "token_state_features"]
+           "token_state_features", "class_optimum"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,6 +126,18 @@ class TrainingInstance:
         return exact_J_grad_w(self, w)
 
     @property
+    def J_class(self) -> float:
+        """``sup_w J(π_w)`` over the instance's policy class: ``J*`` for a tabular policy, else
+        :func:`class_optimum` (computed once per instance object)."""
+        if self.features is None:
+            return self.J_star
+        cached = self.__dict__.get("_J_class")
+        if cached is None:
+            cached = class_optimum(self)
+            object.__setattr__(self, "_J_class", cached)
+        return cached
+
+    @property
     def label(self) -> str:
         """The registry id (tables use it)."""
         return self.name
@@ -138,6 +153,37 @@ def exact_J_grad_w(inst: TrainingInstance, w) -> tuple[float, np.ndarray]:
     J = tab.exact_J_grad_steps_nb(logp, inst.next_state, step, inst.reward, inst.s0, grad)
     g = inst.features.T @ grad.ravel() if inst.features is not None else grad.ravel()
     return float(J), g
+
+
+#: Starts of :func:`class_optimum`: ``w = 0`` and this many ``N(0, 1)`` draws from a fixed seed.
+CLASS_STARTS = 8
+
+
+def class_optimum(inst: TrainingInstance, starts: int = CLASS_STARTS, seed: int = 0, maxiter: int = 3000) -> float:
+    """``Ĵ_class = max_j J(w_j)`` where ``w_j`` is L-BFGS ascent on the exact ``J(w)`` (gradient
+    ``∇_w J = Φᵀ∇_θ J`` by DP) from ``w = 0`` and ``starts`` Gaussian starts (``seed`` fixed). A lower
+    bound on ``sup_w J`` (J is not concave in w) and at most ``J*``; a learner's J above it is possible
+    and is reported as a normalised value above 1, not clipped. Deterministic on one machine."""
+    from scipy.optimize import minimize
+
+    if inst.features is None:
+        return inst.J_star
+    p = inst.n_params
+    rng = np.random.default_rng(seed)
+    inits = [np.zeros(p)] + [rng.standard_normal(p) for _ in range(int(starts))]
+
+    def neg(w):
+        J, g = exact_J_grad_w(inst, w)
+        return -J, -g
+
+    best = -math.inf
+    for w0 in inits:
+        r = minimize(neg, w0, jac=True, method="L-BFGS-B", options=dict(maxiter=int(maxiter), gtol=1e-12, ftol=1e-15))
+        if math.isfinite(r.fun):
+            best = max(best, -float(r.fun))
+    if not math.isfinite(best):
+        raise RuntimeError(f"class_optimum: no finite J on instance {inst.name!r}")
+    return float(min(best, inst.J_star))
 
 
 def _best_return(inst: TrainingInstance) -> float:

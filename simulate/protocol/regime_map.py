@@ -8,11 +8,20 @@ and a map share them), multiplied by f and shared by every estimator at every d.
 (:func:`simulate.protocol.cells.eval_at`, ``kind="common"``), with the protocol's metrics and failure
 definition (divergence, collapse, lock-in: :func:`simulate.protocol.cells.run_metrics`).
 
+With ``tuned_arm`` (default: onpolicy and gmc) the map also has the **tuned arm**: each
+``(instance, estimator, d, G, ε)`` with η tuned for that cell on the tuning seeds
+(:func:`simulate.protocol.cells.run_cell`, the protocol's own sweep cells, so the protocol's delays are
+shared), evaluated on the held-out seeds; its rows carry ``arm = "tuned"`` and ``eta_factor = 1``.
+
+:func:`standard_map` is what ``make run`` draws: the d × η map at the primary G and ε, plus two
+slices at η₀ (``f = 1``) over the G axis (``FULL_G`` at the primary ε) and the ε axis (``FULL_EPS`` at
+the primary G), plus the tuned arm at the primary G and ε — one :class:`RegimeMap`.
+
 Three tables come out of :func:`regime_map` (a :class:`RegimeMap`):
 
-- ``cells``: one row per ``(instance, estimator, d, G, ε, f)``: mean nAUC, the failure split and the
+- ``cells``: one row per ``(instance, estimator, d, G, ε, arm, f)``: mean nAUC, the failure split and the
   mechanism columns (learning-phase χ², early ESS, final entropy, lock-in rate);
-- ``comparisons`` (tidy, one row per ``(instance, d, G, ε, f, comparison)``):
+- ``comparisons`` (tidy, one row per ``(instance, d, G, ε, arm, f, comparison)``):
   ``Δ_s = nAUC_s(gmc) − nAUC_s(X)`` paired over seeds s, with X = onpolicy (``kind="superiority"``: the
   claim "gmc helps" is ``E Δ > +δ``) and X = the best *other stable* estimator of the cell
   (``kind="noninferiority"``: "gmc best or tied" is ``E Δ > −δ``, as C9); δ = the protocol's margin.
@@ -20,7 +29,7 @@ Three tables come out of :func:`regime_map` (a :class:`RegimeMap`):
   threshold (:func:`simulate.verdicts.paired_comparison`, a family of one) and a sign label against 0:
   ``gmc ahead`` (lo > 0), ``gmc behind`` (hi < 0), ``n.s.``. No multiplicity correction over the map:
   it is a description, the pre-registered verdicts stay C9's;
-- ``boundary``: per ``(instance, G, ε, f)`` the smallest d at which gmc is significantly ahead of
+- ``boundary``: per ``(instance, G, ε, arm, f)`` the smallest d at which gmc is significantly ahead of
   onpolicy (interval above 0) and the smallest d at which onpolicy is significantly ahead of gmc, or
   ``"none up to d = max d"``.
 
@@ -44,12 +53,15 @@ from simulate import verdicts as vd
 from simulate.protocol import cells as pc
 from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
 
-__all__ = ["RegimeMap", "regime_map", "map_cell", "tuned_etas", "cell_table", "comparisons", "boundary",
-           "DELAYS", "ETA_FACTORS", "ESTIMATORS", "DEFAULT_G", "DEFAULT_EPS", "FULL_G", "FULL_EPS", "QUICK"]
+__all__ = ["RegimeMap", "regime_map", "standard_map", "merge", "map_cell", "tuned_etas", "tuned_arm_runs",
+           "cell_table", "comparisons", "boundary", "DELAYS", "ETA_FACTORS", "ESTIMATORS", "TUNED_ESTIMATORS",
+           "DEFAULT_G", "DEFAULT_EPS", "FULL_G", "FULL_EPS", "QUICK"]
 
 DELAYS = (0, 1, 2, 4, 8, 16, 32, 64)
 ETA_FACTORS = (2.0 ** -2, 2.0 ** -1, 1.0, 2.0, 4.0)
 ESTIMATORS = ("onpolicy", "is", "tis", "tic", "gmc")
+#: The tuned arm's estimators: the map's headline comparison (a cell each per d: tuning costs ~3× evaluating).
+TUNED_ESTIMATORS = ("onpolicy", "gmc")
 #: The default grid fits ~4 min on 2 cores (module docstring): the primary G and ε only.
 DEFAULT_G = (8,)
 DEFAULT_EPS = (0.2,)
@@ -60,7 +72,12 @@ FULL_EPS = (0.1, 0.2, 0.5)
 #: protocol's 8 held-out seeds; ~10 s from empty caches on one core.
 QUICK = dict(instances=("count-frac", "feature-loglinear"), delays=(0, 4, 16, 64), eta_factors=(0.5, 1.0, 2.0),
              G=(8,), eps=(0.2,))
+#: The quick standard map: QUICK plus its slices (G ∈ {4, 8}, ε ∈ {0.2, 0.5} at f = 1) and the tuned arm.
+QUICK_SLICES = dict(G=(4, 8), eps=(0.2, 0.5))
+ARMS = ("common", "tuned")
 COMPARISONS = ("gmc − onpolicy", "gmc − best stable")
+#: One map cell: the arm ("common": η = f·η₀; "tuned": η tuned per cell, f = 1).
+KEYS = ["instance", "estimator", "d", "G", "eps", "arm", "eta_factor"]
 FAILURES = ("diverged", "collapsed", "locked_in")
 LEVEL = 0.95  # the map's intervals: two-sided 95 % t
 
@@ -128,6 +145,36 @@ def tuned_etas(instances, G, proto: Protocol, path: Path = DEFAULT_PATH, sweep_k
     return pd.DataFrame(rows), n_comp, n_cached, ids
 
 
+def tuned_arm_runs(instances, delays, G, eps, estimators, proto: Protocol, path: Path = DEFAULT_PATH,
+                   sweep_kw: dict | None = None):
+    """The tuned arm: for each ``(instance, estimator ∈ estimators, d ∈ delays, G, ε)`` the protocol's
+    cell :func:`simulate.protocol.cells.run_cell` (η tuned on the tuning seeds for that cell; the same sweep
+    id, cell id and settings as a protocol run, so shared cells are computed once), keeping the held-out
+    runs at the tuned η. Returns ``(runs, computed, cached, sweep ids)``; ``runs`` has ``arm = "tuned"``,
+    ``eta_factor = 1``, ``eta_base`` = the cell's tuned η."""
+    from simulate.protocol.run import cell_id, protocol_settings
+
+    fixed = protocol_settings(proto, path)
+    pe = float(proto.primary["eps"])
+    tables, n_comp, n_cached, ids = [], 0, 0, []
+    for inst in instances:
+        cells = []
+        for e in estimators:
+            for g in G:
+                for ep in (eps if e in proto.eps_estimators else (pe,)):
+                    for d in delays:
+                        c = dict(instance=inst, estimator=e, d=int(d), eps=float(ep), G=int(g))
+                        cells.append((cell_id(c), {**c, **fixed}))
+        res = _sweep("simulate.protocol.run:sweep_cell", f"protocol-{_tag(proto)}-{inst}", cells, sweep_kw or {})
+        n_comp, n_cached = n_comp + len(res.computed), n_cached + len(res.cached)
+        ids.append(res.sweep_id)
+        t = res.table
+        t = t[(t.phase == "eval") & (t.eta_kind == "tuned")]
+        tables.append(t.assign(arm="tuned", eta_factor=1.0, eta_base=t.eta_tuned))
+    runs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    return runs, n_comp, n_cached, ids
+
+
 def map_cell(instance: str, estimator: str, delays, eps: float, G: int, eta: float, eta_factor: float, seeds,
              protocol_path: str, quick: bool, protocol_sha256: str) -> pd.DataFrame:
     """Sweep cell function: ``estimator`` at ``η = eta·eta_factor`` (``eta`` = the tuned base) at every d of
@@ -146,12 +193,18 @@ def _eps_of(estimator: str, eps: float, primary_eps: float, eps_estimators) -> f
     return float(eps) if estimator in eps_estimators else float(primary_eps)
 
 
+def _with_arm(df: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before the tuned arm (no ``arm`` column) are the common arm."""
+    return df if "arm" in df else df.assign(arm="common")
+
+
 def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per ``(instance, estimator, d, G, eps, eta_factor)``: ``n``, mean nAUC, the failure split
     (counts of ``failure`` = diverged/collapsed/locked_in), ``fail_rate``, and the mechanism columns:
     ``chi2_learn`` (median over runs of the learning-phase median χ²), ``ess_early`` (mean early weight
     ESS), ``entropy_final`` (mean), ``lockin_rate``."""
-    keys = ["instance", "estimator", "d", "G", "eps", "eta_factor"]
+    keys = KEYS
+    runs = _with_arm(runs)
     g = runs.groupby(keys, sort=True)
     out = g.agg(eta=("eta", "first"), n=("nauc", "size"), nauc=("nauc", "mean"), final_nJ=("final_nJ", "mean"),
                 fail_rate=("failed", "mean"), chi2_learn=("chi2_learn_med", "median"),
@@ -181,18 +234,19 @@ def comparisons(runs: pd.DataFrame, proto: Protocol, estimators=ESTIMATORS) -> p
     Columns: the keys, ``comparison``, ``rival``, ``kind``, ``margin``, ``threshold``, ``n``, ``estimate``,
     ``se``, ``lo``/``hi`` (95 % t), ``verdict``, ``sign``, the rival's and gmc's mean nAUC and mechanism
     columns, and ``{e}_{diverged|collapsed|locked_in}`` counts for every estimator of the cell."""
+    runs = _with_arm(runs)
     cells = cell_table(runs)
     pe, eps_est = float(proto.primary["eps"]), tuple(proto.eps_estimators)
     others = [e for e in estimators if e != "gmc"]
-    vals = {k: s.set_index("seed").nauc for k, s in runs.groupby(["instance", "estimator", "d", "G", "eps", "eta_factor"])}
-    cidx = cells.set_index(["instance", "estimator", "d", "G", "eps", "eta_factor"])
+    vals = {k: s.set_index("seed").nauc for k, s in runs.groupby(KEYS)}
+    cidx = cells.set_index(KEYS)
     rows = []
     gmc = cells[cells.estimator == "gmc"]
     for r in gmc.itertuples(index=False):
-        inst, d, G, eps, f = r.instance, r.d, r.G, r.eps, r.eta_factor
-        key = lambda e: (inst, e, d, G, _eps_of(e, eps, pe, eps_est), f)  # noqa: E731
+        inst, d, G, eps, arm, f = r.instance, r.d, r.G, r.eps, r.arm, r.eta_factor
+        key = lambda e: (inst, e, d, G, _eps_of(e, eps, pe, eps_est), arm, f)  # noqa: E731
         present = [e for e in others if key(e) in cidx.index]
-        base = dict(instance=inst, d=int(d), G=int(G), eps=float(eps), eta_factor=float(f), eta=float(r.eta),
+        base = dict(instance=inst, d=int(d), G=int(G), eps=float(eps), arm=arm, eta_factor=float(f), eta=float(r.eta),
                     nauc_gmc=r.nauc, fail_rate_gmc=r.fail_rate, chi2_learn_gmc=r.chi2_learn,
                     ess_early_gmc=r.ess_early, entropy_final_gmc=r.entropy_final)
         for e in ("gmc", *present):
@@ -214,21 +268,21 @@ def comparisons(runs: pd.DataFrame, proto: Protocol, estimators=ESTIMATORS) -> p
                            ess_early_rival=c.ess_early, entropy_final_rival=c.entropy_final)
             rows.append(row)
     out = pd.DataFrame(rows)
-    front = ["instance", "d", "G", "eps", "eta_factor", "comparison", "rival", "kind", "margin", "threshold", "n",
-             "estimate", "se", "lo", "hi", "verdict", "sign"]
+    front = ["instance", "d", "G", "eps", "arm", "eta_factor", "comparison", "rival", "kind", "margin", "threshold",
+             "n", "estimate", "se", "lo", "hi", "verdict", "sign"]
     return out[front + [c for c in out.columns if c not in front]].sort_values(
-        ["instance", "G", "eps", "eta_factor", "comparison", "d"], kind="stable").reset_index(drop=True)
+        ["instance", "G", "eps", "arm", "eta_factor", "comparison", "d"], kind="stable").reset_index(drop=True)
 
 
 def boundary(comp: pd.DataFrame, delays=None) -> pd.DataFrame:
-    """Per ``(instance, G, eps, eta_factor)`` from the ``gmc − onpolicy`` rows of :func:`comparisons`:
+    """Per ``(instance, G, eps, arm, eta_factor)`` from the ``gmc − onpolicy`` rows of :func:`comparisons`:
     ``d_gmc_ahead`` = min{d : lo_d > 0} (95 % t-interval above 0), ``d_onpolicy_ahead`` = min{d : hi_d < 0},
     each ``None`` when no d qualifies, with a text (``"d = 8 (+0.031 [0.012, 0.050])"`` or
     ``"none up to d = 64"``, the largest d of ``delays``, default the table's), the delays where each side
     is ahead, and ``d_gmc_ahead_from``: the smallest d from which gmc is ahead at *every* larger grid d."""
-    sel = comp[comp.comparison == "gmc − onpolicy"]
+    sel = _with_arm(comp[comp.comparison == "gmc − onpolicy"])
     rows = []
-    for (inst, G, eps, f), s in sel.groupby(["instance", "G", "eps", "eta_factor"], sort=True):
+    for (inst, G, eps, arm, f), s in sel.groupby(["instance", "G", "eps", "arm", "eta_factor"], sort=True):
         s = s.sort_values("d")
         dmax = int(max(delays)) if delays is not None else int(s.d.max())
         ahead, behind = s[s.lo > 0], s[s.hi < 0]
@@ -247,11 +301,12 @@ def boundary(comp: pd.DataFrame, delays=None) -> pd.DataFrame:
             if not ok[i]:
                 break
             tail = int(s.d.iloc[i])
-        rows.append(dict(instance=inst, G=int(G), eps=float(eps), eta_factor=float(f), d_gmc_ahead=da, gmc_ahead=ta,
+        rows.append(dict(instance=inst, G=int(G), eps=float(eps), arm=arm, eta_factor=float(f), d_gmc_ahead=da,
+                         gmc_ahead=ta,
                          d_onpolicy_ahead=db, onpolicy_ahead=tb, d_gmc_ahead_from=tail,
                          gmc_ahead_at=",".join(str(int(x)) for x in ahead.d), onpolicy_ahead_at=",".join(
                              str(int(x)) for x in behind.d), d_max=dmax))
-    out = pd.DataFrame(rows, columns=["instance", "G", "eps", "eta_factor", "d_gmc_ahead", "gmc_ahead",
+    out = pd.DataFrame(rows, columns=["instance", "G", "eps", "arm", "eta_factor", "d_gmc_ahead", "gmc_ahead",
                                       "d_onpolicy_ahead", "onpolicy_ahead", "d_gmc_ahead_from", "gmc_ahead_at",
                                       "onpolicy_ahead_at", "d_max"])
     for c in ("d_gmc_ahead", "d_onpolicy_ahead", "d_gmc_ahead_from"):
@@ -262,13 +317,15 @@ def boundary(comp: pd.DataFrame, delays=None) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- the map
 def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT_G, eps=DEFAULT_EPS,
                estimators=ESTIMATORS, seeds=None, proto: Protocol | str | Path | None = None, *, quick: bool = False,
-               progress: bool = False, **sweep_kw) -> RegimeMap:
+               tuned_arm=(), progress: bool = False, **sweep_kw) -> RegimeMap:
     """The regime map (module docstring) on ``instances`` (default: the protocol's), common-η arm
     ``η = f·η₀(instance, G)`` for ``f`` in ``eta_factors``, on ``seeds`` (default the protocol's held-out
     seeds). ``proto``: a :class:`Protocol`, a path, or ``None`` (the committed v2 file; ``quick`` overlays
     its ``[quick]`` table). ``sweep_kw`` go to :func:`sweep.run_sweep` (``root``, ``backend``,
     ``n_workers``…; default ``backend="serial"``). Every cell is cached: a second call computes nothing.
-    ``G=FULL_G, eps=FULL_EPS`` is the issue's full grid."""
+    ``G=FULL_G, eps=FULL_EPS`` is the issue's full grid. ``tuned_arm``: estimators (each in ``estimators``)
+    that also get the tuned arm at every ``d``, ``G``, ``ε`` (:func:`tuned_arm_runs`; the protocol's held-out
+    seeds, whatever ``seeds`` says)."""
     t0 = time.perf_counter()
     path = Path(proto) if isinstance(proto, (str, Path)) else DEFAULT_PATH
     proto = proto if isinstance(proto, Protocol) else load_protocol(path, quick=quick)
@@ -276,9 +333,13 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
     seeds = tuple(int(s) for s in (proto.eval_seeds if seeds is None else seeds))
     if set(seeds) & set(proto.tune_seeds):
         raise ValueError(f"seeds must be held out: {sorted(set(seeds) & set(proto.tune_seeds))} are tuning seeds")
-    unknown = set(estimators) - set(ESTIMATORS)
+    from simulate.training import ALL_ESTIMATORS
+
+    unknown = set(estimators) - set(ALL_ESTIMATORS)
     if "gmc" not in estimators or unknown:
-        raise ValueError(f"estimators must include gmc and be among {ESTIMATORS}, got {tuple(estimators)}")
+        raise ValueError(f"estimators must include gmc and be among {ALL_ESTIMATORS}, got {tuple(estimators)}")
+    if not set(tuned_arm) <= set(estimators):
+        raise ValueError(f"tuned_arm must be a subset of estimators {tuple(estimators)}, got {tuple(tuned_arm)}")
     if not insts or not delays or not eta_factors or not G or not eps:
         raise ValueError("instances, delays, eta_factors, G and eps must each hold at least one value")
     sweep_kw = dict(sweep_kw, progress=progress)
@@ -303,13 +364,64 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
                      sweep_kw)
         n_comp, n_cached = n_comp + len(res.computed), n_cached + len(res.cached)
         sweeps.append(res.sweep_id)
-        tables.append(res.table)
+        tables.append(res.table.assign(arm="common"))
+    if tuned_arm:
+        t, c, k, ids = tuned_arm_runs(insts, delays, G, eps, tuned_arm, proto, path, sweep_kw)
+        tables.append(t)
+        n_comp, n_cached = n_comp + c, n_cached + k
+        sweeps += ids
     runs = pd.concat(tables, ignore_index=True)
     runs = runs.drop(columns=[c for c in ("cell", "delays", "seeds", "protocol_path", "quick", "protocol_sha256")
                               if c in runs.columns])
     comp = comparisons(runs, proto, estimators)
     settings = dict(instances=list(insts), delays=[int(d) for d in delays], eta_factors=[float(f) for f in eta_factors],
                     G=[int(g) for g in G], eps=[float(e) for e in eps], estimators=list(estimators), seeds=list(seeds),
+                    tuned_arm=list(tuned_arm),
                     protocol=proto.label, margin=proto.margin, failure_p0=proto.failure_p0, level=LEVEL)
     return RegimeMap(proto, runs, etas, cell_table(runs), comp, boundary(comp, delays), settings, sweeps, n_comp,
                      n_cached, time.perf_counter() - t0)
+
+
+def merge(maps) -> RegimeMap:
+    """One :class:`RegimeMap` from several on the same protocol (e.g. the d × η grid and its G and ε
+    slices): their runs without duplicates (a cell shared by two grids is one cell), tables recomputed.
+    ``settings`` lists each part's settings under ``parts``, and the union of its axes."""
+    maps = list(maps)
+    if not maps:
+        raise ValueError("maps must hold at least one RegimeMap")
+    proto = maps[0].protocol
+    if any(m.protocol.sha256 != proto.sha256 or m.protocol.quick != proto.quick for m in maps):
+        raise ValueError("maps must come from one protocol (same hash and quick flag)")
+    runs = pd.concat([m.runs for m in maps], ignore_index=True).drop_duplicates(KEYS + ["seed"], keep="first")
+    runs = runs.reset_index(drop=True)
+    ests = list(dict.fromkeys(e for m in maps for e in m.settings["estimators"]))
+    comp = comparisons(runs, proto, ests)
+    delays = sorted({int(d) for m in maps for d in m.settings["delays"]})
+    union = lambda k, f: sorted({f(v) for m in maps for v in m.settings[k]})  # noqa: E731
+    settings = dict(maps[0].settings, instances=list(dict.fromkeys(i for m in maps for i in m.settings["instances"])),
+                    delays=delays, eta_factors=union("eta_factors", float), G=union("G", int), eps=union("eps", float),
+                    estimators=ests, tuned_arm=list(dict.fromkeys(e for m in maps for e in m.settings["tuned_arm"])),
+                    parts=[m.settings for m in maps])
+    etas = pd.concat([m.etas for m in maps], ignore_index=True).drop_duplicates(["instance", "G"]).reset_index(drop=True)
+    return RegimeMap(proto, runs, etas, cell_table(runs), comp, boundary(comp, delays), settings,
+                     list(dict.fromkeys(s for m in maps for s in m.sweeps)), sum(m.computed for m in maps),
+                     sum(m.cached for m in maps), sum(m.seconds for m in maps))
+
+
+def standard_map(quick: bool = False, instances=None, estimators=ESTIMATORS, tuned_arm=TUNED_ESTIMATORS,
+                 proto: Protocol | str | Path | None = None, progress: bool = False, **sweep_kw) -> RegimeMap:
+    """The map ``make run`` draws (module docstring): the d × η grid at the primary G and ε with the tuned
+    arm, and two slices at ``f = 1``: G ∈ ``FULL_G`` at the primary ε, ε ∈ ``FULL_EPS`` at the primary G
+    (``quick``: :data:`QUICK` and :data:`QUICK_SLICES`). Cells are cached: a second call computes nothing."""
+    p = proto if isinstance(proto, Protocol) else load_protocol(Path(proto) if proto else DEFAULT_PATH, quick=quick)
+    pG, pe = int(p.primary["G"]), float(p.primary["eps"])
+    base = dict(QUICK) if quick else dict(delays=DELAYS, eta_factors=ETA_FACTORS)
+    if instances is not None:
+        base["instances"] = tuple(instances)
+    base.update(G=(pG,), eps=(pe,))
+    slices = QUICK_SLICES if quick else dict(G=FULL_G, eps=FULL_EPS)
+    kw = dict(estimators=estimators, proto=p, quick=quick, progress=progress, **sweep_kw)
+    parts = [regime_map(**base, tuned_arm=tuned_arm, **kw),
+             regime_map(**{**base, "eta_factors": (1.0,), "G": tuple(slices["G"])}, **kw),
+             regime_map(**{**base, "eta_factors": (1.0,), "eps": tuple(slices["eps"])}, **kw)]
+    return merge(parts)

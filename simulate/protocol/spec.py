@@ -15,11 +15,12 @@ from pathlib import Path
 
 from simulate.training import ALL_ESTIMATORS
 
-DEFAULT_PATH = Path(__file__).with_name("protocol-v2.toml")
-#: The first registered protocol; it stays loadable and reproduces its report under its own hash.
+DEFAULT_PATH = Path(__file__).with_name("protocol-v3.toml")
+#: The earlier registered protocols; each stays loadable and reproduces its report under its own hash.
 V1_PATH = Path(__file__).with_name("protocol.toml")
+V2_PATH = Path(__file__).with_name("protocol-v2.toml")
 
-__all__ = ["Protocol", "load_protocol", "DEFAULT_PATH", "V1_PATH", "QUICK_KEYS"]
+__all__ = ["Protocol", "load_protocol", "DEFAULT_PATH", "V1_PATH", "V2_PATH", "QUICK_KEYS"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Protocol:
     saturation_zero: float = math.inf
     step_arms: tuple[str, ...] = ("tuned",)
     power_target: float = 0.8
+    # ---- version 3 (training-claims-v3, docs/protocol.md §v3)
+    normalise: str = "path"
+    rate_premise_d0: bool = False
     quick: bool = False
     sha256: str = ""
 
@@ -80,7 +84,9 @@ class Protocol:
         for nm in ("eta_step_log2", "window_delta", "collapse_drop", "neighbour_step_log2", "margin", "alpha",
                    "failure_p0", "local_chi2", "min_fraction", "learning_gap", "power_target"):
             _check(_real(getattr(self, nm)), nm, "a finite number")
-        _check(self.version in (1, 2), "version", "1 or 2")
+        _check(self.version in (1, 2, 3), "version", "1, 2 or 3")
+        _check(self.normalise in ("path", "class"), "normalise", "'path' (J*) or 'class' (J_class)")
+        _check(isinstance(self.rate_premise_d0, bool), "rate_premise_d0", "true or false")
         _check(self.budget >= 1, "budget", "an integer >= 1")
         _check(self.n_prompts >= 1, "n_prompts", "an integer >= 1")
         _check(self.max_widen >= 0, "max_widen", "an integer >= 0")
@@ -180,7 +186,7 @@ def _check(ok: bool, name: str, valid: str) -> None:
 
 #: Keys a ``[quick]`` table may override: the grid and the seeds, never the rules or the identity.
 QUICK_KEYS = frozenset({"instances", "estimators", "eps_estimators", "delays", "eps", "G", "budget", "tune_seeds",
-                        "eval_seeds", "eta_log2", "eta_log2_token"})
+                        "eval_seeds", "eta_log2", "eta_log2_token", "c5_G"})
 _TUPLES = ("instances", "estimators", "eps_estimators", "delays", "eps", "G", "tune_seeds", "eval_seeds", "eta_log2",
            "eta_log2_token", "step_arms")
 _PRIMARY_KEYS = {"eps", "G", "d"}
@@ -200,7 +206,7 @@ def _table_keys(data: dict, name: str, required: set, optional: set = frozenset(
 
 
 def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protocol:
-    """Read and validate the protocol file (default: the committed ``protocol-v2.toml``).
+    """Read and validate the protocol file (default: the committed ``protocol-v3.toml``).
 
     Every field is checked at load (one message naming the field and its valid range); unknown or
     misspelled keys are errors; ``[quick]`` may override only :data:`QUICK_KEYS`.
@@ -232,9 +238,12 @@ def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protoc
         kw[k] = v
     proto = Protocol(**kw, sha256=hashlib.sha256(raw).hexdigest())
     if quick:
+        c5_G = quick_table.pop("c5_G", None)
         proto = replace(proto, quick=True, **{k: tuple(v) if k in _TUPLES else v for k, v in quick_table.items()})
-        # the quick path check runs C5 on the group sizes it shares with the quick grid (at least two)
-        shared = [g for g in proto.c5["G"] if g in proto.G]
-        if len(shared) >= 2 and len(shared) < len(proto.c5["G"]):
-            proto = replace(proto, c5={**proto.c5, "G": shared})
+        if c5_G is not None:  # v3: the quick run's C5 group sizes are named in [quick]
+            proto = replace(proto, c5={**proto.c5, "G": list(c5_G)})
+        else:  # v1/v2: the quick path check runs C5 on the group sizes it shares with the quick grid (at least two)
+            shared = [g for g in proto.c5["G"] if g in proto.G]
+            if len(shared) >= 2 and len(shared) < len(proto.c5["G"]):
+                proto = replace(proto, c5={**proto.c5, "G": shared})
     return proto
