@@ -14,8 +14,20 @@ stored under the figure command's ``--cells`` root (default ``results/llm/<name>
 interrupted or repeated figure run reuses finished runs. The quick variant runs the same protocol on
 fewer seeds and shorter runs and says "quick: not a verdict".
 
-Cost: the v1 protocol (56 runs) took 270 CPU-seconds from empty caches; v2 runs 12 seeds × (1 + 6
-estimators × 2 delays) = 156 runs of the same length (LOG.md has the measured time).
+Protocol v3 (issue 25) sweeps ``d ∈ {0, 2, 4, 8, 16, 32}`` and adds a step-size arm (η×3 on 6 of the
+12 seeds). Panels: the main arm's AUC against ``d``; the step-size arm's; the main arm's pre-declared
+comparisons at ``d_max`` (the registered verdict). The sidecar adds, beyond the v2 keys: ``arms`` (per
+arm: ``lr_factor``, seeds, verdict, lines, comparisons, rates), ``turning_points`` (per arm and
+sub-claim the smallest ``d`` at which it holds / is refuted, with every ``d``'s estimate and interval —
+a map without multiplicity correction), ``auc_vs_d`` (per arm, estimator, ``d``: mean AUC with its
+95 % Student-t interval over seeds) and ``diagnostics_arms`` (the ``diagnostics`` rows of every arm
+with ``lr_factor``, plus mean weight ESS/G, capped and token-clip fractions). ``diagnostics`` and the
+evidence rows stay the main arm's, so a reader of the v2 keys sees the registered verdict only.
+
+Cost: the v1 protocol (56 runs) took 270 CPU-seconds from empty caches; v2 ran 12 seeds × (1 + 6
+estimators × 2 delays) = 156 runs; v3 runs (12 + 6) seeds × (1 + 6 × 5) = 558 runs as 18 forests
+(:mod:`simulate.llm.tree`; LOG.md has the measured time). ``--full`` in ``python -m simulate.llm
+experiment`` runs v3's 24 + 12 seeds.
 """
 from __future__ import annotations
 
@@ -39,7 +51,7 @@ def settings(quick: bool = False) -> dict:
 
 
 def sweep(quick: bool = False, results_root: str = "results", protocol=None):
-    """The protocol's sweep, stored under ``results_root/llm/``."""
+    """The protocol's sweep (every arm), stored under ``results_root/llm/``."""
     from simulate.llm import experiment as ex
     from simulate.llm.protocol import PROTOCOL
 
@@ -48,19 +60,16 @@ def sweep(quick: bool = False, results_root: str = "results", protocol=None):
                              cache_dir=os.path.join(results_root, "llm", "cache"))
 
 
-def plot(df, result, metric: str = "auc"):
-    """Two panels: ``metric`` against delay (per-seed points, mean and t-interval) and the comparisons
-    of ``result`` (a :class:`simulate.llm.experiment.C9Result`); returns ``(fig, axes)``."""
-    import matplotlib.pyplot as plt
+def _auc_panel(ax, df, metric: str, title: str) -> None:
+    """``metric`` against delay for one arm: per-seed points, mean and 95 % t-interval per estimator."""
     import pandas as pd
 
     from simulate.llm import experiment as ex
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(style.WIDTH_2COL, 2.8), gridspec_kw={"width_ratios": [1.0, 1.2]},
-                                 dpi=150)
     names = style.ordered(df["estimator"].unique())
     delays = sorted(df["d"].unique())
-    span = max(delays) - min(delays) or 1
+    xpos = {d: i for i, d in enumerate(delays)}  # d = 0, 2, …, 32 evenly spaced (a log-like axis with 0)
+    span = max(len(delays) - 1, 1)
     # d=0 is one shared run per seed (every map coincides there): draw it as each line's start
     at0 = df[df["d"] == 0]
     if at0["estimator"].nunique() == 1:
@@ -69,16 +78,36 @@ def plot(df, result, metric: str = "auc"):
     for j, name in enumerate(names):
         off = (j - (len(names) - 1) / 2) * 0.035 * span
         runs = df[df.estimator == name]
-        ax.scatter(runs["d"] + off, runs[metric], s=7, color=style.color(name), alpha=0.5, lw=0)
+        ax.scatter(runs["d"].map(xpos) + off, runs[metric], s=7, color=style.color(name), alpha=0.5, lw=0)
         r = s[s.estimator == name].sort_values("d")
-        ax.errorbar(r["d"] + off, r["mean"], yerr=[r["mean"] - r["lo"], r["hi"] - r["mean"]], color=style.color(name),
+        ax.errorbar(r["d"].map(xpos) + off, r["mean"], yerr=[r["mean"] - r["lo"], r["hi"] - r["mean"]], color=style.color(name),
                     marker=style.marker(name), ms=3, capsize=2, lw=1, label=name)
     ax.axhline(float(df.groupby("seed")["initial_acc"].first().mean()), color=style.REFERENCE, ls="--", lw=0.8,
                label="warm start")
-    ax.set_xticks(delays)
+    ax.set_xticks(range(len(delays)), [str(d) for d in delays])
     ax.set_xlabel("delay $d$ (policy versions)")
     ax.set_ylabel("accuracy AUC" if metric == "auc" else "final held-out accuracy")
-    ax.legend(loc="best", fontsize=5.5)
+    ax.set_title(title, fontsize=7)
+
+
+def plot(df, result, metric: str = "auc"):
+    """Panels: ``metric`` against delay for the main arm and (when present) the step-size arm (per-seed
+    points, mean and 95 % t-interval), and the comparisons of ``result`` (the main arm's
+    :class:`simulate.llm.experiment.C9Result`); returns ``(fig, axes)``."""
+    import matplotlib.pyplot as plt
+
+    from simulate.llm import experiment as ex
+
+    df = ex._with_arm(df)
+    factors = sorted(df["lr_factor"].unique(), key=lambda f: (f != 1.0, f))
+    n = len(factors)
+    fig, axes = plt.subplots(1, n + 1, figsize=(style.WIDTH_2COL, 2.8),
+                             gridspec_kw={"width_ratios": [1.0] * n + [1.2]}, dpi=150)
+    for ax, f in zip(axes[:n], factors):
+        sub = ex.arm(df, f)
+        _auc_panel(ax, sub, metric, f"η×{f:g}, {sub['seed'].nunique()} seeds")
+    axes[0].legend(loc="best", fontsize=5.5)
+    bx = axes[-1]
     comps = list(result.comparisons)
     if not comps:
         common.placeholder(bx, "no pre-declared comparison could be made on this grid")
@@ -103,7 +132,7 @@ def plot(df, result, metric: str = "auc"):
     if result.quick:
         title = "quick: not a verdict — " + title
     bx.set_title(title, fontsize=7)
-    return fig, (ax, bx)
+    return fig, tuple(axes)
 
 
 def evidence(result) -> list[common.Evidence]:
@@ -117,6 +146,27 @@ def evidence(result) -> list[common.Evidence]:
              for r, line in zip(result.rates, result.lines[len(result.comparisons):])]
     rows.append(common.Evidence("C9", "LM scale: C9 (all parts)", where, None, None, None, result.verdict, NAME,
                                 note=result.line))
+    return rows
+
+
+def diagnostics_arms(df) -> list[dict]:
+    """Per (lr_factor, estimator, d): the :func:`diagnostics` row plus mean weight ESS/G over the run, the
+    capped fraction of tis/tic/gmc and the token clip fraction of the token-level maps (means over runs;
+    ``None`` where the quantity does not apply)."""
+    import math
+
+    from simulate.llm import experiment as ex
+
+    rows = []
+    df = ex._with_arm(df)
+    for f in sorted(df["lr_factor"].unique()):
+        sub = ex.arm(df, f)
+        base, _ = diagnostics(sub, None)
+        for r in base:
+            g = sub[(sub["estimator"] == r["estimator"]) & (sub["d"] == r["d"])]
+            extra = {c: float(g[c].mean()) if c in g and g[c].notna().any() else math.nan
+                     for c in ("ess_mean", "capped_frac_mean", "token_clip_frac_mean", "chi2_mean")}
+            rows.append({"lr_factor": float(f), **r, **extra})
     return rows
 
 
@@ -135,7 +185,7 @@ def diagnostics(df, protocol) -> tuple[list[dict], str]:
                          diverged=int((g["skipped_steps"] > 0).sum()), collapsed=int(g["collapsed"].astype(bool).sum()),
                          locked_in=int(g["locked_in"].astype(bool).sum()),
                          chi2_learn_med=float(g["chi2_learn_med"].median()), ess_early=float(g["ess_early"].mean())))
-    at = df[(df["estimator"] == "gmc") & (df["d"] == protocol.d_max)]
+    at = df[(df["estimator"] == "gmc") & (df["d"] == protocol.d_max)] if protocol is not None else df.iloc[:0]
     if not len(at):
         return rows, ""
     chi = float(at["chi2_learn_med"].median())
@@ -174,7 +224,8 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     if "root" in opts:
         opts["root"] = str(opts["root"])
     df = ex.run(sw, **opts)
-    result = ex.c9_result(df, protocol, quick=quick)
+    results = ex.arm_results(df, protocol, quick=quick)
+    result = results[0]  # the main arm: the registered verdict
     fig, _ = plot(df, result, protocol.metric)
     fig.tight_layout()
     ev = evidence(result)
@@ -190,6 +241,17 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     meta["table"] = ex.table(df, protocol.metric)
     meta["lm_c9"] = "\n".join(result.lines)
     meta["runs"] = df[[c for c in ex.ROW_COLUMNS if c != "seconds"]].to_dict(orient="records")
-    meta["diagnostics"], meta["regime"] = diagnostics(df, protocol.variant(quick))
+    meta["diagnostics"], meta["regime"] = diagnostics(ex.arm(df, 1.0), protocol.variant(quick))
+    meta["diagnostics_arms"] = diagnostics_arms(df)
+    meta["arms"] = [dict(lr_factor=r.lr_factor, eta=protocol.eta * r.lr_factor,
+                         seeds=sorted(int(x) for x in ex.arm(df, r.lr_factor)["seed"].unique()),
+                         verdict=("quick: not a verdict — " if quick else "") + r.verdict, lines=r.lines,
+                         comparisons=[c.as_dict() for c in r.comparisons], rates=[x.as_dict() for x in r.rates])
+                    for r in results]
+    meta["turning_points"] = [t for r in results for t in ex.turning_points(df, protocol, quick, r.lr_factor)]
+    meta["turning_table"] = ex.turning_table(meta["turning_points"])
+    meta["auc_vs_d"] = ex.summarise(df, protocol.metric).to_dict(orient="records")
+    meta["auc_interval"] = "mean over seeds with a 95 % Student-t interval (scipy.stats.t)"
+    meta["wall_seconds"] = time.perf_counter() - t0
     meta["caption"] = caption(protocol, result, quick)
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

@@ -123,10 +123,25 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 
 def cmd_experiment(args) -> int:
     from simulate.llm import experiment as ex
-    from simulate.llm.protocol import PROTOCOL
+    from simulate.llm.protocol import PROTOCOLS
 
+    if args.protocol_version not in PROTOCOLS:
+        raise ValueError(f"--protocol-version must be one of {', '.join(map(str, PROTOCOLS))}, got {args.protocol_version}")
+    PROTOCOL = PROTOCOLS[args.protocol_version]
     base = checked_config(args)
     check_writable(args.experiment_dir, "--experiment-dir")
+    if args.full:
+        # the registered protocol on its --full seeds, every arm; no grid flag applies
+        sweep = ex.protocol_sweep(PROTOCOL, full=True, out_dir=args.experiment_dir,
+                                  cache_dir=base.cache_dir)
+        df = ex.run(sweep, root=args.cells, backend=args.backend,
+                    **({"n_workers": args.workers} if args.workers else {}))
+        print(ex.table(df, PROTOCOL.metric))
+        for r in ex.arm_results(df, PROTOCOL, full=True):
+            print("\n".join(r.lines))
+        print(ex.turning_table(sum((ex.turning_points(df, PROTOCOL, lr_factor=f) for f, _ in sweep.arm_list), [])))
+        print(f"tidy results: {sweep.out_dir}/results.csv")
+        return 0
     estimators = tuple(x for x in args.estimators.split(",") if x)
     bad = [e for e in estimators if e not in ALL_ESTIMATORS]
     if bad or not estimators:
@@ -135,10 +150,15 @@ def cmd_experiment(args) -> int:
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     seeds = tuple(range(args.seeds))
-    same_runs = base.replace(cache_dir="", out_dir="") == ex.protocol_base().replace(cache_dir="", out_dir="")
+    same_runs = base.replace(cache_dir="", out_dir="") == ex.protocol_base(PROTOCOL).replace(cache_dir="", out_dir="")
     is_protocol = same_runs and (estimators, delays, seeds) == (PROTOCOL.estimators, PROTOCOL.delays, PROTOCOL.seeds)
+    arms = PROTOCOL.arms() if is_protocol else None
+    if args.lr_factor is not None:
+        if not args.lr_factor > 0:
+            raise ValueError(f"--lr-factor must be > 0, got {args.lr_factor}")
+        arms = ((1.0, seeds), (float(args.lr_factor), seeds)) if args.lr_factor != 1 else None
     sweep = ex.Sweep(estimators=estimators, delays=delays, seeds=seeds, base=base.replace(D=max(max(delays), base.D)),
-                     out_dir=args.experiment_dir, pairs=PROTOCOL.runs() if is_protocol else None)
+                     out_dir=args.experiment_dir, pairs=PROTOCOL.runs() if is_protocol else None, arms=arms)
     opts = {"backend": args.backend}  # None: ex.run picks by device
     if args.workers is not None:
         if args.workers < 1:
@@ -149,7 +169,8 @@ def cmd_experiment(args) -> int:
     if not is_protocol:
         print("note: this grid differs from the pre-registered protocol (simulate/llm/protocol.py); "
               "the lines below apply its comparisons to the runs present")
-    print(ex.c9_verdict(df, PROTOCOL, quick=len(seeds) < len(PROTOCOL.seeds)))
+    for r in ex.arm_results(df, PROTOCOL, quick=len(seeds) < len(PROTOCOL.seeds)):
+        print("\n".join(r.lines))
     print(f"tidy results: {sweep.out_dir}/results.csv (cells: {args.cells or os.path.join(sweep.out_dir, 'cells')})")
     return 0
 
@@ -203,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"sweep engine backend (default {ex_defaults.DEFAULT_BACKEND} on CPU, serial on CUDA)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPUs)")
     p.add_argument("--cells", default=None, help="sweep cell store (default EXPERIMENT_DIR/cells); resume reuses it")
+    p.add_argument("--protocol-version", type=int, default=PROTOCOL.version,
+                   help=f"registered LM protocol whose comparisons apply (default {PROTOCOL.version}; 2 reproduces the v2 report)")
+    p.add_argument("--full", action="store_true",
+                   help="run the registered protocol on its --full seeds (v3: 24 seeds, step-size arm 12); grid flags are ignored")
+    p.add_argument("--lr-factor", type=float, default=None,
+                   help="also run every seed at eta x this factor (a step-size arm); the protocol grid has its own")
     p.set_defaults(_main=cmd_experiment)
     p = sub.add_parser("gpu-check", help="< 5 min on one H200: bf16 Qwen3 'gpu' preset, throughput + accuracy-vs-delay")
     p.add_argument("--dry-run", "--tiny", dest="dry_run", action="store_true",

@@ -33,10 +33,13 @@ from simulate.llm.protocol import PROTOCOL, LMProtocol
 MAIN_ESTIMATORS: tuple[str, ...] = PROTOCOL.estimators
 #: Columns of the one row a cell returns (the engine adds ``cell`` and the flattened config).
 ROW_COLUMNS: tuple[str, ...] = (
-    "run_id", "estimator", "d", "seed", "initial_acc", "final_acc", "auc", "gain", "skipped_steps",
-    "mean_realised_delay", "chi2_mean", "chi2_learn_med", "ess_early", "ell_max", "clip_frac_mean", "grad_norm_max",
-    "reward_last10", "collapsed", "locked_in", "failure", "seconds",
+    "run_id", "estimator", "d", "seed", "lr_factor", "eta", "initial_acc", "final_acc", "auc", "gain", "skipped_steps",
+    "mean_realised_delay", "chi2_mean", "chi2_learn_med", "ess_early", "ess_mean", "ell_max", "clip_frac_mean",
+    "capped_frac_mean", "token_clip_frac_mean", "grad_norm_max", "reward_last10", "collapsed", "locked_in", "failure",
+    "seconds",
 )
+#: Maps whose weights are capped (``w_i < ρ_i`` means the cap acted): ``capped_frac_mean`` is theirs.
+CAPPED_MAPS: tuple[str, ...] = ("tis", "tic", "gmc")
 #: Default backend of :func:`run`. Measured on 2 cores (18 tiny-model runs of 40 steps, 16×8 rollouts,
 #: warm start cached, one torch thread per run): ``serial`` 64 s, ``local`` (2 spawned processes) 55 s,
 #: same numbers to the last digit. Per-run time rises from 3.3 s to 5.1 s under two processes
@@ -75,6 +78,21 @@ class Sweep:
     out_dir: str = "results/llm/experiment"
     pairs: tuple[tuple[str, int], ...] | None = None
     """``(estimator, d)`` pairs to run for every seed; ``None``: every estimator at every delay."""
+    arms: tuple[tuple[float, tuple[int, ...]], ...] | None = None
+    """``((lr_factor, seeds), …)``: run the pairs at ``base.eta·lr_factor`` on those seeds; ``None``: one arm,
+    ``((1.0, seeds),)``."""
+
+    def __post_init__(self) -> None:
+        for f, seeds in self.arm_list:
+            if not (isinstance(f, (int, float)) and math.isfinite(f) and f > 0):
+                raise ValueError(f"arms: lr_factor must be a finite number > 0, got {f!r}")
+            if not seeds:
+                raise ValueError(f"arms: the arm at lr_factor {f:g} has no seeds")
+
+    @property
+    def arm_list(self) -> tuple[tuple[float, tuple[int, ...]], ...]:
+        """The arms, ``((1.0, seeds),)`` when ``arms`` is ``None``."""
+        return self.arms if self.arms is not None else ((1.0, tuple(self.seeds)),)
 
     @property
     def sweep_id(self) -> str:
@@ -84,24 +102,33 @@ class Sweep:
 
 
 def protocol_sweep(protocol: LMProtocol = PROTOCOL, quick: bool = False, out_dir: str = "results/llm/experiment",
-                   cache_dir: str = "results/llm/cache") -> Sweep:
-    """The sweep that ``protocol`` pre-declares (``quick``: its seeds, delays and run lengths for a path check)."""
-    protocol = protocol.variant(quick)
-    return Sweep(estimators=protocol.estimators, delays=protocol.delays,
-                 seeds=protocol.quick_seeds if quick else protocol.seeds,
-                 base=protocol_base(protocol, quick, cache_dir), out_dir=out_dir, pairs=protocol.runs())
+                   cache_dir: str = "results/llm/cache", full: bool = False) -> Sweep:
+    """The sweep that ``protocol`` pre-declares, every arm (``quick``: its seeds, delays and run lengths for a
+    path check; ``full``: v3's ``full_seeds``)."""
+    arms = protocol.variant(full=full).arms(quick)
+    protocol = protocol.variant(quick, full)
+    return Sweep(estimators=protocol.estimators, delays=protocol.delays, seeds=arms[0][1],
+                 base=protocol_base(protocol, quick, cache_dir), out_dir=out_dir, pairs=protocol.runs(), arms=arms)
+
+
+def run_id(name: str, d: int, seed: int, lr_factor: float = 1.0) -> str:
+    """``<estimator>-d<d>-s<seed>``, with ``-lr<factor>`` for an arm other than the main one."""
+    return f"{name}-d{d}-s{seed}" + ("" if lr_factor == 1.0 else f"-lr{lr_factor:g}")
 
 
 def grid(sweep: Sweep) -> list[tuple[str, TrainConfig]]:
-    """``(run_id, config)`` for every (estimator, delay) pair × seed (fixed delays; ``D = max(delays)``)."""
+    """``(run_id, config)`` for every arm × seed × (estimator, delay) pair (fixed delays; ``D = max(delays)``);
+    an arm's runs have ``eta = base.eta·lr_factor``."""
     D = max(max(sweep.delays), 0)
     pairs = sweep.pairs if sweep.pairs is not None else [(x, d) for d in sweep.delays for x in sweep.estimators]
     runs = []
-    for seed in sweep.seeds:
-        for name, d in pairs:
-            rid = f"{name}-d{d}-s{seed}"
-            runs.append((rid, sweep.base.replace(estimator=name, d=d, D=max(D, sweep.base.D), delay="fixed",
-                                                 seed=seed, out_dir=os.path.join(sweep.out_dir, "runs", rid))))
+    for f, seeds in sweep.arm_list:
+        for seed in seeds:
+            for name, d in pairs:
+                rid = run_id(name, d, seed, f)
+                runs.append((rid, sweep.base.replace(estimator=name, d=d, D=max(D, sweep.base.D), delay="fixed",
+                                                     seed=seed, eta=sweep.base.eta * f,
+                                                     out_dir=os.path.join(sweep.out_dir, "runs", rid))))
     return runs
 
 
@@ -129,12 +156,23 @@ def config_from_settings(settings: dict) -> TrainConfig:
 
 
 def to_sweep(sweep: Sweep):
-    """The experiment as an :class:`sweep.Sweep`: one cell per run, id ``<estimator>-d<d>-s<seed>``."""
+    """The experiment as an :class:`sweep.Sweep`: one cell per seed and arm (id ``s<seed>`` or
+    ``s<seed>-lr<factor>``), computing that seed's runs as one forest (:mod:`simulate.llm.tree`: shared
+    prefixes and warm-start batches, bit for bit the separate runs) and returning one row per run."""
     from sweep import Cell
     from sweep import Sweep as EngineSweep
 
-    return EngineSweep(sweep.sweep_id, "simulate.llm.experiment:run_cell",
-                       tuple(Cell(rid, config_settings(cfg)) for rid, cfg in grid(sweep)))
+    pairs = sweep.pairs if sweep.pairs is not None else [(x, d) for d in sweep.delays for x in sweep.estimators]
+    D = max(max(sweep.delays), 0, sweep.base.D)
+    cells = []
+    for f, seeds in sweep.arm_list:
+        for seed in seeds:
+            cfg = sweep.base.replace(seed=seed, eta=sweep.base.eta * f, D=D, delay="fixed", d=0,
+                                     out_dir=os.path.join(sweep.out_dir, "runs"))
+            cid = f"s{seed}" + ("" if f == 1.0 else f"-lr{f:g}")
+            cells.append(Cell(cid, {**config_settings(cfg), "lr_factor": float(f),
+                                    "pairs": [f"{x}:{d}" for x, d in pairs]}))
+    return EngineSweep(sweep.sweep_id, "simulate.llm.experiment:run_forest_cell", tuple(cells))
 
 
 def accuracy_auc(initial_acc: float, metrics: pd.DataFrame, steps: int) -> float:
@@ -146,6 +184,48 @@ def accuracy_auc(initial_acc: float, metrics: pd.DataFrame, steps: int) -> float
     if x[-1] != steps:
         raise ValueError(f"the last evaluated step must be K={steps} (got {x[-1]:g}): the run did not finish")
     return float(np.trapezoid(y, x) / steps)
+
+
+def run_row(cfg: TrainConfig, s: dict, lr_factor: float, seconds: float) -> dict:
+    """The results-table row of one finished run (``s``: its summary; metrics read from its ``out_dir``)."""
+    m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
+    ess_col = m["ess_w"] if m["ess_w"].notna().any() else m["ess_rho"]
+    return {
+        "run_id": os.path.basename(cfg.out_dir), "estimator": cfg.estimator, "d": cfg.d, "seed": cfg.seed,
+        "lr_factor": float(lr_factor), "eta": cfg.eta,
+        "initial_acc": s["initial_acc"], "final_acc": s["final_acc"],
+        "auc": accuracy_auc(s["initial_acc"], m, cfg.steps),
+        "gain": s["final_acc"] - s["initial_acc"], "skipped_steps": s["skipped_steps"],
+        "mean_realised_delay": s["mean_realised_delay"], "chi2_mean": float(m["chi2"].mean()),
+        "ess_mean": float(ess_col.mean()),
+        "ell_max": float(m["ell_max"].max()), "clip_frac_mean": float(m["clip_frac"].mean()),
+        # not applicable → NaN, by design: onpolicy and is cap nothing; trajectory maps clip no token
+        "capped_frac_mean": float(m["clip_frac"].mean()) if cfg.estimator in CAPPED_MAPS else math.nan,
+        "token_clip_frac_mean": float(m["clip_frac"].mean()) if cfg.token_level else math.nan,
+        "grad_norm_max": float(m["grad_norm"].max()), "reward_last10": s["mean_reward_last10"],
+        **failure_modes(s["initial_acc"], m, cfg.eval_every, s["skipped_steps"]),
+        "seconds": seconds,
+    }
+
+
+def run_forest_cell(*, pairs: list[str], lr_factor: float = 1.0, **settings) -> pd.DataFrame:
+    """One cell: every ``"estimator:d"`` of ``pairs`` for the seed and step size of ``settings`` (a flattened
+    :class:`TrainConfig` whose ``out_dir`` is the runs folder), trained as one forest
+    (:func:`simulate.llm.tree.train_forest`); one row per run. ``seconds`` is the cell's wall time over its
+    runs (a forest shares work, so a run has no wall time of its own)."""
+    from simulate.llm.tree import train_forest
+
+    base = config_from_settings(settings)
+    cfgs = []
+    for p in pairs:
+        name, _, d = str(p).partition(":")
+        cfgs.append(base.replace(estimator=name, d=int(d),
+                                 out_dir=os.path.join(base.out_dir, run_id(name, int(d), base.seed, lr_factor))))
+    t0 = time.perf_counter()
+    summaries = train_forest(cfgs, progress=False)
+    per_run = (time.perf_counter() - t0) / max(len(cfgs), 1)
+    rows = [run_row(c, s, lr_factor, per_run) for c, s in zip(cfgs, summaries)]
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
 
 
 def run_cell(**settings) -> pd.DataFrame:
@@ -161,19 +241,7 @@ def run_cell(**settings) -> pd.DataFrame:
     cfg = config_from_settings(settings)
     t0 = time.perf_counter()
     s = train(cfg, progress=False, overwrite=True)  # the sweep owns the run folder: a recomputed cell replaces it
-    m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
-    row = {
-        "run_id": os.path.basename(cfg.out_dir), "estimator": cfg.estimator, "d": cfg.d, "seed": cfg.seed,
-        "initial_acc": s["initial_acc"], "final_acc": s["final_acc"],
-        "auc": accuracy_auc(s["initial_acc"], m, cfg.steps),
-        "gain": s["final_acc"] - s["initial_acc"], "skipped_steps": s["skipped_steps"],
-        "mean_realised_delay": s["mean_realised_delay"], "chi2_mean": float(m["chi2"].mean()),
-        "ell_max": float(m["ell_max"].max()), "clip_frac_mean": float(m["clip_frac"].mean()),
-        "grad_norm_max": float(m["grad_norm"].max()), "reward_last10": s["mean_reward_last10"],
-        **failure_modes(s["initial_acc"], m, cfg.eval_every, s["skipped_steps"]),
-        "seconds": time.perf_counter() - t0,
-    }
-    return pd.DataFrame([row], columns=list(ROW_COLUMNS))
+    return pd.DataFrame([run_row(cfg, s, 1.0, time.perf_counter() - t0)], columns=list(ROW_COLUMNS))
 
 
 def prepare_warm_starts(sweep: Sweep, progress: bool = True) -> list[dict]:
@@ -220,14 +288,26 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
     return df
 
 
+def _with_arm(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with an ``lr_factor`` column (1.0 for tables written before the step-size arm existed)."""
+    return df if "lr_factor" in df.columns else df.assign(lr_factor=1.0)
+
+
+def arm(df: pd.DataFrame, lr_factor: float = 1.0) -> pd.DataFrame:
+    """The runs of one step-size arm."""
+    df = _with_arm(df)
+    return df[np.isclose(df["lr_factor"].to_numpy(float), lr_factor)]
+
+
 def summarise(df: pd.DataFrame, metric: str = PROTOCOL.metric, level: float = 0.95) -> pd.DataFrame:
-    """Per (estimator, d): mean of ``metric`` over seeds with its Student-t interval
-    (:func:`simulate.verdicts.t_interval`), and the same for the gain over the warm start."""
+    """Per (lr_factor, estimator, d): mean of ``metric`` over seeds with its Student-t interval
+    (:func:`simulate.verdicts.t_interval`; ``lo = hi = NaN`` for a single run), and the same for the gain
+    over the warm start."""
     rows = []
-    for (name, d), g in df.groupby(["estimator", "d"], sort=True):
-        m, lo, hi = vd.t_interval(g[metric].to_numpy(float), level)
-        gm, glo, ghi = vd.t_interval(g["gain"].to_numpy(float), level)
-        rows.append({"estimator": name, "d": int(d), "n": len(g), "mean": m, "lo": lo, "hi": hi,
+    for (f, name, d), g in _with_arm(df).groupby(["lr_factor", "estimator", "d"], sort=True):
+        m, lo, hi = vd.t_interval(g[metric].to_numpy(float), level) if len(g) > 1 else (float(g[metric].iloc[0]), math.nan, math.nan)
+        gm, glo, ghi = vd.t_interval(g["gain"].to_numpy(float), level) if len(g) > 1 else (float(g["gain"].iloc[0]), math.nan, math.nan)
+        rows.append({"lr_factor": float(f), "estimator": name, "d": int(d), "n": len(g), "mean": m, "lo": lo, "hi": hi,
                      "gain_mean": gm, "gain_lo": glo, "gain_hi": ghi})
     return pd.DataFrame(rows)
 
@@ -293,6 +373,8 @@ class C9Result:
     protocol_hash: str
     quick: bool = False
     skipped: tuple[str, ...] = ()
+    lr_factor: float = 1.0
+    """The step-size arm (``η·lr_factor``); the claim's registered verdict is the main arm's (1.0)."""
 
     @property
     def lines(self) -> list[str]:
@@ -312,7 +394,8 @@ class C9Result:
                        f"(power {pw:.2f}) → {r.verdict}")
         for why in self.skipped:
             out.append(f"{pre}not compared: {why}")
-        out.append(f"{pre}C9 at LM scale (d={self.d_max}, {self.n_seeds} seeds, metric {self.metric}, protocol "
+        armtxt = "" if self.lr_factor == 1.0 else f", step-size arm η×{self.lr_factor:g}"
+        out.append(f"{pre}C9 at LM scale (d={self.d_max}, {self.n_seeds} seeds{armtxt}, metric {self.metric}, protocol "
                    f"{self.protocol_hash}): {self.verdict}")
         return out
 
@@ -327,15 +410,18 @@ def _paired(df: pd.DataFrame, metric: str, side: tuple[str, int]) -> pd.Series:
     return df[(df["estimator"] == name) & (df["d"] == d)].set_index("seed")[metric].sort_index()
 
 
-def c9_result(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False) -> C9Result:
-    """Decide C9 at LM scale from the results table by the protocol's pre-declared comparisons.
+def c9_result(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False, lr_factor: float = 1.0,
+              full: bool = False) -> C9Result:
+    """Decide C9 at LM scale from the results table by the protocol's pre-declared comparisons, on the runs
+    of the step-size arm ``lr_factor`` (default the main arm, whose verdict is the registered one).
 
     Each comparison pairs the two sides by seed (seeds present on both sides only; at least 2);
     ``decide`` applies Holm over those that can be made. A comparison whose data are not in the table
     (a sub-grid from the CLI) is listed as not compared, never silently dropped.
     """
     registered = protocol.content_hash()
-    protocol = protocol.variant(quick)
+    protocol = protocol.variant(quick, full)
+    df = arm(df, lr_factor)
     metric = protocol.metric
     built, skipped = [], []
     for name, kind, a_side, b_side in protocol.comparisons():
@@ -360,7 +446,76 @@ def c9_result(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = F
     verdict = vd.combine(parts) if parts else vd.OUT_OF_SCOPE
     n_seeds = int(df["seed"].nunique()) if len(df) else 0
     return C9Result(verdict, tuple(family), tuple(rates), metric, protocol.d_max, n_seeds, registered,
-                    quick, tuple(skipped))
+                    quick, tuple(skipped), float(lr_factor))
+
+
+def arm_results(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False,
+                full: bool = False) -> list[C9Result]:
+    """:func:`c9_result` for every step-size arm present in ``df`` (main arm first)."""
+    factors = sorted(_with_arm(df)["lr_factor"].unique(), key=lambda f: (f != 1.0, f))
+    return [c9_result(df, protocol, quick, float(f), full) for f in factors]
+
+
+def turning_points(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False,
+                   lr_factor: float = 1.0) -> list[dict]:
+    """Where each sub-claim turns along the delay sweep (protocol docstring, v3): for every pre-declared
+    comparison and rate check, re-made at each ``d > 0`` of the arm ``lr_factor`` with the same kind, margin
+    and ``α`` but **no multiplicity correction** (a map, not a verdict): the one-sided level-``α`` paired
+    t-test (interval at two-sided level ``1 − 2α``) or Clopper–Pearson bound. Returns one dict per
+    sub-claim: ``claim``, ``lr_factor``, ``first_holds`` / ``first_refuted`` (the smallest ``d`` at which it
+    holds / is refuted, ``None`` if never) and ``per_d`` (``d``, estimate, ``lo``, ``hi``, ``n``, verdict).
+    """
+    protocol = protocol.variant(quick)
+    df = arm(df, lr_factor)
+    metric = protocol.metric
+    out = []
+    specs = [(f"gmc not worse than {x}", "noninferiority", lambda d, x=x: (("gmc", d), (x, d)))
+             for x in protocol.estimators if x != "gmc"]
+    specs += [(f"{x} degrades from d=0", "superiority", lambda d, x=x: ((protocol.baseline, 0), (x, d)))
+              for x in protocol.degrading]
+    delays = [d for d in sorted(protocol.delays) if d > 0]
+    for name, kind, sides in specs:
+        per = []
+        for d in delays:
+            a_side, b_side = sides(d)
+            a, b = _paired(df, metric, a_side), _paired(df, metric, b_side)
+            common = a.index.intersection(b.index)
+            if len(common) < 2:
+                continue
+            c = vd.paired_comparison(a[common], b[common], kind=kind, margin=protocol.margin, name=name,
+                                     alpha=protocol.alpha)
+            per.append(dict(d=int(d), estimate=c.estimate, lo=c.lo, hi=c.hi, n=c.n, verdict=c.verdict))
+        out.append(_turn(name, "Δ" + metric, lr_factor, per))
+    for x, direction in (("is", "above"), ("gmc", "below")):
+        per = []
+        for d in delays:
+            runs = df[(df["estimator"] == x) & (df["d"] == d)]
+            if not len(runs):
+                continue
+            r = vd.rate_check(int(failed(runs, protocol).sum()), len(runs), p0=protocol.p0, direction=direction,
+                              alpha=protocol.alpha)
+            per.append(dict(d=int(d), estimate=r.rate, lo=r.lo, hi=r.hi, n=r.n, verdict=r.verdict,
+                            failures=r.failures))
+        out.append(_turn(f"{x} {'unstable' if direction == 'above' else 'stable'}", "failure rate", lr_factor, per))
+    return out
+
+
+def _turn(claim: str, quantity: str, lr_factor: float, per: list[dict]) -> dict:
+    first = {w: next((p["d"] for p in per if p["verdict"] == w), None) for w in (vd.HOLDS, vd.REFUTED)}
+    return dict(claim=claim, quantity=quantity, lr_factor=float(lr_factor), first_holds=first[vd.HOLDS],
+                first_refuted=first[vd.REFUTED], per_d=per)
+
+
+def turning_table(turns: list[dict]) -> str:
+    """:func:`turning_points` as text: one line per sub-claim and arm."""
+    lines = ["smallest d at which each sub-claim holds / is refuted (per-d test at the protocol's α, no "
+             "multiplicity correction: a map, not a verdict):"]
+    for t in turns:
+        at = "; ".join(f"d={p['d']}: {p['estimate']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] {p['verdict']}"
+                       for p in t["per_d"])
+        lines.append(f"  η×{t['lr_factor']:g} {t['claim']}: holds from d={t['first_holds']}, refuted from "
+                     f"d={t['first_refuted']} — {at}")
+    return "\n".join(lines)
 
 
 def c9_verdict(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False) -> str:
@@ -375,8 +530,17 @@ def _wide(s: pd.DataFrame, col: str) -> str:
 
 
 def table(df: pd.DataFrame, metric: str = PROTOCOL.metric) -> str:
-    """Accuracy-against-delay tables: rows estimators, columns delays, cells ``mean [lo, hi]`` (95 % Student-t
-    over seeds) of ``metric``, of the final held-out accuracy, and of the gain over the warm start."""
+    """Accuracy-against-delay tables, one block per step-size arm: rows estimators, columns delays, cells
+    ``mean [lo, hi]`` (95 % Student-t over seeds) of ``metric``, of the final held-out accuracy, and of the
+    gain over the warm start."""
+    df = _with_arm(df)
+    factors = sorted(df["lr_factor"].unique(), key=lambda f: (f != 1.0, f))
+    if len(factors) == 1:
+        return _table_one(df, metric)
+    return "\n".join(f"== step-size arm η×{f:g} ==\n" + _table_one(arm(df, f), metric) for f in factors)
+
+
+def _table_one(df: pd.DataFrame, metric: str) -> str:
     init = df.groupby("seed")["initial_acc"].first()
     parts = [f"warm-start held-out accuracy per seed: {', '.join(f'{v:.3f}' for v in init.values)}"]
     for m in [metric] + [x for x in ("final_acc",) if x != metric]:

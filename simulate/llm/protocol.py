@@ -35,6 +35,33 @@ maximum by more than ``collapse_drop·(1 − acc_0)``; accuracy's optimum is 1) 
 normalised accuracy below ``lockin_nJ`` with the last steps' gradient norm at most ``lockin_grad_rel``
 of the first step's). Version 1 (the first committed report) counted a run unstable if it skipped an
 update or ended below ``collapse_fraction`` of its warm-start accuracy, with ``p0 = 0.5``.
+
+**Version 3** (issue 25; :data:`PROTOCOL`, fixed before any of its runs was looked at). What changes
+and why:
+
+- *Delays* ``d ∈ {0, 2, 4, 8, 16, 32}`` instead of ``{0, 8, 32}``: the claim is about large delays, and
+  a reader needs to see *where* the ordering turns, not one point. The Holm family and the rate checks
+  stay at ``d_max = 32`` (the registered verdicts); at every other ``d`` the same comparisons and rates
+  are computed without multiplicity correction and reported as *turning points* (the smallest ``d``
+  at which each sub-claim's one-sided level-``α`` interval lies wholly above / below its threshold): a
+  map of the sweep, not a verdict.
+- *Step-size arm*: the whole sweep again at ``η·arm_lr_factor`` (×3) on ``arm_seeds`` (6 seeds, the
+  first six of the main arm, so the arms pair by seed too). It gets the same comparisons and rates,
+  reported per arm; the claim's verdict is the main arm's (the arm has half the seeds, so its
+  ``inconclusive`` is expected more often and is not a contradiction). Its purpose is to show whether a
+  stability conclusion survives a 3× larger step, not to re-decide C9.
+- *Groups per step* ``n_prompts = 8`` (``G = 8`` unchanged, 64 trajectories per step) instead of 16:
+  the sweep grows from 156 to 558 runs and the LM part of ``make run`` has a 10-minute budget on 2 cores
+  (issue 25). The group size ``G`` — the quantity the group-level maps act on — is unchanged, and the
+  per-step gradient gets noisier, which makes a difference between estimators harder, not easier, to
+  show. Everything else (``K = 40`` updates, η, the warm start, ``n_eval``, the margin, ``α``, ``p₀``, the
+  failure definition) is v2's.
+- *Exact sharing* (no change in any number, :mod:`simulate.llm.tree`): the runs of one seed and step
+  size are computed as trees whose common prefixes (every ``k ≤ d`` samples the warm start) are run
+  once, and batches drawn from the warm start are drawn once per seed.
+
+``--full`` (``full_seeds``: 24 seeds in the main arm, 12 in the step-size arm) is the same protocol on
+more seeds, for a machine with time; its verdicts use the same rule.
 """
 from __future__ import annotations
 
@@ -49,12 +76,12 @@ class LMProtocol:
     """Pre-declared settings of the LM C9 comparison (module docstring). Frozen: change = new hash."""
 
     name: str = "lm-c9"
-    version: int = 2
+    version: int = 3
     estimators: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "grpo")
     """Compared maps: THEORY's trajectory-level ones and the token-level GRPO baseline."""
     baseline: str = "onpolicy"
     """The one estimator run at ``d = 0`` (module docstring: all maps coincide there)."""
-    delays: tuple[int, ...] = (0, 8, 32)
+    delays: tuple[int, ...] = (0, 2, 4, 8, 16, 32)
     """Fixed delays ``d``; ``d_max = max(delays)`` is where gmc is compared."""
     seeds: tuple[int, ...] = tuple(range(12))
     """RL seeds (prompts, sampling); the warm start is shared (``warmstart_seed``), so runs pair by seed."""
@@ -80,7 +107,7 @@ class LMProtocol:
     """An ``inconclusive`` comparison below this power is marked underpowered (as in the tabular protocol)."""
     # the runs (TrainConfig fields; every run of a seed starts from the same cached warm start)
     steps: int = 40
-    n_prompts: int = 16
+    n_prompts: int = 8
     G: int = 8
     eta: float = 3e-4
     eval_every: int = 5
@@ -100,6 +127,15 @@ class LMProtocol:
     quick_n_prompts: int = 8
     quick_warmstart_steps: int = 200
     quick_n_eval: int = 100
+    # version 3: the step-size arm and the --full seeds (absent from the hash of versions < 3)
+    arm_lr_factor: float = 3.0
+    """Step-size arm: the same sweep at ``eta·arm_lr_factor``."""
+    arm_seeds: tuple[int, ...] = tuple(range(6))
+    """Seeds of the step-size arm (a prefix of ``seeds``: the arms pair by seed)."""
+    full_seeds: int = 24
+    """``--full``: seeds ``0..full_seeds−1`` in the main arm and ``0..full_seeds/2−1`` in the step-size arm."""
+    quick_arm_seeds: tuple[int, ...] = (0,)
+    """Quick variant: the step-size arm on these seeds (a path check)."""
 
     def __post_init__(self) -> None:
         if self.metric not in ("auc", "final_acc"):
@@ -115,9 +151,34 @@ class LMProtocol:
         if len(set(self.seeds)) < 2:
             raise ValueError("seeds must hold at least 2 distinct seeds (paired t over seeds)")
 
-    def variant(self, quick: bool) -> "LMProtocol":
-        """The protocol a run uses: itself, or for ``quick`` the same rules at ``quick_delays``."""
-        return dataclasses.replace(self, delays=self.quick_delays) if quick else self
+        if self.version >= 3:
+            if not (isinstance(self.arm_lr_factor, (int, float)) and self.arm_lr_factor > 0 and self.arm_lr_factor != 1):
+                raise ValueError(f"arm_lr_factor must be a number > 0 other than 1, got {self.arm_lr_factor!r}")
+            if not set(self.arm_seeds) <= set(self.seeds):
+                raise ValueError(f"arm_seeds {self.arm_seeds!r} must be among seeds (the arms pair by seed)")
+            if self.full_seeds < len(self.seeds):
+                raise ValueError(f"full_seeds must be >= len(seeds)={len(self.seeds)}, got {self.full_seeds!r}")
+
+    def variant(self, quick: bool = False, full: bool = False) -> "LMProtocol":
+        """The protocol a run uses: itself; for ``quick`` the same rules at ``quick_delays`` (quick seeds are
+        read by :meth:`arms`); for ``full`` (v3) the same rules on ``full_seeds`` seeds."""
+        if quick and full:
+            raise ValueError("quick and full exclude each other")
+        if quick:
+            return dataclasses.replace(self, delays=self.quick_delays)
+        if full:
+            if self.version < 3:
+                raise ValueError(f"full: protocol version {self.version} has no --full variant (v3 and later)")
+            return dataclasses.replace(self, seeds=tuple(range(self.full_seeds)),
+                                       arm_seeds=tuple(range(self.full_seeds // 2)))
+        return self
+
+    def arms(self, quick: bool = False) -> tuple[tuple[float, tuple[int, ...]], ...]:
+        """``((lr_factor, seeds), …)``: the main arm at ``η`` and, from version 3, the step-size arm."""
+        main = (1.0, self.quick_seeds if quick else self.seeds)
+        if self.version < 3:
+            return (main,)
+        return (main, (float(self.arm_lr_factor), self.quick_arm_seeds if quick else self.arm_seeds))
 
     @property
     def d_max(self) -> int:
@@ -138,13 +199,26 @@ class LMProtocol:
         return ((self.baseline, 0),) + tuple((x, d) for d in sorted(self.delays) if d > 0 for x in self.estimators)
 
     def to_dict(self) -> dict:
-        """Plain dict (JSON-serialisable, tuples as lists)."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        """Plain dict (JSON-serialisable, tuples as lists). Versions < 3 leave out the fields v3 added, so
+        :data:`PROTOCOL_V2` keeps the hash it was registered under."""
+        out = json.loads(json.dumps(dataclasses.asdict(self)))
+        if self.version < 3:
+            for f in V3_FIELDS:
+                out.pop(f)
+        return out
 
     def content_hash(self) -> str:
         """SHA-256 (first 16 hex digits) of the canonical JSON of every field."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-#: The protocol of the committed report.
+#: Fields added by version 3 (absent from the canonical JSON, hence the hash, of earlier versions).
+V3_FIELDS: tuple[str, ...] = ("arm_lr_factor", "arm_seeds", "full_seeds", "quick_arm_seeds")
+
+#: Version 2 (the report of commit 33b6c64), reproducible under its registered hash ``f2493e03beb8c517``:
+#: three delays, 16 groups per step, no step-size arm.
+PROTOCOL_V2 = LMProtocol(version=2, delays=(0, 8, 32), n_prompts=16)
+#: The protocol of the report (version 3).
 PROTOCOL = LMProtocol()
+#: Registered protocols by version (``python -m simulate.llm experiment --protocol-version``).
+PROTOCOLS: dict[int, LMProtocol] = {2: PROTOCOL_V2, 3: PROTOCOL}

@@ -209,6 +209,141 @@ def train(cfg: TrainConfig, *, model=None, tok=None, resume: bool = False, force
         return _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress)
 
 
+@dataclass
+class RunState:
+    """Everything a run carries from one step to the next (copied whole to branch a run, :mod:`simulate.llm.tree`).
+
+    ``snapshots`` maps a policy version to a detached copy of its weights (the last ``D + 1`` are
+    kept); ``rows`` are the metrics rows so far; ``last_acc`` the latest held-out accuracy.
+    """
+
+    model: torch.nn.Module
+    behaviour: torch.nn.Module
+    opt: torch.optim.Optimizer
+    snapshots: dict
+    version: int
+    rows: list
+    last_acc: float | None
+
+
+def new_state(cfg: TrainConfig, model) -> RunState:
+    """A fresh run's state from ``model`` (the warm start): AdamW at ``cfg.eta``, version 0 snapshotted."""
+    model.train()
+    behaviour = copy.deepcopy(model).eval()
+    for p in behaviour.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.eta, weight_decay=cfg.weight_decay)
+    return RunState(model, behaviour, opt, {0: _snapshot(model)}, 0, [], None)
+
+
+def copy_state(cfg: TrainConfig, st: RunState) -> RunState:
+    """An independent copy of ``st`` (model, optimiser moments, snapshots, rows): continuing the copy gives
+    bit for bit what continuing ``st`` would."""
+    model = copy.deepcopy(st.model)
+    behaviour = copy.deepcopy(st.behaviour)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.eta, weight_decay=cfg.weight_decay)  # as new_state
+    opt.load_state_dict(copy.deepcopy(st.opt.state_dict()))
+    snaps = {v: {k: t.clone() for k, t in s.items()} for v, s in st.snapshots.items()}
+    return RunState(model, behaviour, opt, snaps, st.version, copy.deepcopy(st.rows), st.last_acc)
+
+
+def _snapshot(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def sample_batch(cfg: TrainConfig, behaviour, tok, k: int):
+    """Step ``k``'s rollouts from ``behaviour``: ``(problems, rollout, rewards, seconds)``.
+
+    A function of (the behaviour's weights, ``cfg.seed``, ``k`` and the sampling settings) only: the
+    prompts are drawn from ``[seed, 1, k]`` and the sampler from ``[seed, 3, k]``, so two runs of a
+    seed whose behaviour weights are the same at step ``k`` draw the same batch (:mod:`simulate.llm.tree`
+    reuses it).
+    """
+    t0 = time.perf_counter()
+    G, n_groups = cfg.G, cfg.n_prompts
+    problems = tasks.draw_problems([cfg.seed, 1, k], n_groups, cfg.task)
+    batch = [p for p in problems for _ in range(G)]  # group by group
+    gen = torch.Generator(device=cfg.device).manual_seed(_sampler_seed(cfg.seed, k))
+    ro = generate(behaviour, [prompt_ids(tok, p) for p in batch], max_new_tokens=cfg.max_new_tokens,
+                  eos_id=tok.eos_id, pad_id=tok.pad_id, temperature=cfg.temperature, generator=gen)
+    t_gen = time.perf_counter() - t0
+    texts = [tok.decode(c) for c in ro.completion]
+    R = np.array([tasks.reward(p, s, lenient(tok)) for p, s in zip(batch, texts)])
+    return batch, ro, R, t_gen
+
+
+def rl_step(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, delays, loss_opts, on_step=None,
+            batch_source=None) -> dict:
+    """One learner step ``k`` on ``st`` (in place): behaviour snapshot ``d_k`` versions old, its rollouts,
+    the estimator's surrogate, one guarded AdamW update, the metrics row (returned and appended to
+    ``st.rows``). ``batch_source(k, behaviour_version)`` may return a batch of :func:`sample_batch`
+    drawn elsewhere from the same weights (``None``: sample here)."""
+    t0 = time.perf_counter()
+    G, n_groups = cfg.G, cfg.n_prompts
+    model = st.model
+    # 1. behaviour snapshot, d_k versions old
+    d = int(min(delays[k], st.version))
+    behaviour_version = st.version - d
+    got = batch_source(k, behaviour_version) if batch_source is not None else None
+    if got is None:
+        st.behaviour.load_state_dict(st.snapshots[behaviour_version])
+        # 2. rollouts: G completions per prompt from μ, log μ recorded while sampling
+        got = sample_batch(cfg, st.behaviour, tok, k)
+    batch, ro, R, t_gen = got
+    A = np.concatenate([advantages(r, cfg.adv_norm) for r in R.reshape(n_groups, G)])
+    adv = torch.as_tensor(A, dtype=torch.float32, device=cfg.device)
+
+    # 3. learner: current log-probs, the estimator's surrogate, one guarded update
+    logp_new = completion_logprobs(model, ro.seq, ro.attn, ro.mask, ro.prompt_len, cfg.temperature)
+    if on_step is not None:
+        st.behaviour.load_state_dict(st.snapshots[behaviour_version])
+        on_step(StepView(k, st.version, behaviour_version, model, st.behaviour, ro, R, A))
+    out = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
+                      eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G,
+                      length_normalize=cfg.length_normalize, **loss_opts)
+    loss, loss_metrics = _split_loss(out)
+    grad_norm, skipped = update_step(model, st.opt, loss, cfg.max_grad_norm)
+    if skipped is None:
+        st.version += 1
+        st.snapshots[st.version] = _snapshot(model)
+        for old in [v for v in st.snapshots if v < st.version - cfg.D]:
+            del st.snapshots[old]
+
+    # 4. metrics
+    tok_ell = torch.where(ro.mask, logp_new.detach() - ro.logp_old, torch.zeros_like(logp_new))
+    n_tok = int(ro.mask.sum())
+    row = {
+        "step": k, "version": st.version, "behaviour_version": behaviour_version, "delay": d,
+        "reward": float(R.mean()), "loss": float(loss.detach()), "grad_norm": grad_norm,
+        "skipped": skipped, "completion_tokens": n_tok, "mean_len": n_tok / len(batch),
+        "gen_tokens_per_s": n_tok / max(t_gen, 1e-9),
+        "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9),
+        **ratio_stats(cfg, tok_ell, ro.mask, adv),
+        "heldout_acc": None,
+    }
+    row.update({(f"loss/{k}" if k in row else k): v for k, v in loss_metrics.items()})
+    if (k + 1) % cfg.eval_every == 0 or k == cfg.steps - 1:
+        st.last_acc = row["heldout_acc"] = heldout_accuracy(model, tok, evalset, cfg.max_new_tokens)
+    st.rows.append(row)
+    return row
+
+
+def summarise_run(cfg: TrainConfig, rows: list[dict], last_acc, warm_info: dict) -> dict:
+    """The run's summary (``summary.json``) from its metrics rows."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    first = rows[0] if rows else {}
+    return {
+        "estimator": cfg.estimator, "delay": cfg.delay, "d": cfg.d, "D": cfg.D, "seed": cfg.seed,
+        "steps_done": len(rows), "initial_acc": first.get("heldout_acc_start"),
+        "final_acc": last_acc, "warmstart": warm_info,
+        "mean_realised_delay": float(df["delay"].mean()) if rows else None,
+        "skipped_steps": int(df["skipped"].notna().sum()) if rows else 0,
+        "mean_reward_last10": float(df["reward"].tail(10).mean()) if rows else None,
+    }
+
+
 def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) -> dict:
     set_determinism(cfg)
     with open(os.path.join(cfg.out_dir, "config.json"), "w") as f:
@@ -216,98 +351,40 @@ def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) ->
     warm_info = {}
     if model is None:
         model, tok, warm_info = warm_start(cfg, progress=progress)
-    model.train()
-    behaviour = copy.deepcopy(model).eval()
-    for p in behaviour.parameters():
-        p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.eta, weight_decay=cfg.weight_decay)
+    st = new_state(cfg, model)
     evalset = tasks.eval_set(cfg.task)
     delays = delay_schedule(cfg)
-    G, n_groups = cfg.G, cfg.n_prompts
 
-    # snapshot store: version -> detached copy of the weights; only the last D+1 versions are kept
-    def snapshot() -> dict:
-        return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-    start, version, snapshots = 0, 0, {0: snapshot()}
+    start = 0
     ckpt_path = os.path.join(cfg.out_dir, "checkpoint.pt")
     metrics_path = os.path.join(cfg.out_dir, "metrics.jsonl")
-    rows: list[dict] = []
     if ck is not None:
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        snapshots = {int(v): s for v, s in ck["snapshots"].items()}
-        version, start = int(ck["version"]), int(ck["step"]) + 1
-        rows = [r for r in read_metrics(metrics_path) if r["step"] < start]
+        st.model.load_state_dict(ck["model"])
+        st.opt.load_state_dict(ck["optimizer"])
+        st.snapshots = {int(v): s for v, s in ck["snapshots"].items()}
+        st.version, start = int(ck["version"]), int(ck["step"]) + 1
+        st.rows = [r for r in read_metrics(metrics_path) if r["step"] < start]
     # rewritten atomically: steps after the checkpoint are redone, not duplicated
-    write_lines(metrics_path, rows)
+    write_lines(metrics_path, st.rows)
 
     def save_checkpoint(step: int) -> None:
         tmp = ckpt_path + ".tmp"
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "snapshots": snapshots,
-                    "version": version, "step": step, "config": cfg.to_dict()}, tmp)
+        torch.save({"model": st.model.state_dict(), "optimizer": st.opt.state_dict(), "snapshots": st.snapshots,
+                    "version": st.version, "step": step, "config": cfg.to_dict()}, tmp)
         os.replace(tmp, ckpt_path)
 
-    acc0 = heldout_accuracy(model, tok, evalset, cfg.max_new_tokens) if start == 0 else None
-    last_acc = acc0 if acc0 is not None else next((r["heldout_acc"] for r in reversed(rows)
-                                                    if r.get("heldout_acc") is not None), None)
+    acc0 = heldout_accuracy(st.model, tok, evalset, cfg.max_new_tokens) if start == 0 else None
+    st.last_acc = acc0 if acc0 is not None else next((r["heldout_acc"] for r in reversed(st.rows)
+                                                       if r.get("heldout_acc") is not None), None)
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at + 1)
     bar = tqdm(range(start, end), desc=f"{cfg.estimator} {cfg.delay_label}", disable=not progress)
     for k in bar:
-        t0 = time.perf_counter()
-        # 1. behaviour snapshot, d_k versions old
-        d = int(min(delays[k], version))
-        behaviour_version = version - d
-        behaviour.load_state_dict(snapshots[behaviour_version])
-
-        # 2. rollouts: G completions per prompt from μ, log μ recorded while sampling
-        problems = tasks.draw_problems([cfg.seed, 1, k], n_groups, cfg.task)
-        batch = [p for p in problems for _ in range(G)]  # group by group
-        gen = torch.Generator(device=cfg.device).manual_seed(_sampler_seed(cfg.seed, k))
-        ro = generate(behaviour, [prompt_ids(tok, p) for p in batch], max_new_tokens=cfg.max_new_tokens,
-                      eos_id=tok.eos_id, pad_id=tok.pad_id, temperature=cfg.temperature, generator=gen)
-        t_gen = time.perf_counter() - t0
-        texts = [tok.decode(c) for c in ro.completion]
-        R = np.array([tasks.reward(p, s, lenient(tok)) for p, s in zip(batch, texts)])
-        A = np.concatenate([advantages(r, cfg.adv_norm) for r in R.reshape(n_groups, G)])
-        adv = torch.as_tensor(A, dtype=torch.float32, device=cfg.device)
-
-        # 3. learner: current log-probs, the estimator's surrogate, one guarded update
-        logp_new = completion_logprobs(model, ro.seq, ro.attn, ro.mask, ro.prompt_len, cfg.temperature)
-        if on_step is not None:
-            on_step(StepView(k, version, behaviour_version, model, behaviour, ro, R, A))
-        out = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
-                          eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G,
-                          length_normalize=cfg.length_normalize, **loss_opts)
-        loss, loss_metrics = _split_loss(out)
-        grad_norm, skipped = update_step(model, opt, loss, cfg.max_grad_norm)
-        if skipped is None:
-            version += 1
-            snapshots[version] = snapshot()
-            for old in [v for v in snapshots if v < version - cfg.D]:
-                del snapshots[old]
-
-        # 4. metrics
-        tok_ell = torch.where(ro.mask, logp_new.detach() - ro.logp_old, torch.zeros_like(logp_new))
-        n_tok = int(ro.mask.sum())
-        row = {
-            "step": k, "version": version, "behaviour_version": behaviour_version, "delay": d,
-            "reward": float(R.mean()), "loss": float(loss.detach()), "grad_norm": grad_norm,
-            "skipped": skipped, "completion_tokens": n_tok, "mean_len": n_tok / len(batch),
-            "gen_tokens_per_s": n_tok / max(t_gen, 1e-9),
-            "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9),
-            **ratio_stats(cfg, tok_ell, ro.mask, adv),
-            "heldout_acc": None,
-        }
-        row.update({(f"loss/{k}" if k in row else k): v for k, v in loss_metrics.items()})
-        if (k + 1) % cfg.eval_every == 0 or k == cfg.steps - 1:
-            last_acc = row["heldout_acc"] = heldout_accuracy(model, tok, evalset, cfg.max_new_tokens)
+        row = rl_step(cfg, st, k, tok=tok, evalset=evalset, delays=delays, loss_opts=loss_opts, on_step=on_step)
         if k == 0 and acc0 is not None:
             row["heldout_acc_start"] = acc0
         append_line(metrics_path, row)
-        rows.append(row)
-        bar.set_postfix(R=f"{row['reward']:.2f}", acc=f"{last_acc:.2f}" if last_acc is not None else "-",
-                        d=d, skip="y" if skipped else "")
+        bar.set_postfix(R=f"{row['reward']:.2f}", acc=f"{st.last_acc:.2f}" if st.last_acc is not None else "-",
+                        d=row["delay"], skip="y" if row["skipped"] else "")
         if cfg.checkpoint_every and (k + 1) % cfg.checkpoint_every == 0:
             save_checkpoint(k)
     bar.close()
@@ -316,17 +393,8 @@ def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) ->
 
     import pandas as pd  # tidy copy of the metrics for analysis code
 
-    df = pd.DataFrame(rows)
-    df.to_csv(os.path.join(cfg.out_dir, "metrics.csv"), index=False)
-    first = rows[0] if rows else {}
-    summary = {
-        "estimator": cfg.estimator, "delay": cfg.delay, "d": cfg.d, "D": cfg.D, "seed": cfg.seed,
-        "steps_done": len(rows), "initial_acc": first.get("heldout_acc_start"),
-        "final_acc": last_acc, "warmstart": warm_info,
-        "mean_realised_delay": float(df["delay"].mean()) if rows else None,
-        "skipped_steps": int(df["skipped"].notna().sum()) if rows else 0,
-        "mean_reward_last10": float(df["reward"].tail(10).mean()) if rows else None,
-    }
+    pd.DataFrame(st.rows).to_csv(os.path.join(cfg.out_dir, "metrics.csv"), index=False)
+    summary = summarise_run(cfg, st.rows, st.last_acc, warm_info)
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     return summary
