@@ -7,6 +7,10 @@ kernel source of the given packages, so any edit to any kernel file starts a new
 can never run. It must run before the first ``@njit(cache=True)`` decorator executes; the packages'
 ``__init__`` call it first. The base directory is ``$NUMBA_CACHE_DIR`` when the user set it, else
 ``$XDG_CACHE_HOME/asyncgrpo-numba`` (``~/.cache/asyncgrpo-numba``).
+
+Extra estimator modules named in ``$ASYNCGRPO_ESTIMATORS`` (:mod:`asyncgrpo.estimators.registry`) live
+outside the packages; their files join the hash, since the registry's generated Numba dispatch (and every
+kernel that calls it) compiles their kernels in.
 """
 from __future__ import annotations
 
@@ -29,9 +33,37 @@ def sources_hash(roots) -> str:
     return h.hexdigest()[:16]
 
 
+def plugin_sources() -> list[Path]:
+    """Files (or package folders) of the modules named in ``$ASYNCGRPO_ESTIMATORS``, found without importing
+    them; a name that cannot be found is skipped here (the registry raises naming it)."""
+    import importlib.util
+
+    out = []
+    for name in (m.strip() for m in os.environ.get("ASYNCGRPO_ESTIMATORS", "").split(",")):
+        if not name:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            origin = Path(spec.origin)
+            out.append(origin.parent if origin.name == "__init__.py" else origin)
+    return out
+
+
+def _files_hash(paths) -> str:
+    h = hashlib.sha256()
+    for p in sorted(Path(x).resolve() for x in paths):
+        for f in (sorted(p.rglob("*.py")) if p.is_dir() else [p]):
+            h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def configure(roots=None) -> str:
     """Set ``numba.config.CACHE_DIR`` to ``<base>/<sources_hash(roots)>`` and return it (default roots:
-    the ``asyncgrpo`` and ``simulate`` packages). Idempotent per set of roots."""
+    the ``asyncgrpo`` and ``simulate`` packages; with ``$ASYNCGRPO_ESTIMATORS`` set, a second hash of those
+    modules' files is appended). Idempotent per set of roots."""
     if roots is None:
         here = Path(__file__).resolve().parent
         roots = [here] + [p for p in (here.parent / "simulate",) if p.is_dir()]
@@ -42,7 +74,11 @@ def configure(roots=None) -> str:
 
     user = os.environ.get("NUMBA_CACHE_DIR")
     base = Path(user) if user else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asyncgrpo-numba"
-    path = str(base / sources_hash(roots))
+    name = sources_hash(roots)
+    extra = plugin_sources()
+    if extra:
+        name += "-" + _files_hash(extra)
+    path = str(base / name)
     numba.config.CACHE_DIR = path
     _DONE[key] = path
     return path

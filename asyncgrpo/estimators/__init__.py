@@ -25,8 +25,14 @@ snis        ``ρ_i / ρ̄``                         no
 ==========  =================================  ==============================
 
 ``𝒲_ε(ρ) = {w : 0 ≤ w_i ≤ ρ_i, (1/G)Σ w_i ≤ 1+ε}``. None of the six needs the
-advantages; the token-level baselines (``grpo``, ``gspo``, ``cispo``, ``m2po``)
-live in :mod:`asyncgrpo.estimators.token_level`.
+advantages; the token-level baselines (``grpo``, ``gspo``, ``cispo``, ``m2po``) and the peers'
+token-level corrections live in :mod:`asyncgrpo.estimators.token_level`.
+
+Every estimator is one module of :mod:`asyncgrpo.estimators.maps` (its NumPy, Numba and torch forms side
+by side) listed by :mod:`asyncgrpo.estimators.registry`, which builds the dispatch of every backend.
+Besides the six, the registry holds the peers' sequence-level corrections ``verl_seq_tis`` and
+``verl_seq_rs`` (:data:`PEER_ESTIMATORS`, docs/estimators.md); every trajectory-level name is in
+:data:`TRAJECTORY_ESTIMATORS`.
 """
 from __future__ import annotations
 
@@ -34,14 +40,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asyncgrpo.estimators import reference
-from asyncgrpo.estimators.reference import CODES
+from asyncgrpo.estimators import reference, registry
+from asyncgrpo.estimators.reference import ALL_CODES, CODES
 from asyncgrpo.validation import check_eps, check_log_ratios
 
-#: Names of the trajectory-level estimators, in the order of THEORY.md §2.
+#: Names of THEORY.md §2's trajectory-level estimators, in its order (the maps the claims are about).
 ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "snis")
-#: Those that belong to the class 𝒲_ε for every ρ (THEORY §3).
-IN_CLASS: frozenset[str] = frozenset({"tis", "tic", "gmc"})
+#: Every registered trajectory-level estimator (THEORY's six, the peers', any from $ASYNCGRPO_ESTIMATORS).
+TRAJECTORY_ESTIMATORS: tuple[str, ...] = ESTIMATORS + tuple(n for n in registry.names("trajectory") if n not in ESTIMATORS)
+#: The peers' off-policy corrections (verl's rollout correction, TRL's off-policy mask), both levels.
+PEER_ESTIMATORS: tuple[str, ...] = tuple(n for n, e in registry.entries().items() if e.peer)
+#: Those that belong to the class 𝒲_ε for every ρ (THEORY §3; registry attribute ``in_class``).
+IN_CLASS: frozenset[str] = frozenset(n for n in TRAJECTORY_ESTIMATORS if registry.entry(n).in_class)
 
 
 @dataclass(frozen=True)
@@ -53,19 +63,24 @@ class WeightMap:
 
     def __post_init__(self):
         # Validated here, not only in get(): a WeightMap built directly must not yield NaN weights.
-        if self.name not in CODES:
-            raise ValueError(f"unknown estimator {self.name!r}; known estimators: {', '.join(ESTIMATORS)}")
+        if self.name not in ALL_CODES:
+            raise ValueError(f"unknown estimator {self.name!r}; known estimators: {', '.join(TRAJECTORY_ESTIMATORS)}")
         object.__setattr__(self, "eps", check_eps(self.eps))
 
     @property
     def code(self) -> int:
-        """Integer id used by the Numba kernels (``reference.CODES``)."""
-        return CODES[self.name]
+        """Integer id used by the Numba kernels (``reference.ALL_CODES``)."""
+        return ALL_CODES[self.name]
 
     @property
     def in_class(self) -> bool:
         """Whether the weights always lie in ``𝒲_ε(ρ)``."""
         return self.name in IN_CLASS
+
+    @property
+    def spec(self) -> registry.Estimator:
+        """The registry record (formula, attributes, the three backends)."""
+        return registry.entry(self.name)
 
     def log_weights(self, log_ratios) -> np.ndarray:
         """``log w_i`` (NumPy reference); ``-inf`` marks a zero weight."""
@@ -103,7 +118,7 @@ class WeightMap:
 
 def names() -> tuple[str, ...]:
     """All registered trajectory-level estimator names."""
-    return ESTIMATORS
+    return TRAJECTORY_ESTIMATORS
 
 
 def get(name: str, eps: float = 0.2) -> WeightMap:
@@ -141,4 +156,4 @@ def snis(eps: float = 0.2) -> WeightMap:
     return get("snis", eps)
 
 
-__all__ = ["ESTIMATORS", "IN_CLASS", "WeightMap", "get", "names", "onpolicy", "is_", "tis", "tic", "gmc", "snis"]
+__all__ = ["ESTIMATORS", "TRAJECTORY_ESTIMATORS", "PEER_ESTIMATORS", "IN_CLASS", "registry", "WeightMap", "get", "names", "onpolicy", "is_", "tis", "tic", "gmc", "snis"]

@@ -1,9 +1,11 @@
 """Numba kernels of the trajectory-level weight maps (THEORY.md §2).
 
-Same log-space formulas as :mod:`asyncgrpo.estimators.reference`; the integer
-``code`` comes from ``reference.CODES`` so that other ``@njit`` kernels (the
-Monte Carlo and training simulators) can pick an estimator at run time without
-Python objects. No validation here: the public wrappers validate once.
+``log_weights_nb(code, ell, eps, out)`` is the registry's generated dispatch
+(:func:`asyncgrpo.estimators.registry.dispatch`) over each map's own kernel in
+:mod:`asyncgrpo.estimators.maps`; the integer ``code`` (``reference.CODES``) lets other ``@njit`` kernels
+(the Monte Carlo and training simulators) pick an estimator at run time without Python objects, and
+``estimator_flags_nb(code)`` gives them the registry attributes they need. No validation here: the public
+wrappers validate once.
 
 Shapes: ``ell`` is ``ndarray(float64, ndim=1)`` of length ``G``; ``out`` has the
 same shape and is overwritten. No randomness is drawn.
@@ -12,25 +14,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit
 
+from asyncgrpo.estimators import registry
+from asyncgrpo.estimators.maps._common import lse_parts_nb
 
-@njit(cache=True)
-def lse_parts_nb(ell):
-    """``(m, r)`` with ``log ρ̄ = m + r``, ``m = max ℓ``, ``r = log(Σ exp(ℓ − m)/G)``.
-
-    Two parts so ``ℓ_i − log ρ̄ = (ℓ_i − m) − r`` keeps full precision at ``|ℓ| = 1e4``.
-    """
-    G = ell.shape[0]
-    m = ell[0]
-    for i in range(1, G):
-        if ell[i] > m:
-            m = ell[i]
-    s = 0.0
-    for i in range(G):
-        s += math.exp(ell[i] - m)
-    return m, math.log(s) - math.log(G)
+_dispatch = registry.dispatch()
+log_weights_nb = _dispatch.log_weights_nb
+estimator_flags_nb = _dispatch.estimator_flags_nb
 
 
 @njit(cache=True)
@@ -38,40 +29,6 @@ def log_group_mass_nb(ell):
     """``log ρ̄ = logsumexp(ℓ) − log G``."""
     m, r = lse_parts_nb(ell)
     return m + r
-
-
-@njit(cache=True)
-def log_weights_nb(code, ell, eps, out):
-    """Write ``log w_i`` of estimator ``code`` into ``out``; returns ``out``."""
-    G = ell.shape[0]
-    cap = math.log1p(eps)
-    if code == 0:  # onpolicy
-        for i in range(G):
-            out[i] = 0.0
-    elif code == 1:  # is
-        for i in range(G):
-            out[i] = ell[i]
-    elif code == 2:  # tis
-        for i in range(G):
-            out[i] = ell[i] if ell[i] < cap else cap
-    elif code == 3:  # tic
-        for i in range(G):
-            out[i] = ell[i] if ell[i] <= cap else -np.inf
-    elif code == 4:  # gmc: one common factor min(1, (1+ε)/ρ̄) per group
-        m, r = lse_parts_nb(ell)
-        if cap >= m + r:
-            for i in range(G):
-                out[i] = ell[i]
-        else:
-            for i in range(G):
-                out[i] = (ell[i] - m) + (cap - r)
-    elif code == 5:  # snis
-        m, r = lse_parts_nb(ell)
-        for i in range(G):
-            out[i] = (ell[i] - m) - r
-    else:
-        raise ValueError("unknown estimator code")
-    return out
 
 
 @njit(cache=True)
@@ -129,3 +86,7 @@ def group_functionals_nb(ell, logw):
         removed += r
         mass_w += w
     return math.exp(log_group_mass_nb(ell)), B / G, removed / G, mass_w / G
+
+
+__all__ = ["lse_parts_nb", "log_group_mass_nb", "log_weights_nb", "estimator_flags_nb", "weights_nb",
+           "weights_batch_nb", "weight_terms_nb", "group_functionals_nb"]

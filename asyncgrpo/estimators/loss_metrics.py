@@ -166,7 +166,7 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     """
     import torch
 
-    from asyncgrpo.estimators import torch_backend
+    from asyncgrpo.estimators import registry, torch_backend
     from asyncgrpo.estimators.clip_bounds import cispo_log_bounds
 
     f64 = torch.float64
@@ -231,6 +231,16 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         out["clipfrac"] = _frac(dropped & nz, mask, n_tok)
         loss_mat = neg_adv_times(torch.where(dropped, zero, torch.exp(ell_t)))
         logk = torch.where(dropped, ninf, ell_t)
+    elif registry.entry(name).level == "token":
+        # any other registered token-level map (the peers' corrections): the clip fraction counts real tokens
+        # with A ≠ 0 whose k fell below its reference (the token ratio, or 1 for a mask)
+        spec = registry.entry(name)
+        kk = k.to(f64)
+        logk = torch.where(kk > 0, torch.log(kk), ninf)
+        ref = torch.zeros_like(ell_t) if spec.clip_ratio == "unit" else ell_t
+        out["clipfrac"] = _frac((logk < ref) & nz, mask, n_tok)
+        # the peer's logged objective in decoupled mode at π_old = π_θ (PPO ratio 1): −A·k per token
+        loss_mat = neg_adv_times(kk) if spec.peer else neg_adv_times(kk) * logp
     else:
         G = group_size
         ell = ell_t.sum(dim=1)
@@ -242,10 +252,15 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         logw = logw.reshape(N)
         cut = (logw < ell) & rows
         out["clipfrac"] = _frac(cut[:, None].expand_as(mask) & nz, mask, n_tok)
-        loss_mat = neg_adv_times(w.to(f64)[:, None].expand_as(logp)) * logp
+        loss_mat = neg_adv_times(w.to(f64)[:, None].expand_as(logp))
+        if not registry.entry(name).peer:  # a peer's objective is −A·w at π_old = π_θ, the toolkit's −A·w·log π
+            loss_mat = loss_mat * logp
         logk = logw[:, None].expand_as(ell_t)
         out["ess_group_w"] = _group_ess(logw, rows, G)
 
+    extra = registry.entry(name).metrics
+    if extra is not None:
+        out.update(extra(ell_t, mask, A[:, 0], rows))
     out["pg_loss"] = float(torch.where(mask, nu * loss_mat, zero).sum())
     # KL and χ² between π_θ and μ from the ratios alone (method-independent)
     lt = ell_t[mask]

@@ -49,6 +49,7 @@ import math
 import numpy as np
 from numba import njit
 
+from asyncgrpo.estimators import registry
 from asyncgrpo.estimators.clip_bounds import cispo_log_bounds
 from asyncgrpo.estimators.aggregation import (
     AGG_MODES,
@@ -60,14 +61,18 @@ from asyncgrpo.estimators.aggregation import (
 )
 from asyncgrpo.validation import check_eps, check_mask, check_real_array
 
-#: Names of the token-level baselines.
-TOKEN_ESTIMATORS: tuple[str, ...] = ("grpo", "gspo", "cispo", "m2po")
+#: Names of the token-level estimators (registry level ``token``): the baselines and the peers' token-level
+#: corrections. Their ĝ is length-normalised (default ``seq-mean-token-mean``), which is why the protocol
+#: gives them the token-level η grid.
+TOKEN_ESTIMATORS: tuple[str, ...] = registry.names("token")
 #: Integer ids for Numba (disjoint from the trajectory-level ``CODES``).
-TOKEN_CODES = {"grpo": 10, "gspo": 11, "cispo": 12, "m2po": 13}
+TOKEN_CODES = {name: registry.code(name) for name in TOKEN_ESTIMATORS}
 #: CISPO clamp conventions: toolkit (``"upper"``), verl (``"two-sided"``), TRL (``"absolute"``).
 CISPO_CLAMPS: tuple[str, ...] = ("upper", "two-sided", "absolute")
-#: Methods that take the dual clip ``clip_ratio_c``.
-DUAL_CLIP_METHODS: frozenset[str] = frozenset({"grpo", "gspo"})
+#: Methods that take the dual clip ``clip_ratio_c`` (registry attribute ``dual_clip``).
+DUAL_CLIP_METHODS: frozenset[str] = frozenset(n for n in TOKEN_ESTIMATORS if registry.entry(n).dual_clip)
+#: Methods that take ``cispo_clamp`` (registry attribute ``cispo_clamp``).
+CISPO_METHODS: frozenset[str] = frozenset(n for n in TOKEN_ESTIMATORS if registry.entry(n).cispo_clamp)
 
 
 # --------------------------------------------------------------------------- validation
@@ -82,15 +87,17 @@ def _check_clip_options(name, clip_ratio_c, cispo_clamp):
     """Validate the clip variants; return ``(log c or inf, cispo mode index)``."""
     if clip_ratio_c is not None:
         if name not in DUAL_CLIP_METHODS:
-            raise ValueError(f"clip_ratio_c (dual clip) applies to grpo and gspo only, not {name!r}; leave it None")
+            raise ValueError(f"clip_ratio_c (dual clip) applies to {' and '.join(sorted(DUAL_CLIP_METHODS))} only, "
+                             f"not {name!r}; leave it None")
         if isinstance(clip_ratio_c, bool) or not isinstance(clip_ratio_c, (int, float)) \
                 or not math.isfinite(float(clip_ratio_c)) or float(clip_ratio_c) <= 1.0:
             raise ValueError(f"clip_ratio_c must be a finite number > 1 (verl's default is 3.0) or None, "
                              f"got {clip_ratio_c!r}")
     if cispo_clamp not in CISPO_CLAMPS:
         raise ValueError(f"cispo_clamp must be one of {', '.join(CISPO_CLAMPS)}, got {cispo_clamp!r}")
-    if cispo_clamp != "upper" and name != "cispo":
-        raise ValueError(f"cispo_clamp applies to cispo only, not {name!r}; leave it 'upper'")
+    if cispo_clamp != "upper" and name not in CISPO_METHODS:
+        raise ValueError(f"cispo_clamp applies to {', '.join(sorted(CISPO_METHODS))} only, not {name!r}; "
+                         f"leave it 'upper'")
     log_c = math.inf if clip_ratio_c is None else math.log(float(clip_ratio_c))
     return log_c, CISPO_CLAMPS.index(cispo_clamp)
 
@@ -120,21 +127,22 @@ def _check_inputs(name, tok_ell, mask, adv):
 
 
 # --------------------------------------------------------------------------- NumPy reference
+def _params(eps_low, eps_high, tau_m2, log_c, cispo_clamp):
+    return registry.TokenParams(eps_low, eps_high, tau_m2, log_c, cispo_clamp, CISPO_CLAMPS.index(cispo_clamp))
+
+
 def _m2po_keep(tok_ell: np.ndarray, mask: np.ndarray, tau_m2: float) -> np.ndarray:
-    """Boolean keep-mask: drop the largest ``(log r)²`` until the kept mean is ``≤ τ_M2``."""
-    v = np.where(mask, tok_ell * tok_ell, 0.0).ravel()
-    order = np.argsort(-v, kind="mergesort")
-    real = mask.ravel()
-    total, n = float(v[real].sum()), int(real.sum())
-    keep = real.copy()
-    for j in order:
-        if n == 0 or total <= tau_m2 * n:
-            break
-        if real[j]:
-            keep[j] = False
-            total -= v[j]
-            n -= 1
-    return keep.reshape(mask.shape)
+    """Boolean keep-mask of m2po (:func:`asyncgrpo.estimators.maps.m2po.keep_mask`)."""
+    from asyncgrpo.estimators.maps.m2po import keep_mask
+
+    return keep_mask(tok_ell, mask, tau_m2)
+
+
+def _kept_scale(k, mask):
+    """``N/N_kept`` for a rejecting map (rows with a nonzero weight are kept; 1 when none or all are)."""
+    kept = int((mask & (k != 0)).any(axis=1).sum()) if isinstance(k, np.ndarray) else int((mask & (k != 0)).any(dim=1).sum())
+    N = mask.shape[0]
+    return N / kept if 0 < kept < N else 1.0
 
 
 def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
@@ -142,100 +150,28 @@ def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, 
     """Stop-gradient coefficients ``c_{i,t} = k_{i,t}/T_i`` of token-level estimator ``name`` (NumPy), ``[N, T]``.
 
     ``clip_ratio_c``: dual clip for grpo/gspo (``k = 0`` when ``A<0`` and the ratio exceeds ``c``);
-    ``cispo_clamp``: CISPO convention (module docstring).
+    ``cispo_clamp``: CISPO convention (module docstring). A rejecting map (registry ``rejects``, verl's
+    rejection sampling) scales its kept rows by ``N/N_kept``: ``seq-mean-token-mean`` over the kept rows.
     """
     tok_ell, mask, adv = _check_inputs(name, tok_ell, mask, adv)
     eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
     log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
+    e = registry.entry(name, "token")
     ell = np.where(mask, tok_ell, 0.0)
     T_i = mask.sum(axis=1).astype(np.float64)[:, None]
-    hi, lo = math.log1p(eps_high), math.log1p(-eps_low)
-    pos = (adv >= 0)[:, None]
     with np.errstate(over="ignore"):
-        if name == "grpo":
-            unclipped = np.where(pos, ell <= hi, (ell >= lo) & (ell <= log_c))
-            c = np.where(unclipped, np.exp(ell), 0.0)
-        elif name == "gspo":
-            seq = ell.sum(axis=1, keepdims=True) / T_i
-            unclipped = np.where(pos, seq <= hi, (seq >= lo) & (seq <= log_c))
-            c = np.broadcast_to(np.where(unclipped, np.exp(seq), 0.0), ell.shape)
-        elif name == "cispo":
-            clo, chi = cispo_log_bounds(cispo_clamp, eps_low, eps_high)
-            c = np.exp(np.clip(ell, clo, chi))
-        else:  # m2po
-            c = np.where(_m2po_keep(ell, mask, tau_m2), np.exp(ell), 0.0)
-    return np.where(mask, c / T_i, 0.0)
+        k = e.numpy(ell, mask, adv, T_i, _params(eps_low, eps_high, tau_m2, log_c, cispo_clamp))
+    c = np.where(mask, k / T_i, 0.0)
+    return c * _kept_scale(c, mask) if e.rejects else c
 
 
 # --------------------------------------------------------------------------- Numba kernel
-@njit(cache=True)
-def token_coefficients_nb(code, tok_ell, mask, adv, eps_low, eps_high, tau_m2, out, log_clip_c=math.inf,
-                          cispo_mode=0):
-    """Numba version of :func:`token_coefficients`; ``code`` from ``TOKEN_CODES``.
-
-    ``tok_ell``: ``ndarray(float64, (N, T))``; ``mask``: ``ndarray(bool, (N, T))``;
-    ``adv``: ``ndarray(float64, (N,))``; ``out`` is overwritten and returned. ``log_clip_c``: ``log c`` of
-    the dual clip (``inf`` = off); ``cispo_mode``: index into ``CISPO_CLAMPS``.
-    No validation: callers validate once.
-    """
-    N, T = tok_ell.shape
-    hi = math.log1p(eps_high)
-    lo = math.log1p(-eps_low)
-    c_lo = -math.inf
-    c_hi = hi
-    if cispo_mode == 1:
-        c_lo = lo
-    elif cispo_mode == 2:
-        c_hi = math.log(eps_high)
-    keep = np.ones((N, T), dtype=np.bool_)
-    if code == 13:
-        # Batch-level mask, same stable order as the NumPy reference.
-        v = np.zeros(N * T)
-        total = 0.0
-        n = 0
-        for i in range(N):
-            for t in range(T):
-                if mask[i, t]:
-                    v[i * T + t] = tok_ell[i, t] * tok_ell[i, t]
-                    total += v[i * T + t]
-                    n += 1
-        order = np.argsort(-v, kind="mergesort")
-        for j in order:
-            if n == 0 or total <= tau_m2 * n:
-                break
-            i, t = j // T, j % T
-            if mask[i, t]:
-                keep[i, t] = False
-                total -= v[j]
-                n -= 1
-    for i in range(N):
-        Ti = 0
-        seq = 0.0
-        for t in range(T):
-            if mask[i, t]:
-                Ti += 1
-                seq += tok_ell[i, t]
-        seq /= Ti
-        pos = adv[i] >= 0.0
-        for t in range(T):
-            if not mask[i, t]:
-                out[i, t] = 0.0
-                continue
-            e = tok_ell[i, t]
-            if code == 10:
-                ok = e <= hi if pos else (e >= lo and e <= log_clip_c)
-                c = math.exp(e) if ok else 0.0
-            elif code == 11:
-                ok = seq <= hi if pos else (seq >= lo and seq <= log_clip_c)
-                c = math.exp(seq) if ok else 0.0
-            elif code == 12:
-                c = math.exp(min(max(e, c_lo), c_hi))
-            elif code == 13:
-                c = math.exp(e) if keep[i, t] else 0.0
-            else:
-                raise ValueError("unknown token-level estimator code")
-            out[i, t] = c / Ti
-    return out
+#: ``token_coefficients_nb(code, tok_ell, mask, adv, eps_low, eps_high, tau_m2, out, log_clip_c=inf, cispo_mode=0)``:
+#: the registry's generated dispatch (Numba version of :func:`token_coefficients`; ``code`` from ``TOKEN_CODES``,
+#: ``tok_ell`` float64 ``(N, T)``, ``mask`` bool ``(N, T)``, ``adv`` float64 ``(N,)``, ``out`` overwritten and
+#: returned; ``log_clip_c`` is ``log c`` of the dual clip (``inf`` = off), ``cispo_mode`` indexes
+#: ``CISPO_CLAMPS``). No validation: callers validate once.
+token_coefficients_nb = registry.dispatch().token_coefficients_nb
 
 
 def token_coefficients_numba(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
@@ -256,21 +192,8 @@ def _token_weights_torch(name, ell, mask, adv, eps_low, eps_high, tau_m2, log_c,
     with torch.no_grad():
         zero = torch.zeros_like(ell)
         T_i = mask.sum(dim=1, keepdim=True).to(ell.dtype).clamp(min=1.0)
-        hi, lo = math.log1p(eps_high), math.log1p(-eps_low)
-        pos = (adv >= 0).unsqueeze(1)
-        if name == "grpo":
-            unclipped = torch.where(pos, ell <= hi, (ell >= lo) & (ell <= log_c))
-            k = torch.where(unclipped, torch.exp(ell), zero)
-        elif name == "gspo":
-            seq = ell.sum(dim=1, keepdim=True) / T_i
-            unclipped = torch.where(pos, seq <= hi, (seq >= lo) & (seq <= log_c))
-            k = torch.where(unclipped, torch.exp(seq), torch.zeros_like(seq)).expand_as(ell)
-        elif name == "cispo":
-            clo, chi = cispo_log_bounds(cispo_clamp, eps_low, eps_high)
-            k = torch.exp(torch.clamp(ell, min=clo, max=chi))
-        else:
-            keep = _m2po_keep(ell.double().cpu().numpy(), mask.cpu().numpy(), tau_m2)
-            k = torch.where(torch.as_tensor(keep, device=ell.device), torch.exp(ell), zero)
+        k = registry.entry(name, "token").torch(ell, mask, adv, T_i,
+                                                _params(eps_low, eps_high, tau_m2, log_c, cispo_clamp))
         return torch.where(mask, k, zero)
 
 
@@ -299,7 +222,8 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=
         if bool((T_i == 0).any()):
             raise ValueError("mask leaves a trajectory with no tokens: every trajectory needs T_i >= 1")
         k = _token_weights_torch(name, ell, mask, adv, eps_low, eps_high, tau_m2, log_c, cispo_clamp)
-        return k / T_i
+        c = k / T_i
+        return c * _kept_scale(c, mask) if registry.entry(name).rejects else c
 
 
 def _check_finite_tensor(x, mask, name: str) -> None:
@@ -335,6 +259,16 @@ class _Overflowed:
 
             cls._fn = Fn
         return cls._fn.apply(logp, coef)
+
+
+def _kept_normaliser(name, mode, mask, nonzero, nu, agg_kw):
+    """``ν`` over the kept tokens for a rejecting map (registry ``rejects``: verl's rejection sampling rewrites
+    ``response_mask``, so its normaliser counts kept tokens and rows only); ``nu`` unchanged otherwise or when
+    nothing is kept (every coefficient is then 0)."""
+    if not registry.entry(name).rejects:
+        return nu
+    kept = mask & nonzero
+    return token_normaliser(mode, kept, **agg_kw).to(nu.dtype) if bool(kept.any()) else nu
 
 
 def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
@@ -378,8 +312,8 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     from asyncgrpo.estimators import loss_metrics as lm
     from asyncgrpo.estimators import torch_backend
 
-    if name not in TOKEN_CODES and name not in est.ESTIMATORS:
-        raise ValueError(f"unknown estimator {name!r}; known: {', '.join(est.ESTIMATORS + TOKEN_ESTIMATORS)}")
+    if name not in TOKEN_CODES and name not in est.TRAJECTORY_ESTIMATORS:
+        raise ValueError(f"unknown estimator {name!r}; known: {', '.join(est.TRAJECTORY_ESTIMATORS + TOKEN_ESTIMATORS)}")
     logp_new = check_real_array(logp_new, "logp_new")
     logp_old = check_real_array(logp_old, "logp_old")
     adv = check_real_array(adv, "adv")
@@ -417,8 +351,9 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     if isinstance(G, bool) or not isinstance(G, (int, np.integer)) or G < 1 or N % G:
         raise ValueError(f"group_size must be >= 1 and divide N = {N} (an integer), got {group_size!r}")
     G = int(G)
-    nu_wide = token_normaliser(mode, mask, loss_scale_factor=loss_scale_factor, batch_num_tokens=batch_num_tokens,
-                               global_batch_size=global_batch_size)
+    agg_kw = dict(loss_scale_factor=loss_scale_factor, batch_num_tokens=batch_num_tokens,
+                  global_batch_size=global_batch_size)
+    nu_wide = token_normaliser(mode, mask, **agg_kw)
     wide = torch.promote_types(dtype, nu_wide.dtype)
     adv_wide = adv.to(wide)[:, None].expand_as(tok_ell)
     # Coefficients c = ν A k are formed in the wide dtype and only on entries where none of the three
@@ -426,6 +361,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     if token:
         k = _token_weights_torch(name, tok_ell, mask, adv, eps_low_v, eps_high_v, tau_v, log_c, cispo_clamp)
         w = None
+        nu_wide = _kept_normaliser(name, mode, mask, k != 0, nu_wide, agg_kw)
         active = mask & (adv_wide != 0) & (k != 0)
         coef = torch.where(active, nu_wide * k.to(wide) * adv_wide, 0.0)
     else:
@@ -440,6 +376,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
             w_wide[live] = torch_backend.wide_weights(name, ell[live], eps, rmask[live]).to(wide)
         logw = logw.reshape(N)[:, None].expand_as(tok_ell)
         w_wide = w_wide.reshape(N)[:, None].expand_as(tok_ell)
+        nu_wide = _kept_normaliser(name, mode, mask, w_wide != 0, nu_wide, agg_kw)
         w = torch_backend.cast_down(w_wide[:, 0], dtype)  # the registry's weights (WeightMap.torch)
         k = torch.where(mask, w[:, None].expand_as(tok_ell), zero)
         active = mask & (adv_wide != 0) & (w_wide != 0)
@@ -468,6 +405,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
 __all__ = [
     "TOKEN_ESTIMATORS",
     "TOKEN_CODES",
+    "CISPO_METHODS",
     "CISPO_CLAMPS",
     "DUAL_CLIP_METHODS",
     "LOSS_AGG_MODES",

@@ -23,37 +23,14 @@ import math
 
 import torch
 
-
-def _masked_lse_parts(ell: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # log ρ̄ = m + r over the real entries of each row (m = max ℓ), kept in two
-    # parts so ℓ_i − log ρ̄ = (ℓ_i − m) − r is exact for the largest ℓ_i at |ℓ| = 1e4.
-    neg_inf = torch.full_like(ell, -math.inf)
-    masked = torch.where(mask, ell, neg_inf)
-    m = masked.max(dim=-1, keepdim=True).values
-    s = torch.exp(masked - m).sum(dim=-1, keepdim=True)
-    r = torch.log(s) - torch.log(mask.sum(dim=-1, keepdim=True).to(ell.dtype))
-    return m, r
+from asyncgrpo.estimators import registry
 
 
 def log_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) -> torch.Tensor:
-    """``log w`` of estimator ``name`` for ``ell`` ``[n_groups, G]``; ``-inf`` where padded."""
-    cap = math.log1p(eps)
-    if name == "onpolicy":
-        out = torch.zeros_like(ell)
-    elif name == "is":
-        out = ell.clone()
-    elif name == "tis":
-        out = torch.clamp(ell, max=cap)
-    elif name == "tic":
-        out = torch.where(ell <= cap, ell, torch.full_like(ell, -math.inf))
-    elif name == "gmc":
-        m, r = _masked_lse_parts(ell, mask)
-        out = torch.where(cap >= m + r, ell, (ell - m) + (cap - r))
-    elif name == "snis":
-        m, r = _masked_lse_parts(ell, mask)
-        out = (ell - m) - r
-    else:
-        raise KeyError(name)
+    """``log w`` of estimator ``name`` for ``ell`` ``[n_groups, G]``; ``-inf`` where padded (the map's own
+    torch form, :mod:`asyncgrpo.estimators.maps`)."""
+    e = registry.entry(name, "trajectory")
+    out = e.torch(ell, eps, mask)
     return torch.where(mask, out, torch.full_like(out, -math.inf))
 
 
@@ -83,8 +60,8 @@ def cast_down(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return out
 
 
-#: Maps whose group mean is capped at ``1+ε`` (the class ``𝒲_ε``).
-CAPPED = ("tis", "tic", "gmc")
+#: Maps whose group mean is capped at ``1+ε`` (registry attribute ``capped``).
+CAPPED = tuple(n for n, e in registry.entries().items() if e.capped)
 
 
 def cap_group_mean(w: torch.Tensor, mask: torch.Tensor, eps: float) -> torch.Tensor:

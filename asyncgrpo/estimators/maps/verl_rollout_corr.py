@@ -1,0 +1,174 @@
+"""verl's rollout correction (``verl/trainer/ppo/rollout_corr_helper.py``), its four estimators at verl's defaults.
+
+verl computes, from the token log-ratios ``ℓ_{i,t} = log π − log π_rollout`` clamped to ``±20``
+(``SAFETY_BOUND``) before any ``exp``, an IS weight (``rollout_is``, truncated at ``rollout_is_threshold``
+``C``) and a rejection mask (``rollout_rs`` with ``rollout_rs_threshold`` ``"lower_upper"``; a rejected token
+leaves verl's ``response_mask``, so it also leaves the loss's normaliser). In the learner's terms (one
+update per batch, verl's decoupled mode with ``π_old = π_θ``, PPO ratio 1) the gradient is
+``Σ ν A_i k_{i,t} ∇log π_θ`` with:
+
+================  =======================================================  ===========================
+name              ``k``                                                    verl preset (defaults)
+================  =======================================================  ===========================
+``verl_tok_tis``  ``min(exp(clamp(ℓ_{i,t}, ±20)), C)``                       ``decoupled_token_is``: C = 2
+``verl_seq_tis``  ``w_i = min(exp(clamp(ℓ_i, ±20)), C)``                     ``decoupled_seq_is``: C = 2
+``verl_seq_rs``   ``w_i = min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}``  ``decoupled_seq_is_rs``: C = 2,
+                                                                           ``seq_sum_k1`` ``"0.5_2.0"``
+``verl_geo_rs``   ``1{log a ≤ −mean_t clamp(ℓ_{i,t}, ±20) ≤ log b}``        ``decoupled_geo_rs``:
+                                                                           ``seq_mean_k1`` ``"0.999_1.001"``
+================  =======================================================  ===========================
+
+``verl_seq_tis`` and ``verl_seq_rs`` are trajectory-level maps of ``ℓ_i = Σ_t ℓ_{i,t}`` (verl's
+``seq_sum_k1`` clamps each token to ±20 before summing; the two agree whenever every ``|ℓ_{i,t}| ≤ 20``,
+docs/estimators.md). All four ignore ε.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from asyncgrpo.estimators.maps._common import row_stats_nb
+from asyncgrpo.estimators.registry import Estimator
+
+#: verl's ``SAFETY_BOUND``: log-ratios are clamped to ``[−20, 20]`` before ``exp``.
+SAFETY_BOUND = 20.0
+#: ``rollout_is_threshold`` (verl's default and presets' default).
+IS_THRESHOLD = 2.0
+LOG_IS = math.log(IS_THRESHOLD)  # exp(LOG_IS) == 2.0 exactly, so log space loses nothing
+#: ``decoupled_seq_is_rs``'s ``rs_threshold="0.5_2.0"`` for ``seq_sum_k1``.
+SEQ_RS_LOWER, SEQ_RS_UPPER = 0.5, 2.0
+#: ``decoupled_geo_rs``'s ``rs_threshold="0.999_1.001"`` for ``seq_mean_k1``.
+GEO_RS_LOWER, GEO_RS_UPPER = 0.999, 1.001
+_SEQ_LO, _SEQ_HI = math.log(SEQ_RS_LOWER), math.log(SEQ_RS_UPPER)
+_GEO_LO, _GEO_HI = math.log(GEO_RS_LOWER), math.log(GEO_RS_UPPER)
+
+
+# --------------------------------------------------------------------------- sequence TIS (trajectory level)
+def seq_tis_log_weights(ell, eps):
+    return np.minimum(np.maximum(ell, -SAFETY_BOUND), LOG_IS)
+
+
+@njit(cache=True)
+def seq_tis_log_weights_nb(ell, eps, out):
+    for i in range(ell.shape[0]):
+        out[i] = min(max(ell[i], -SAFETY_BOUND), LOG_IS)
+
+
+def seq_tis_log_weights_torch(ell, eps, mask):
+    import torch
+
+    return torch.clamp(ell, min=-SAFETY_BOUND, max=LOG_IS)
+
+
+# --------------------------------------------------------------------------- sequence IS + rejection (Seq-MIS)
+def seq_rs_log_weights(ell, eps):
+    k1 = -np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)  # verl's seq_sum_k1 statistic, −log ρ_i
+    return np.where((k1 >= _SEQ_LO) & (k1 <= _SEQ_HI), seq_tis_log_weights(ell, eps), -np.inf)
+
+
+@njit(cache=True)
+def seq_rs_log_weights_nb(ell, eps, out):
+    for i in range(ell.shape[0]):
+        k1 = -min(max(ell[i], -SAFETY_BOUND), SAFETY_BOUND)
+        if k1 >= _SEQ_LO and k1 <= _SEQ_HI:
+            out[i] = min(max(ell[i], -SAFETY_BOUND), LOG_IS)
+        else:
+            out[i] = -np.inf
+
+
+def seq_rs_log_weights_torch(ell, eps, mask):
+    import torch
+
+    k1 = -torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND)
+    keep = (k1 >= _SEQ_LO) & (k1 <= _SEQ_HI)
+    return torch.where(keep, torch.clamp(ell, min=-SAFETY_BOUND, max=LOG_IS), torch.full_like(ell, -math.inf))
+
+
+# --------------------------------------------------------------------------- token TIS
+def tok_tis_k(ell, mask, adv, T_i, p):
+    return np.minimum(np.exp(np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)), IS_THRESHOLD)
+
+
+@njit(cache=True)
+def tok_tis_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mode, out):
+    N, T = tok_ell.shape
+    for i in range(N):
+        Ti, _ = row_stats_nb(tok_ell, mask, i)
+        for t in range(T):
+            if not mask[i, t]:
+                out[i, t] = 0.0
+                continue
+            c = min(math.exp(min(max(tok_ell[i, t], -SAFETY_BOUND), SAFETY_BOUND)), IS_THRESHOLD)
+            out[i, t] = c / Ti
+
+
+def tok_tis_k_torch(ell, mask, adv, T_i, p):
+    import torch
+
+    return torch.clamp(torch.exp(torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND)), max=IS_THRESHOLD)
+
+
+# --------------------------------------------------------------------------- geometric-mean rejection (Geo-RS)
+def _geo_keep(ell, mask):
+    # verl's masked_mean divides by (T_i + 1e-8); kept so that a statistic on a threshold lands as in verl
+    stat = np.where(mask, -np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND), 0.0).sum(axis=1, keepdims=True)
+    stat = stat / (mask.sum(axis=1, keepdims=True) + 1e-8)
+    return (stat >= _GEO_LO) & (stat <= _GEO_HI)
+
+
+def geo_rs_k(ell, mask, adv, T_i, p):
+    return np.broadcast_to(np.where(_geo_keep(ell, mask), 1.0, 0.0), ell.shape)
+
+
+@njit(cache=True)
+def geo_rs_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mode, out):
+    N, T = tok_ell.shape
+    for i in range(N):
+        Ti = 0
+        s = 0.0
+        for t in range(T):
+            if mask[i, t]:
+                Ti += 1
+                s += -min(max(tok_ell[i, t], -SAFETY_BOUND), SAFETY_BOUND)
+        stat = s / (Ti + 1e-8)
+        c = 1.0 if (stat >= _GEO_LO and stat <= _GEO_HI) else 0.0
+        for t in range(T):
+            out[i, t] = c / Ti if mask[i, t] else 0.0
+
+
+def geo_rs_k_torch(ell, mask, adv, T_i, p):
+    import torch
+
+    x = torch.where(mask, -torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND), torch.zeros_like(ell))
+    stat = x.sum(dim=1, keepdim=True) / (mask.sum(dim=1, keepdim=True).to(ell.dtype) + 1e-8)
+    keep = (stat >= _GEO_LO) & (stat <= _GEO_HI)
+    return torch.where(keep, torch.ones_like(stat), torch.zeros_like(stat)).expand_as(ell)
+
+
+_PEER = "verl rollout correction"
+MAPS = (
+    Estimator("verl_seq_tis", "trajectory", code=7, formula="min(exp(clamp(ℓ_i, ±20)), C), C = 2",
+              numpy=seq_tis_log_weights, numba=seq_tis_log_weights_nb, torch=seq_tis_log_weights_torch,
+              reports_clip=True, peer=_PEER, uses_eps=False,
+              defaults={"rollout_is": "sequence", "rollout_is_threshold": IS_THRESHOLD},
+              doc="verl's sequence-level truncated IS (Seq-TIS); = tis at ε = C − 1 = 1 for ℓ_i ≥ −20"),
+    Estimator("verl_seq_rs", "trajectory", code=8,
+              formula="min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}, C = 2, a = 0.5, b = 2",
+              numpy=seq_rs_log_weights, numba=seq_rs_log_weights_nb, torch=seq_rs_log_weights_torch,
+              reports_clip=True, rejects=True, peer=_PEER, uses_eps=False,
+              defaults={"rollout_is": "sequence", "rollout_is_threshold": IS_THRESHOLD, "rollout_rs": "seq_sum_k1",
+                        "rollout_rs_threshold": f"{SEQ_RS_LOWER}_{SEQ_RS_UPPER}"},
+              doc="verl's sequence IS + sequence rejection (Seq-MIS)"),
+    Estimator("verl_tok_tis", "token", code=14, formula="min(exp(clamp(ℓ_{i,t}, ±20)), C), C = 2", numpy=tok_tis_k,
+              numba=tok_tis_nb, torch=tok_tis_k_torch, clip_ratio="token", peer=_PEER, uses_eps=False,
+              defaults={"rollout_is": "token", "rollout_is_threshold": IS_THRESHOLD},
+              doc="verl's token-level truncated IS (Token-TIS)"),
+    Estimator("verl_geo_rs", "token", code=15, formula="1{log a ≤ −mean_t clamp(ℓ_{i,t}, ±20) ≤ log b}, a = 0.999, "
+              "b = 1.001", numpy=geo_rs_k, numba=geo_rs_nb, torch=geo_rs_k_torch, clip_ratio="unit", rejects=True,
+              peer=_PEER, uses_eps=False,
+              defaults={"rollout_is": None, "rollout_rs": "seq_mean_k1",
+                        "rollout_rs_threshold": f"{GEO_RS_LOWER}_{GEO_RS_UPPER}"},
+              doc="verl's geometric-mean ratio rejection (Geo-RS)"),
+)
