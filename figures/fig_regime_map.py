@@ -213,7 +213,10 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
     ev = evidence(m, G, eps)
     comp = m.comparisons
     keep = ["instance", "d", "G", "eps", "arm", "eta_factor", "eta", "comparison", "rival", "kind", "threshold", "n",
-            "estimate", "lo", "hi", "verdict", "sign", "nauc_gmc", "nauc_rival", "fail_rate_gmc", "fail_rate_rival"]
+            "estimate", "lo", "hi", "verdict", "sign", "nauc_gmc", "nauc_rival", "fail_rate_gmc", "fail_rate_rival",
+            # the mechanism columns (issue 24 item 3): why a cell goes one way
+            "chi2_learn_gmc", "chi2_learn_rival", "ess_early_gmc", "ess_early_rival", "entropy_final_gmc",
+            "entropy_final_rival", "gmc_locked_in", "onpolicy_locked_in", "gmc_collapsed", "onpolicy_collapsed"]
     prim = comp[[c for c in keep if c in comp.columns]]  # the d × η grid and the G and ε slices
     meta = common.sidecar(NAME, quick=quick, settings=dict(m.settings, primary_G=G, primary_eps=eps),
                           seeds=dict(tune=list(m.protocol.tune_seeds), eval=m.settings["seeds"]), sweeps=m.sweeps,

@@ -64,6 +64,8 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
                           or str(r.d_gmc_ahead) == "<NA>" else int(r.d_gmc_ahead), None, None, "reported", NAME,
                           note=f"gmc ahead: {r.gmc_ahead}; onpolicy ahead: {r.onpolicy_ahead}")
           for r in sl.itertuples(index=False)]
-    meta = common.sidecar(NAME, quick=quick, settings=dict(m.settings, primary_G=G, primary_eps=eps), evidence=ev)
+    meta = common.sidecar(NAME, quick=quick, settings=dict(m.settings, primary_G=G, primary_eps=eps),
+                          seeds=dict(tune=list(m.protocol.tune_seeds), eval=m.settings["seeds"]), sweeps=m.sweeps,
+                          evidence=ev)
     meta.update(caption=CAPTION, boundary=frm._records(sl), interval="two-sided 95 % paired t over the held-out seeds")
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

@@ -43,7 +43,8 @@ def protocol_meta(res) -> dict:
                 failure_p0=p.failure_p0, local_chi2=p.local_chi2, primary=dict(p.primary), c5=dict(p.c5),
                 budget=p.budget, version=p.version, lockin_nJ=p.lockin_nJ, lockin_grad_rel=p.lockin_grad_rel,
                 learning_gap=p.learning_gap, saturation_nauc=p.saturation_nauc, saturation_zero=p.saturation_zero,
-                step_arms=list(p.step_arms), power_target=p.power_target)
+                step_arms=list(p.step_arms), power_target=p.power_target, normalise=p.normalise,
+                rate_premise_d0=p.rate_premise_d0, delays=list(p.delays), G=list(p.G), eps=list(p.eps))
 
 
 def c9_sidecar(res) -> dict:

@@ -378,7 +378,8 @@ def _gmc_vs_onpolicy(c9: dict, pm: dict) -> str:
     if fails:
         ftxt = (" Failures at the common η and its neighbour (diverged/collapsed/locked in of n): " + "; ".join(
             f"{c['instance']} {c['name'].split('-')[0]} {_n(c.get('diverged'))}/{_n(c.get('collapsed'))}/"
-            f"{_n(c.get('locked_in'))} of {_n(c['n'])}" for c in fails) + ".")
+            f"{_n(c.get('locked_in'))} of {_n(c['n'])}" + (" (" + c["premise"] + ")" if c.get("premise") else "")
+            for c in fails) + ".")
     return (f"gmc minus onpolicy (no correction), normalised AUC at d = {pm.get('primary', {}).get('d')}, "
             f"paired t-interval at each comparison's Holm level (negative: the uncorrected learner did better): "
             f"{arms}.{ftxt}")
@@ -394,7 +395,7 @@ def _mechanism(prim: list[dict], d: int) -> str:
     for c in rows:
         n = c.get("n_runs") or 0
         lock = f"{c.get('n_locked_in', 0)}/{n}" if n else "—"
-        by.setdefault(c["instance"], []).append(f"{c['estimator']} ESS/G {_f(c.get('ess_early'), 2)}, locked in {lock}, "
+        by.setdefault(c["instance"], []).append(f"{c['estimator']} ESS/G {_f(_per_G(c.get('ess_early'), c.get('G')), 2)}, locked in {lock}, "
                                                 f"entropy {_f(c.get('entropy_final'), 2)}")
     return ("**Mechanism, measured at d = " + str(d) + "** (tuned η; ESS/G over the first 25 % of steps, lock-ins of the "
             "tuned and neighbour runs, final policy entropy in nats per token): " + "; ".join(
@@ -408,16 +409,41 @@ def _regime_sentence(rm: dict | None) -> str:
     """One sentence from the regime map's boundary at η₀: where, if anywhere, gmc gets significantly ahead."""
     if not rm or not rm.get("boundary"):
         return ""
-    at = [r for r in rm["boundary"] if abs(float(r["eta_factor"]) - 1.0) < 1e-12]
-    if not at:
-        return ""
-    ahead = [f"{r['instance']} {r['gmc_ahead']}" for r in at if r.get("d_gmc_ahead") is not None]
-    behind = [f"{r['instance']} {r['onpolicy_ahead']}" for r in at if r.get("d_onpolicy_ahead") is not None]
-    txt = " Regime map at η₀ (95 % paired t-intervals, no multiplicity correction): gmc significantly ahead of onpolicy "
-    txt += ("at " + "; ".join(ahead)) if ahead else "on no instance up to d = 64"
-    if behind:
-        txt += "; onpolicy significantly ahead from " + "; ".join(behind)
-    return txt + "."
+    st = rm.get("settings") or {}
+    G0, e0 = st.get("primary_G"), st.get("primary_eps")
+
+    def at_primary(r):
+        return (G0 is None or int(r["G"]) == int(G0)) and (e0 is None or abs(float(r["eps"]) - float(e0)) < 1e-12)
+
+    dmax = max(st.get("delays") or [64])
+    txt = ""
+    for arm, label in (("common", "at the common η₀ (tuned at d = 0)"), ("tuned", "with η tuned per cell")):
+        at = [r for r in rm["boundary"] if r.get("arm", "common") == arm and abs(float(r["eta_factor"]) - 1.0) < 1e-12
+              and at_primary(r)]
+        if not at:
+            continue
+        ahead = [f"{r['instance']} {r['gmc_ahead']}" for r in at if r.get("d_gmc_ahead") is not None]
+        behind = [f"{r['instance']} {r['onpolicy_ahead']}" for r in at if r.get("d_onpolicy_ahead") is not None]
+        txt += (f" Regime map {label} (G = {G0}, ε = {e0}, 95 % paired t-intervals over the held-out seeds, no "
+                "multiplicity correction): gmc significantly ahead of onpolicy ")
+        txt += ("at " + "; ".join(ahead)) if ahead else f"on no instance up to d = {dmax}"
+        if behind:
+            txt += "; onpolicy significantly ahead from " + "; ".join(behind)
+        txt += "."
+    sl = [r for r in rm["boundary"] if r.get("arm", "common") == "common" and not at_primary(r)
+          and r.get("d_gmc_ahead") is not None]
+    if any(r.get("arm", "common") == "common" and not at_primary(r) for r in rm["boundary"]):
+        txt += (" On the G and ε slices at η₀ gmc is significantly ahead at " + "; ".join(
+            f"{r['instance']} (G = {r['G']}, ε = {r['eps']:g}) {r['gmc_ahead']}" for r in sl) + "."
+            if sl else f" On the G and ε slices at η₀ gmc is significantly ahead nowhere up to d = {dmax}.")
+    return txt
+
+
+def _per_G(ess, G):
+    """The tabular learner records the weight ESS ``(Σw)²/Σw²`` in [1, G]; tables print it as a fraction of G."""
+    if ess is None or G is None or (isinstance(ess, float) and not math.isfinite(ess)):
+        return None
+    return float(ess) / float(G)
 
 
 def _n(x) -> str:
@@ -463,7 +489,12 @@ def _training_blocks(rep: dict) -> list:
                    f"with ‖∇J‖ ≤ {pm.get('lockin_grad_rel')}·‖∇J(θ₀)‖); step-size arms: tuned per cell, and common (the η "
                    f"tuned at d = 0, shared by every estimator); saturation: nAUC(d=0) > {pm.get('saturation_nauc')} or "
                    f"zero-gradient fraction > {pm.get('saturation_zero')} is out of scope"
-                   if pm.get("version", 1) >= 2 else "") + ". Protocol: docs/protocol.md.")]
+                   if pm.get("version", 1) >= 2 else "")
+                + ("; normalised J = (J − J₀)/(J_class − J₀) with J_class the optimum of the instance's policy class (J* "
+                   "for tabular policies); a failure-rate sub-claim is out of scope when the same estimator already fails "
+                   "above p₀ at d = 0; judged grid d ∈ " + str(pm.get("delays")) + f", G = {pm.get('G')}, ε = {pm.get('eps')} "
+                   "(the other delays, step sizes, G and ε are the regime map's)"
+                   if pm.get("version", 1) >= 3 else "") + ". Protocol: docs/protocol.md.")]
     c9 = rep.get("c9")
     if c9:
         insts = list(next(iter(c9["matrix"].values()), {}).keys())
@@ -502,7 +533,8 @@ def _training_blocks(rep: dict) -> list:
                  f"{c.get('n_diverged', '—')}/{c.get('n_collapsed', '—')}/{c.get('n_locked_in', '—')}; "
                  f"{c.get('n_diverged_common', '—')}/{c.get('n_collapsed_common', '—')}/{c.get('n_locked_in_common', '—')} "
                  f"of {c.get('n_runs', '—')}",
-                 f"{_f(c.get('chi2_learn_med'), 2)} ({_f(c.get('chi2_learn_max'), 2)})", _f(c.get("ess_early"), 2),
+                 f"{_f(c.get('chi2_learn_med'), 2)} ({_f(c.get('chi2_learn_max'), 2)})",
+                 _f(_per_G(c.get("ess_early"), c.get("G")), 2),
                  _f(c.get("lockin_step")), _f(c.get("entropy_final"), 2), _f(c["eta_tuned"]),
                  _f(c["window_octaves"], 2), "yes" if c["eta_at_edge"] else "no"] for c in prim])]
         mech = _mechanism(prim, pd_)
@@ -546,15 +578,40 @@ def _training_blocks(rep: dict) -> list:
                          "verdict"], rows)]
     rm = rep.get("regime_map")
     if rm and rm.get("boundary"):
-        rows = [[r["instance"], r["G"], r["eps"], _f(r["eta_factor"]), r.get("gmc_ahead") or "—",
+        st = rm.get("settings") or {}
+        rows = [[r["instance"], r["G"], r["eps"], r.get("arm", "common"),
+                 "tuned" if r.get("arm") == "tuned" else _f(r["eta_factor"]), r.get("gmc_ahead") or "—",
                  r.get("onpolicy_ahead") or "—"] for r in rm["boundary"]]
-        b += [("h3", "Regime map: where does gmc help? (common η, every d)"),
-              ("p", "gmc − onpolicy in nAUC over d ∈ {0, 1, 2, 4, 8, 16, 32, 64} and step sizes η₀·{1/4, 1/2, 1, 2, 4} "
-                    "(η₀: onpolicy's η tuned at d = 0), paired over the held-out seeds; each entry is the smallest d at "
-                    "which one side is significantly ahead (95 % paired t-interval above 0, no multiplicity "
-                    "correction: a map, not a verdict). Figure fig_regime_map; module simulate.protocol.regime_map."),
-              ("details", "Boundary per instance, G, ε and η factor",
-               ["instance", "G", "ε", "η/η₀", "gmc significantly ahead from", "onpolicy significantly ahead from"], rows)]
+        facs = ", ".join(_f(float(f)) for f in st.get("eta_factors", []))
+        b += [("h3", "Regime map: where does gmc help?"),
+              ("p", f"gmc − onpolicy in nAUC over d ∈ {st.get('delays')} on {len(st.get('instances', []))} instances, "
+                    f"paired over the {len(st.get('seeds', []))} held-out seeds: the common-η arm at η₀·{{{facs}}} "
+                    "(η₀: onpolicy's η tuned at d = 0, shared by every estimator), the tuned arm (η tuned per estimator "
+                    "and d, for " + ", ".join(st.get("tuned_arm") or ["—"]) + f"), and slices at η₀ over G ∈ {st.get('G')} "
+                    f"and ε ∈ {st.get('eps')}. Each entry is the smallest d at which one side is significantly ahead "
+                    "(95 % paired t-interval excludes 0, no multiplicity correction: a map, not a verdict). Figures "
+                    "fig_regime_map and fig_regime_slices; module simulate.protocol.regime_map."),
+              ("details", "Boundary per instance, G, ε, step-size arm and η factor",
+               ["instance", "G", "ε", "arm", "η/η₀", "gmc significantly ahead from", "onpolicy significantly ahead from"],
+               rows)]
+        comp = [c for c in rm.get("comparisons") or [] if c.get("comparison") == "gmc − onpolicy"
+                and (st.get("primary_G") is None or int(c["G"]) == int(st["primary_G"]))
+                and (st.get("primary_eps") is None or abs(float(c["eps"]) - float(st["primary_eps"])) < 1e-12)
+                and abs(float(c["eta_factor"]) - 1.0) < 1e-12]
+        if comp:
+            mrows = [[c["instance"], c.get("arm", "common"), c["d"],
+                      f"{c['estimate']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]" if c.get("estimate") is not None else "—",
+                      _f(c.get("chi2_learn_gmc"), 2), _f(c.get("chi2_learn_rival"), 2),
+                      _f(_per_G(c.get("ess_early_gmc"), c.get("G")), 2),
+                      f"{_n(c.get('gmc_locked_in'))} / {_n(c.get('onpolicy_locked_in'))}",
+                      f"{_n(c.get('gmc_collapsed'))} / {_n(c.get('onpolicy_collapsed'))}",
+                      f"{_f(c.get('entropy_final_gmc'), 2)} / {_f(c.get('entropy_final_rival'), 2)}"] for c in comp]
+            b += [("details", "Mechanism columns at η₀ and with η tuned (primary G, ε): gmc − onpolicy with its 95 % "
+                              "paired t-interval, learning-phase χ² (median over runs; gmc, onpolicy), gmc's weight ESS/G "
+                              "over the first 25 % of steps, lock-ins and collapses (gmc / onpolicy, of n), final "
+                              "entropy (nats/token; gmc / onpolicy)",
+                   ["instance", "arm", "d", "gmc − onpolicy [95 % t]", "χ² gmc", "χ² onpolicy", "ESS/G gmc",
+                    "locked in", "collapsed", "entropy"], mrows)]
     if rep.get("lm"):
         meta = rep.get("lm_meta") or {}
         b += [("h3", f"LM row — {rows_verdict([ev.get('verdict', '') for ev in rep['lm']])}"),
