@@ -7,13 +7,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from asyncgrpo.estimators import ESTIMATORS
-from asyncgrpo.estimators.reference import CODES
-from asyncgrpo.estimators.token_level import TOKEN_CODES, TOKEN_ESTIMATORS
+from asyncgrpo.estimators import ESTIMATORS, TRAJECTORY_ESTIMATORS, registry
+from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
 from asyncgrpo.validation import check_eps, check_group_size
 from simulate.delays import DelaySpec
 
-ALL_ESTIMATORS: tuple[str, ...] = ESTIMATORS + TOKEN_ESTIMATORS
+#: The toolkit's own estimators: THEORY's six trajectory maps and the token-level baselines.
+ALL_ESTIMATORS: tuple[str, ...] = ESTIMATORS + tuple(n for n in TOKEN_ESTIMATORS if not registry.entry(n).peer)
+#: Every registered estimator (asyncgrpo.estimators.registry: also the peers' corrections and any module of
+#: $ASYNCGRPO_ESTIMATORS), trajectory level first: what a TrainConfig accepts.
+REGISTERED_ESTIMATORS: tuple[str, ...] = TRAJECTORY_ESTIMATORS + TOKEN_ESTIMATORS
 OPTIMIZERS = ("sga", "adam")
 
 @dataclass(frozen=True)
@@ -157,8 +160,8 @@ class TrainConfig:
     """divergence: ``max|θ_k| > theta_max`` marks a logit overflow."""
 
     def __post_init__(self):
-        if self.estimator not in ALL_ESTIMATORS:
-            raise ValueError(f"estimator must be one of {', '.join(ALL_ESTIMATORS)}, got {self.estimator!r}")
+        if self.estimator not in REGISTERED_ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(REGISTERED_ESTIMATORS)}, got {self.estimator!r}")
         for name in ("eps", "eps_high", "tau_m2", "eta", "theta_max"):
             check_eps(getattr(self, name), name)
         if not 0.0 < self.eps_low < 1.0:
@@ -181,8 +184,8 @@ class TrainConfig:
 
     @property
     def code(self) -> int:
-        """Kernel id: ``CODES`` (0–5) for trajectory maps, ``TOKEN_CODES`` (10–13) for token-level ones."""
-        return CODES[self.estimator] if self.estimator in CODES else TOKEN_CODES[self.estimator]
+        """Kernel id of the estimator (:func:`asyncgrpo.estimators.registry.code`)."""
+        return registry.code(self.estimator)
 
     def delays(self) -> np.ndarray:
         """The realised delays ``d_0..d_{K−1}`` of this run, ``ndarray(int64, (K,))``."""
@@ -226,6 +229,16 @@ class TrainResult:
     """final logits (last finite iterate if diverged)."""
     J_star: float = math.nan
     """``J* = max_θ J(θ)`` of the instance (:func:`optimal_J`)."""
+    dtheta_norm: np.ndarray | None = None
+    """C6: ``‖w_k − w_{k−d_k}‖₂``, k = 0..K−1, in the trained parameter ``w`` (the logits θ of a tabular policy,
+    the feature weights of a log-linear one ``θ = Φw``): the distance between the current and the behaviour
+    policy's parameters (:mod:`simulate.training.overlap`)."""
+    logratio_max: np.ndarray | None = None
+    """C6: ``max_{τ ∈ supp μ_k} |log π_{θ_k}(τ) − log μ_k(τ)|``, k = 0..K−1 (exact max-plus DP,
+    :func:`simulate.training.kernel.logratio_max_nb`), so ``|ρ − 1| ≤ expm1(logratio_max)`` on every path."""
+    gpar_norm2: np.ndarray | None = None
+    """C6: ``‖ĝ_k‖²`` in the trained parameter ``w`` (``‖Φᵀĝ_k‖²`` for a feature policy; equal to
+    ``ghat_norm2``, which is in logit space, for a tabular one): the sample of ``M₂ = E‖ĝ‖²``."""
 
     @property
     def diverged(self) -> bool:
@@ -271,17 +284,22 @@ class TrainResult:
             )
 
     def to_frame(self):
-        """Per-step tidy table: k, d_k, J, ‖∇J‖², χ², clip fraction, ESS, ‖ĝ‖². Row ``k = K`` is the final
+        """Per-step tidy table: k, d_k, J, ‖∇J‖², χ², clip fraction, ESS, ‖ĝ‖², and C6's ‖w_k − w_{k−d_k}‖ and
+        max |log ρ| when recorded. Row ``k = K`` is the final
         iterate θ_K, where no update is made: its per-update columns are missing (``<NA>``/NaN), not −1."""
         import pandas as pd
 
         K = self.delays.size
-        return pd.DataFrame(dict(
+        cols = dict(
             k=np.arange(K + 1), delay=pd.array([*map(int, self.delays), None], dtype="Int64"), J=self.J,
             grad_norm2=self.grad_norm2,
             chi2=np.append(self.chi2, np.nan), clip_frac=np.append(self.clip_frac, np.nan),
             ess=np.append(self.ess, np.nan), ghat_norm2=np.append(self.ghat_norm2, np.nan),
-        ))
+        )
+        for name in ("dtheta_norm", "logratio_max"):
+            if getattr(self, name) is not None:
+                cols[name] = np.append(getattr(self, name), np.nan)
+        return pd.DataFrame(cols)
 
 
 def _tail_ratio(x: np.ndarray) -> float:
