@@ -337,3 +337,58 @@ if widgets is not None:
     display(widgets.VBox([button, mc_out]))
 measured = run_mc_cell()
 measured.assign(z=lambda t: (t.value - t.exact) / t.se)
+
+# %% [markdown]
+# ## In training: the regime map (where does gmc help?)
+#
+# The curves above are one gradient estimate. In asynchronous *training* the question is whether gmc's
+# smaller bias pays off against the uncorrected learner. Pick an instance, G and ε: the map shows
+# `nAUC(gmc) − nAUC(onpolicy)` over the delay d (across) and the step size (up: the common η = f·η₀, with
+# η₀ onpolicy's η tuned at d = 0; top row: η tuned for each estimator and d), paired over held-out seeds,
+# framed where the 95 % paired t-interval excludes 0 (`simulate.protocol.regime_map`; the report's map is
+# the same computation on the full protocol). Every cell is cached, so moving back to a setting is instant.
+# `MAP_SEEDS = "quick"` uses the protocol's quick tuning and 8 held-out seeds (interactive); `"full"` the
+# committed protocol's, shared with `make run`'s cache.
+
+# %%
+from figures import fig_regime_map as frm
+from simulate.protocol import regime_map as rm
+
+MAP_SEEDS = "quick"
+MAP_DELAYS = (0, 4, 16) if QUICK else rm.DELAYS
+MAP_FACTORS = (1.0,) if QUICK else (0.5, 1.0, 2.0)
+MAP_INSTANCES = ("count-frac", "feature-loglinear", "count-long-bernoulli", "feature-lm-bernoulli")
+map_controls = dict(instance=MAP_INSTANCES[0], G=8, eps=0.2)
+if widgets is not None:
+    MW = dict(instance=widgets.Dropdown(options=MAP_INSTANCES, value=map_controls["instance"], description="instance"),
+              G=widgets.Dropdown(options=list(rm.FULL_G), value=map_controls["G"], description="G"),
+              eps=widgets.Dropdown(options=list(rm.FULL_EPS), value=map_controls["eps"], description="ε"))
+map_out = widgets.Output() if widgets is not None else None
+map_last = {}
+
+
+def update_map(change=None):
+    """Compute (or load) the map at the selected instance, G and ε; draw it and print the boundary."""
+    c = {k: w.value for k, w in MW.items()} if widgets is not None else dict(map_controls)
+    t0 = time.perf_counter()
+    m = rm.regime_map(instances=(c["instance"],), delays=MAP_DELAYS, eta_factors=MAP_FACTORS, G=(int(c["G"]),),
+                      eps=(float(c["eps"]),), tuned_arm=rm.TUNED_ESTIMATORS, quick=MAP_SEEDS == "quick")
+    data = frm.panel_data(m, int(c["G"]), float(c["eps"]))
+    with map_out if map_out is not None else contextlib.nullcontext():
+        if map_out is not None:
+            map_out.clear_output(wait=True)
+        fig, _ = frm.plot(data, G=int(c["G"]), eps=float(c["eps"]))
+        plt.show(fig) if map_out is not None else display(fig)
+        plt.close(fig)
+        b = m.boundary[["arm", "eta_factor", "gmc_ahead", "onpolicy_ahead"]]
+        display(b)
+        print(f"map: {m.computed} cells computed, {m.cached} from the cache, {time.perf_counter() - t0:.1f} s")
+    map_last.update(c, map=m, boundary=m.boundary, n_updates=map_last.get("n_updates", 0) + 1)
+
+
+if widgets is not None:
+    for w in MW.values():
+        w.observe(update_map, names="value")
+    display(widgets.VBox([widgets.HBox(list(MW.values())), map_out]))
+update_map()
+map_last["boundary"]

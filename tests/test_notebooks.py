@@ -141,6 +141,15 @@ _SLIDER_CELLS = [
     'pd.testing.assert_frame_equal(last["table"], direct)\n'
     'assert set(last["table"].estimator) == {"tic", "gmc"}\n'
     'print(f"slider update: {last[\'seconds\']:.2f} s")',
+    # the regime map's controls: a new ε recomputes the map for it, and its table is the engine's own
+    'm0 = map_last["n_updates"]\nMW["eps"].value = 0.5',
+    'assert map_last["n_updates"] == m0 + 1 and map_last["eps"] == 0.5\n'
+    'm = map_last["map"]\n'
+    'assert set(m.comparisons.eps) == {0.5} and set(m.comparisons.arm) == {"common", "tuned"}\n'
+    'direct = rm.regime_map(instances=(map_last["instance"],), delays=MAP_DELAYS, eta_factors=MAP_FACTORS, G=(8,), '
+    'eps=(0.5,), tuned_arm=rm.TUNED_ESTIMATORS, quick=True)\n'
+    'assert direct.computed == 0\n'
+    'pd.testing.assert_frame_equal(map_last["boundary"], direct.boundary)',
 ]
 
 
@@ -156,7 +165,7 @@ def test_eps_G_notebook_executes_and_its_sliders_update(kernel_name, tmp_path):
     captured = _widget_outputs(nb)
     assert _has_png(captured), "the sliders' Output widget holds no figure"
     text = "".join(o.get("text", "") for o in captured)
-    assert "update: exact curves" in text
+    assert "update: exact curves" in text and "map: " in text
     assert (tmp_path / "results" / "cells").is_dir()  # the Monte Carlo cell went through the sweep engine
 
 
