@@ -61,6 +61,14 @@ def test_gpu_check_dry_run_end_to_end(tmp_path, capsys):
     assert main(["gpu-check", "--dry-run", "--experiment-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "throughput:" in out and "tokens/s" in out and "d=0" in out and "d=2" in out and "C9" in out
+    assert "parity" in out and "harness tok/s" in out
+    import json
+
+    rep = json.loads((tmp_path / "gpu_check.json").read_text())
+    # CPU against CPU: the parity rows must be exact, and the check must cover log-probs, losses, gradients
+    assert rep["parity_ok"] and all(r["rel_diff"] == 0.0 for r in rep["parity"])
+    assert {r["quantity"] for r in rep["parity"]} >= {"logp", "gmc loss", "grpo grad norm"}
+    assert (tmp_path / "gpu_check.md").exists() and rep["sweep_seeds"] == [0]
     df = pd.read_csv(tmp_path / "dry" / "results.csv")
     assert len(df) == 4 and set(df.estimator) == {"gmc", "tic"} and set(df.d) == {0, 2}
     assert df["final_acc"].between(0, 1).all()
@@ -161,7 +169,10 @@ def test_figure_quick_saves_png_pdf_and_sidecar(tmp_path):
     assert all(ev["claim"] == "C9" and ev["verdict"] in ("holds", "refuted", "inconclusive", "out of scope")
                for ev in meta["evidence"])
     df = pd.read_csv(tmp_path / "results" / "llm" / "fig_llm_delay_quick" / "results.csv")
-    assert len(df) == 6 and df["final_acc"].between(0, 1).all() and df["auc"].between(0, 1).all()
+    # v3: 2 seeds × 3 runs in the main arm + the step-size arm's quick seed × 3 runs
+    assert len(df) == 9 and df["final_acc"].between(0, 1).all() and df["auc"].between(0, 1).all()
+    assert sorted(df.groupby("lr_factor").size().items()) == [(1.0, 6), (3.0, 3)]
+    assert [a["lr_factor"] for a in meta["arms"]] == [1.0, 3.0] and meta["turning_points"]
 
 
 def test_local_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path):
@@ -235,17 +246,18 @@ def test_experiment_runs_through_the_sweep_engine_and_resumes(tmp_path, monkeypa
                        cache_dir=str(tmp_path / "cache"))
     sw = ex.Sweep(estimators=("gmc", "grpo"), delays=(0, 2), seeds=(0,), base=base, out_dir=str(tmp_path / "exp"))
     df = ex.run(sw, progress=False, backend="serial")
-    assert sorted(df["cell"]) == sorted(rid for rid, _ in ex.grid(sw)) and df["length_normalize"].all()
+    # one cell per seed (a forest of its runs, simulate.llm.tree), one row per run
+    assert sorted(df["run_id"]) == sorted(rid for rid, _ in ex.grid(sw)) and df["length_normalize"].all()
     assert set(ex.ROW_COLUMNS) <= set(df.columns) and df["final_acc"].between(0, 1).all()
-    assert len(load_cells(ex.to_sweep(sw), tmp_path / "exp" / "cells")) == 4
+    assert len(load_cells(ex.to_sweep(sw), tmp_path / "exp" / "cells")) == 1 and list(df["cell"].unique()) == ["s0"]
     assert (tmp_path / "exp" / "runs" / "gmc-d2-s0" / "metrics.csv").exists()  # per-run metrics kept
 
-    import simulate.llm.train as tr
+    import simulate.llm.tree as tree
 
     def boom(*a, **k):
         raise AssertionError("a cached cell was recomputed")
 
-    monkeypatch.setattr(tr, "train", boom)
+    monkeypatch.setattr(tree, "train_forest", boom)
     again = ex.run(sw, progress=False, backend="serial")
     pd.testing.assert_frame_equal(df, again)
     cols = list(ex.ROW_COLUMNS)
@@ -291,6 +303,6 @@ def test_experiment_cli_runs_the_protocol_grid_by_default(tmp_path, monkeypatch)
 
     monkeypatch.setattr(ex, "run", fake_run)
     assert main(["experiment", "--experiment-dir", str(tmp_path)]) == 2
-    assert len(grids[-1]) == len(PROTOCOL.runs()) * len(PROTOCOL.seeds)
+    assert len(grids[-1]) == len(PROTOCOL.runs()) * sum(len(seeds) for _, seeds in PROTOCOL.arms())  # v3: both arms
     assert main(["experiment", "--steps", "3", "--experiment-dir", str(tmp_path)]) == 2
     assert len(grids[-1]) == len(PROTOCOL.estimators) * len(PROTOCOL.delays) * len(PROTOCOL.seeds)

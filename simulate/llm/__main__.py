@@ -178,7 +178,7 @@ def cmd_experiment(args) -> int:
 def cmd_gpu_check(args) -> int:
     from simulate.llm.gpu_check import main as gpu_main
 
-    return gpu_main(dry_run=args.dry_run, out_dir=args.experiment_dir)
+    return gpu_main(dry_run=args.dry_run, out_dir=args.experiment_dir, budget_s=args.budget_s)
 
 
 def _experiment_defaults(p: argparse.ArgumentParser) -> None:
@@ -235,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", "--tiny", dest="dry_run", action="store_true",
                    help="tiny preset on CPU, a few steps: checks the script end to end in seconds")
     p.add_argument("--experiment-dir", default="results/llm/gpu_check")
+    p.add_argument("--budget-s", type=float, default=240.0,
+                   help="seconds for the delay sweep: seeds are run one by one while the next one fits (default 240)")
     p.set_defaults(_main=cmd_gpu_check)
     return parser
 

@@ -435,18 +435,40 @@ def c9_result(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = F
     family = vd.decide(built, alpha=protocol.alpha) if built else []
     at = df[df["d"] == protocol.d_max]
     rates = []
+    premise = rate_premise(df, protocol)
     for name, direction in (("is", "above"), ("gmc", "below")):
         runs = at[at["estimator"] == name]
         if len(runs):
             bad = int(failed(runs, protocol).sum())
             what = "unstable" if direction == "above" else "stable"
-            rates.append(vd.rate_check(bad, len(runs), p0=protocol.p0, direction=direction, alpha=protocol.alpha,
-                                       name=f"{name} {what} at d={protocol.d_max}"))
+            r = vd.rate_check(bad, len(runs), p0=protocol.p0, direction=direction, alpha=protocol.alpha,
+                              name=f"{name} {what} at d={protocol.d_max}")
+            if premise:
+                r = dataclasses.replace(r, verdict=vd.OUT_OF_SCOPE)
+                skipped.append(f"{r.name}: {premise}")
+            rates.append(r)
     parts = [c.verdict for c in family] + [r.verdict for r in rates]
     verdict = vd.combine(parts) if parts else vd.OUT_OF_SCOPE
     n_seeds = int(df["seed"].nunique()) if len(df) else 0
     return C9Result(verdict, tuple(family), tuple(rates), metric, protocol.d_max, n_seeds, registered,
                     quick, tuple(skipped), float(lr_factor))
+
+
+def rate_premise(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL) -> str:
+    """v3 (the tabular protocol's ``rate_premise_d0``): the failure-rate sub-claims need a stable learner at
+    ``d = 0``; if the shared ``d = 0`` runs (every map coincides there) fail in more than ``p0`` of the seeds,
+    a failure at ``d_max`` cannot be put down to the delay. Returns the reason they are out of scope, or
+    ``""`` when the premise holds (or the protocol predates the rule, or there are no ``d = 0`` runs)."""
+    if protocol.version < 3 or not protocol.rate_premise_d0:
+        return ""
+    runs = df[(df["d"] == 0) & (df["estimator"] == protocol.baseline)]
+    if not len(runs):
+        return ""
+    nf = int(failed(runs, protocol).sum())
+    if nf / len(runs) > protocol.p0:
+        return (f"out of scope: the d = 0 learner ({protocol.baseline}) already fails {nf}/{len(runs)} "
+                f"(> p0 = {protocol.p0:g}), so failures at d > 0 are not the delay's")
+    return ""
 
 
 def arm_results(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: bool = False,
@@ -486,6 +508,7 @@ def turning_points(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: boo
                                      alpha=protocol.alpha)
             per.append(dict(d=int(d), estimate=c.estimate, lo=c.lo, hi=c.hi, n=c.n, verdict=c.verdict))
         out.append(_turn(name, "Δ" + metric, lr_factor, per))
+    premise = rate_premise(df, protocol)
     for x, direction in (("is", "above"), ("gmc", "below")):
         per = []
         for d in delays:
@@ -494,8 +517,8 @@ def turning_points(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL, quick: boo
                 continue
             r = vd.rate_check(int(failed(runs, protocol).sum()), len(runs), p0=protocol.p0, direction=direction,
                               alpha=protocol.alpha)
-            per.append(dict(d=int(d), estimate=r.rate, lo=r.lo, hi=r.hi, n=r.n, verdict=r.verdict,
-                            failures=r.failures))
+            per.append(dict(d=int(d), estimate=r.rate, lo=r.lo, hi=r.hi, n=r.n,
+                            verdict=vd.OUT_OF_SCOPE if premise else r.verdict, failures=r.failures))
         out.append(_turn(f"{x} {'unstable' if direction == 'above' else 'stable'}", "failure rate", lr_factor, per))
     return out
 

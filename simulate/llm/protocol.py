@@ -56,6 +56,9 @@ and why:
   per-step gradient gets noisier, which makes a difference between estimators harder, not easier, to
   show. Everything else (``K = 40`` updates, η, the warm start, ``n_eval``, the margin, ``α``, ``p₀``, the
   failure definition) is v2's.
+- *Rate premise*: the tabular protocol's v3 rule (``rate_premise_d0``, adopted so that the LM row keeps
+  "the same verdict rule"): ``is unstable`` / ``gmc stable`` at ``d`` are ``out of scope`` when the shared
+  ``d = 0`` runs already fail in more than ``p₀`` of the seeds (a failure at ``d`` is then not the delay's).
 - *Exact sharing* (no change in any number, :mod:`simulate.llm.tree`): the runs of one seed and step
   size are computed as trees whose common prefixes (every ``k ≤ d`` samples the warm start) are run
   once, and batches drawn from the warm start are drawn once per seed.
@@ -136,6 +139,9 @@ class LMProtocol:
     """``--full``: seeds ``0..full_seeds−1`` in the main arm and ``0..full_seeds/2−1`` in the step-size arm."""
     quick_arm_seeds: tuple[int, ...] = (0,)
     """Quick variant: the step-size arm on these seeds (a path check)."""
+    rate_premise_d0: bool = True
+    """The tabular v3 rule (``training-claims-v3``): the failure-rate sub-claims are out of scope when the
+    ``d = 0`` learner already fails in more than ``p0`` of its runs (here the shared ``d = 0`` run)."""
 
     def __post_init__(self) -> None:
         if self.metric not in ("auc", "final_acc"):
@@ -213,7 +219,7 @@ class LMProtocol:
 
 
 #: Fields added by version 3 (absent from the canonical JSON, hence the hash, of earlier versions).
-V3_FIELDS: tuple[str, ...] = ("arm_lr_factor", "arm_seeds", "full_seeds", "quick_arm_seeds")
+V3_FIELDS: tuple[str, ...] = ("arm_lr_factor", "arm_seeds", "full_seeds", "quick_arm_seeds", "rate_premise_d0")
 
 #: Version 2 (the report of commit 33b6c64), reproducible under its registered hash ``f2493e03beb8c517``:
 #: three delays, 16 groups per step, no step-size arm.
