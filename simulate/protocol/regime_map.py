@@ -333,11 +333,11 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
     seeds = tuple(int(s) for s in (proto.eval_seeds if seeds is None else seeds))
     if set(seeds) & set(proto.tune_seeds):
         raise ValueError(f"seeds must be held out: {sorted(set(seeds) & set(proto.tune_seeds))} are tuning seeds")
-    from simulate.training import ALL_ESTIMATORS
+    from simulate.training.config import REGISTERED_ESTIMATORS
 
-    unknown = set(estimators) - set(ALL_ESTIMATORS)
+    unknown = set(estimators) - set(REGISTERED_ESTIMATORS)
     if "gmc" not in estimators or unknown:
-        raise ValueError(f"estimators must include gmc and be among {ALL_ESTIMATORS}, got {tuple(estimators)}")
+        raise ValueError(f"estimators must include gmc and be among {REGISTERED_ESTIMATORS}, got {tuple(estimators)}")
     if not set(tuned_arm) <= set(estimators):
         raise ValueError(f"tuned_arm must be a subset of estimators {tuple(estimators)}, got {tuple(tuned_arm)}")
     if not insts or not delays or not eta_factors or not G or not eps:

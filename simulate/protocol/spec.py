@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import MISSING, dataclass, field, replace
 from pathlib import Path
 
-from simulate.training import ALL_ESTIMATORS
+from simulate.training.config import REGISTERED_ESTIMATORS
 
 DEFAULT_PATH = Path(__file__).with_name("protocol-v3.toml")
 #: The earlier registered protocols; each stays loadable and reproduces its report under its own hash.
@@ -101,7 +101,8 @@ class Protocol:
             _check(_real(self.lockin_grad_rel) and self.lockin_grad_rel > 0, "lockin_grad_rel", "a number > 0")
             _check(_real(self.saturation_nauc) and 0 < self.saturation_nauc <= 1, "saturation_nauc", "a number in (0, 1]")
             _check(_real(self.saturation_zero) and 0 < self.saturation_zero <= 1, "saturation_zero", "a number in (0, 1]")
-        _check(set(self.estimators) <= set(ALL_ESTIMATORS), "estimators", f"a subset of {', '.join(ALL_ESTIMATORS)}")
+        _check(set(self.estimators) <= set(REGISTERED_ESTIMATORS), "estimators",
+               f"a subset of the registered estimators {', '.join(REGISTERED_ESTIMATORS)}")
         _check(set(self.eps_estimators) <= set(self.estimators), "eps_estimators", "a subset of estimators")
         _check(len(self.delays) >= 2 and min(self.delays) == 0 and all(int(d) == d >= 0 for d in self.delays),
                "delays", "at least two integers >= 0 including 0")
