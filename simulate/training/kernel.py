@@ -32,7 +32,8 @@ RUN_DTYPE = np.dtype([
 
 @njit(cache=True)
 def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, run, delays,
-                  J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out):
+                  J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out,
+                  dpar_out, lrmax_out, gpar_out):
     """One run of the learner loop (module docstring); returns the divergence step or −1.
 
     ``run`` is one record of :data:`RUN_DTYPE` (the run's scalar settings).
@@ -44,7 +45,11 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     instead of ``R(τ)``; ``delays`` int64 (K,) with ``d_k ≤ k``. Outputs (overwritten, NaN after
     divergence): ``J_out``, ``gn2_out`` (K+1,) with ``‖∇_w J‖²``; ``chi2_out``, ``clip_out``,
     ``ess_out``, ``ghat_out``, ``zero_out`` (K,; 1 where every group had equal rewards, so ĝ_k = 0);
-    ``theta_out`` (T,S,V) final logits. Randomness: ``np.random.seed(seed)`` here, one uniform per
+    ``theta_out`` (T,S,V) final logits; C6's overlap diagnostics (K,): ``dpar_out[k] = ‖w_k − w_{k−d_k}‖₂``
+    in the trained parameter ``w`` (the logits for a tabular policy, the feature weights for ``θ = Φw``),
+    ``lrmax_out[k] = max_{τ ∈ supp μ_k} |log π_{θ_k}(τ) − log μ_k(τ)|`` (exact, :func:`logratio_max_nb`)
+    and ``gpar_out[k] = ‖ĝ_k‖²`` in ``w`` (``Φᵀĝ`` for a feature policy; ``ghat_out`` stays the logit-space
+    norm). None of them draws a random number or feeds back into the run. Randomness: ``np.random.seed(seed)`` here, one uniform per
     token (alias tables of μ_k) and one per trajectory when ``bernoulli``, so a run depends only on
     its arguments.
     """
@@ -69,6 +74,7 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         if delays[k] + 1 > B:
             B = delays[k] + 1
     hist = np.empty((B, T, S, V))  # ring buffer θ_{k−B+1..k}
+    histw = np.empty((B, P))  # the same iterates in the trained parameter w (C6's ‖w_k − w_{k−d}‖)
     theta = theta0.copy()
     logp = np.empty((T, S, V))
     logq = np.empty((T, S, V))
@@ -95,6 +101,9 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         ess_out[i] = np.nan
         ghat_out[i] = np.nan
         zero_out[i] = np.nan
+        dpar_out[i] = np.nan
+        lrmax_out[i] = np.nan
+        gpar_out[i] = np.nan
     theta_out[:] = theta0
     token_level = code >= 10
     J0 = 0.0
@@ -128,9 +137,17 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         if k == K:
             break
         hist[k % B] = theta
+        histw[k % B] = par
         d = delays[k]
         log_softmax_nb(hist[(k - d) % B], logq)
         chi2_out[k] = chi2_nb(logp, logq, next_state, s0)
+        # --- C6: how far the behaviour parameter is, and the largest |log ρ| over μ_k's support
+        dw2 = 0.0
+        old = histw[(k - d) % B]
+        for j in range(P):
+            dw2 += (par[j] - old[j]) * (par[j] - old[j])
+        dpar_out[k] = math.sqrt(dw2)
+        lrmax_out[k] = logratio_max_nb(logp, logq, next_state, s0)
         # --- sample N trajectories from μ_k (simulate.instances: alias tables, sample_paths_nb). The
         # uniforms are drawn in the order the run's stream defines: per trajectory, one per token, then
         # one for its Bernoulli reward
@@ -225,6 +242,10 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
             _features_T_nb(phi, ghat, gw)
         else:
             gw[:] = ghat.reshape(P)
+        gp2 = 0.0
+        for j in range(P):
+            gp2 += gw[j] * gw[j]
+        gpar_out[k] = gp2
         if opt == 0:
             for j in range(P):
                 par[j] += eta * gw[j]
@@ -240,6 +261,50 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         else:
             theta[:] = par.reshape((T, S, V))
     return -1
+
+
+@njit(cache=True)
+def logratio_max_nb(logp, logq, next_state, s0):
+    """``max_{τ: μ(τ) > 0} |log π(τ) − log μ(τ)|`` exactly, by a forward max-plus DP over ``(t, s)``.
+
+    ``log π(τ) − log μ(τ) = Σ_t x_t(s_t, a_t)`` with ``x = logp − logq`` and deterministic transitions, so
+    the largest and the smallest sum reaching each state obey ``hi_{t+1}(s') = max_{s,a→s'} hi_t(s) + x_t(s,a)``
+    (``lo`` with min), ``hi_0 = lo_0 = 0`` at ``s0``; the result is ``max_s max(hi_T(s), −lo_T(s))``. An action
+    with ``logq = −inf`` is outside μ's support and skipped. ``logp, logq (T,S,V)``. Cost ``O(T·S·V)``, as
+    :func:`simulate.instances.chi2_nb`.
+    """
+    T, S, V = logp.shape
+    hi = np.full(S, -np.inf)
+    lo = np.full(S, np.inf)
+    hi[s0] = 0.0
+    lo[s0] = 0.0
+    nh = np.empty(S)
+    nl = np.empty(S)
+    for t in range(T):
+        nh[:] = -np.inf
+        nl[:] = np.inf
+        for s in range(S):
+            if hi[s] == -np.inf:  # not reached along μ's support
+                continue
+            for a in range(V):
+                q = logq[t, s, a]
+                if q == -np.inf:
+                    continue
+                x = logp[t, s, a] - q
+                if x != x:  # NaN: say so rather than let the comparisons below drop it
+                    return np.nan
+                s2 = next_state[t, s, a]
+                if hi[s] + x > nh[s2]:
+                    nh[s2] = hi[s] + x
+                if lo[s] + x < nl[s2]:
+                    nl[s2] = lo[s] + x
+        hi, nh = nh, hi
+        lo, nl = nl, lo
+    out = 0.0
+    for s in range(S):
+        if hi[s] != -np.inf:
+            out = max(out, max(hi[s], -lo[s]))
+    return out
 
 
 @njit(cache=True)
@@ -270,7 +335,8 @@ def _features_T_nb(phi, g_theta, out):
 
 @njit(cache=True, parallel=True)
 def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, runs, delays,
-                    J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, div_out):
+                    J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, dpar_out, lrmax_out,
+                    gpar_out, div_out):
     """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; ``runs`` is a :data:`RUN_DTYPE` array and
     per-run arrays carry a leading ``R`` axis.
 
@@ -281,5 +347,6 @@ def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli
     for r in prange(R):
         div_out[r] = _train_one_nb(
             next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0[r], runs[r], delays[r], J_out[r],
-            gn2_out[r], chi2_out[r], clip_out[r], ess_out[r], ghat_out[r], zero_out[r], theta_out[r])
+            gn2_out[r], chi2_out[r], clip_out[r], ess_out[r], ghat_out[r], zero_out[r], theta_out[r], dpar_out[r],
+            lrmax_out[r], gpar_out[r])
     return div_out

@@ -74,18 +74,19 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     w0 = np.stack([c.theta0((P,)) for c in configs])
     J = np.empty((R, K + 1))
     gn2 = np.empty((R, K + 1))
-    chi2, clip, ess, ghat, zero = (np.empty((R, K)) for _ in range(5))
+    chi2, clip, ess, ghat, zero, dpar, lrmax, gpar = (np.empty((R, K)) for _ in range(8))
     theta = np.empty((R,) + shape)
     div = np.empty(R, dtype=np.int64)
     with np.errstate(all="ignore"):
         _train_batch_nb(
             next_state, reward, step_reward, int(mdp.s0), phi, use_phi, bernoulli, w0, run_records(configs), delays,
-            J, gn2, chi2, clip, ess, ghat, zero, theta, div,
+            J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, div,
         )
     return [
         TrainResult(config=c, J=J[r], grad_norm2=gn2[r], chi2=chi2[r], clip_frac=clip[r], ess=ess[r],
                     ghat_norm2=ghat[r], zero_grad=zero[r], delays=delays[r],
-                    diverged_at=None if div[r] < 0 else int(div[r]), theta=theta[r], J_star=J_star)
+                    diverged_at=None if div[r] < 0 else int(div[r]), theta=theta[r], J_star=J_star,
+                    dtheta_norm=dpar[r], logratio_max=lrmax[r], gpar_norm2=gpar[r])
         for r, c in enumerate(configs)
     ]
 
