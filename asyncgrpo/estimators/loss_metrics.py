@@ -11,7 +11,9 @@ key                        definition
 ``pg_loss``                objective value the peers log, ``Σ ν ℓoss_{i,t}`` with ``ℓoss`` = PPO's
                            ``max(−A r, −A clip(r))`` (and ``min(·, −A c)`` for ``A<0`` with the dual
                            clip) for grpo/gspo (``s_i`` in place of ``r``), ``−sg(clamp r) A log π`` for
-                           cispo, ``−A r·keep`` for m2po, ``−A w_i log π`` for the trajectory maps
+                           cispo, ``−A r·keep`` for m2po, ``−A w_i log π`` for the trajectory maps; for the
+                           peers' corrections (verl_*, trl_seq_mask) the peer's logged value in decoupled
+                           mode at ``π_old = π_θ`` (PPO ratio 1): ``−A k`` (``k = w_i``, a token weight or mask)
 ``surrogate_loss``         value of the returned loss ``−Σ ν A sg(k) log π`` (its gradient is ``−ĝ``)
 ``clipfrac``               share of real tokens with ``A ≠ 0`` whose weight is cut (grpo/gspo: the PPO
                            clip binds, dual clip not included, as verl and TRL count it; cispo: clamped;
@@ -40,6 +42,11 @@ key                        definition
 ``ess_verl_token``         the same at ``rollout_is="token"``: ``clamp(r_{i,t}, 1/(1+ε), 1+ε)``
 ``ess_group_rho``          mean over groups of ``ESS(ρ)/G`` (the project's per-group ESS)
 ``ess_group_w``            the same for ``w`` (trajectory maps only)
+``is_frac_high/low``       verl_seq_tis/verl_seq_rs/verl_tok_tis: verl's ``rollout_is_ratio_fraction_high/low``,
+                           before truncation: rows ``ℓ_i > log C`` / ``< −log C`` over all rows (sequence), or
+                           real tokens with ``exp(clamp(ℓ, ±20)) > C`` / ``< 1/C`` (token)
+``rs_masked_frac``         verl_seq_rs/verl_geo_rs: rejected share of real tokens (verl ``rollout_rs_masked_fraction``)
+``rs_seq_masked_frac``     the share of all rows with a rejected token (verl ``rollout_rs_seq_masked_fraction``)
 =========================  ==========================================================================
 
 :data:`PEER_NAMES` and :func:`to_peer` rename these so a toolkit curve can be overlaid on a verl or TRL one.
@@ -61,6 +68,11 @@ PEER_NAMES: dict[str, dict[str, str]] = {
         "chi2_seq": "rollout_corr/chi2_seq",
         "chi2_token": "rollout_corr/chi2_token",
         "ess_verl_seq": "rollout_corr/rollout_is_eff_sample_size",
+        # the verl_* rollout-correction maps (registry): their own IS / rejection statistics
+        "is_frac_high": "rollout_corr/rollout_is_ratio_fraction_high",
+        "is_frac_low": "rollout_corr/rollout_is_ratio_fraction_low",
+        "rs_masked_frac": "rollout_corr/rollout_rs_masked_fraction",
+        "rs_seq_masked_frac": "rollout_corr/rollout_rs_seq_masked_fraction",
     },
     "trl": {
         "pg_loss": "loss",

@@ -15,6 +15,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("asyncgrpo.testing needs hypothesis: pip install 'asyncgrpo[test]'") from exc
 
 from asyncgrpo.testing import strategies  # noqa: E402
+from asyncgrpo.testing.parity import check_backends  # noqa: E402
 from asyncgrpo.testing.properties import (  # noqa: E402
     DESCRIPTIONS,
     HOLDS,
@@ -30,6 +31,6 @@ from asyncgrpo.testing.properties import (  # noqa: E402
 )
 
 __all__ = [
-    "strategies", "check_weight_map", "c2_minimum_qp", "registry_map", "WeightMapReport", "PropertyResult",
+    "strategies", "check_backends", "check_weight_map", "c2_minimum_qp", "registry_map", "WeightMapReport", "PropertyResult",
     "MEMBERSHIP", "KINDS", "DESCRIPTIONS", "HOLDS", "REFUTED", "OUT_OF_SCOPE",
 ]

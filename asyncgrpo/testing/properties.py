@@ -578,8 +578,14 @@ def registry_map(name: str, backend: str = "torch") -> Callable:
     """
     from asyncgrpo import estimators as est
 
-    if name not in est.ESTIMATORS:
-        raise ValueError(f"name must be one of {', '.join(est.ESTIMATORS)}, got {name!r}")
+    if name not in est.TRAJECTORY_ESTIMATORS:
+        from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
+
+        if name in TOKEN_ESTIMATORS:
+            raise ValueError(f"{name!r} is a token-level estimator: its weights depend on per-token ratios (and "
+                             f"advantages), not on a group's ℓ alone, so membership of W_eps is not defined; "
+                             f"trajectory-level estimators: {', '.join(est.TRAJECTORY_ESTIMATORS)}")
+        raise ValueError(f"name must be one of {', '.join(est.TRAJECTORY_ESTIMATORS)}, got {name!r}")
     if backend == "torch":
         import torch
 

@@ -147,27 +147,73 @@ def geo_rs_k_torch(ell, mask, adv, T_i, p):
     return torch.where(keep, torch.ones_like(stat), torch.zeros_like(stat)).expand_as(ell)
 
 
+# --------------------------------------------------------------------------- metrics (verl's names in loss_metrics)
+def _is_metrics(ell, mask, level):
+    """verl's ``rollout_is_ratio_fraction_high/low`` (before truncation): tokens ``exp(clamp ℓ) > C`` / ``< 1/C``
+    as shares of real tokens (token level), or rows ``ℓ_i > log C`` / ``< log(1/C)`` as shares of all rows."""
+    import torch
+
+    hi, lo = LOG_IS, math.log(1.0 / IS_THRESHOLD)
+    if level == "sequence":
+        seq = torch.where(mask, ell, torch.zeros_like(ell)).sum(dim=1)
+        return {"is_frac_high": float((seq > hi).double().mean()), "is_frac_low": float((seq < lo).double().mean())}
+    w = torch.exp(torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND))
+    n = float(mask.sum())
+    return {"is_frac_high": float(((w > IS_THRESHOLD) & mask).sum()) / n,
+            "is_frac_low": float(((w < 1.0 / IS_THRESHOLD) & mask).sum()) / n}
+
+
+def _rs_metrics(keep_row, mask):
+    """verl's ``rollout_rs_masked_fraction`` (rejected share of real tokens) and ``rollout_rs_seq_masked_fraction``
+    (share of all rows with a rejected real token)."""
+    rejected = mask & ~keep_row[:, None]
+    return {"rs_masked_frac": float(rejected.sum()) / float(mask.sum()),
+            "rs_seq_masked_frac": float(rejected.any(dim=1).double().mean())}
+
+
+def seq_tis_metrics(ell, mask, adv, rows):
+    return _is_metrics(ell, mask, "sequence")
+
+
+def seq_rs_metrics(ell, mask, adv, rows):
+    import torch
+
+    seq = torch.where(mask, ell, torch.zeros_like(ell)).sum(dim=1)
+    k1 = -torch.clamp(seq, -SAFETY_BOUND, SAFETY_BOUND)
+    return {**_is_metrics(ell, mask, "sequence"), **_rs_metrics((k1 >= _SEQ_LO) & (k1 <= _SEQ_HI), mask)}
+
+
+def tok_tis_metrics(ell, mask, adv, rows):
+    return _is_metrics(ell, mask, "token")
+
+
+def geo_rs_metrics(ell, mask, adv, rows):
+    keep = geo_rs_k_torch(ell, mask, adv, None, None)[:, 0] > 0
+    return _rs_metrics(keep, mask)
+
+
 _PEER = "verl rollout correction"
 MAPS = (
     Estimator("verl_seq_tis", "trajectory", code=7, formula="min(exp(clamp(ℓ_i, ±20)), C), C = 2",
               numpy=seq_tis_log_weights, numba=seq_tis_log_weights_nb, torch=seq_tis_log_weights_torch,
-              reports_clip=True, peer=_PEER, uses_eps=False,
+              reports_clip=True, peer=_PEER, uses_eps=False, metrics=seq_tis_metrics,
               defaults={"rollout_is": "sequence", "rollout_is_threshold": IS_THRESHOLD},
               doc="verl's sequence-level truncated IS (Seq-TIS); = tis at ε = C − 1 = 1 for ℓ_i ≥ −20"),
     Estimator("verl_seq_rs", "trajectory", code=8,
               formula="min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}, C = 2, a = 0.5, b = 2",
               numpy=seq_rs_log_weights, numba=seq_rs_log_weights_nb, torch=seq_rs_log_weights_torch,
-              reports_clip=True, rejects=True, peer=_PEER, uses_eps=False,
+              reports_clip=True, rejects=True, peer=_PEER, uses_eps=False, metrics=seq_rs_metrics,
               defaults={"rollout_is": "sequence", "rollout_is_threshold": IS_THRESHOLD, "rollout_rs": "seq_sum_k1",
                         "rollout_rs_threshold": f"{SEQ_RS_LOWER}_{SEQ_RS_UPPER}"},
               doc="verl's sequence IS + sequence rejection (Seq-MIS)"),
     Estimator("verl_tok_tis", "token", code=14, formula="min(exp(clamp(ℓ_{i,t}, ±20)), C), C = 2", numpy=tok_tis_k,
               numba=tok_tis_nb, torch=tok_tis_k_torch, clip_ratio="token", peer=_PEER, uses_eps=False,
+              metrics=tok_tis_metrics,
               defaults={"rollout_is": "token", "rollout_is_threshold": IS_THRESHOLD},
               doc="verl's token-level truncated IS (Token-TIS)"),
     Estimator("verl_geo_rs", "token", code=15, formula="1{log a ≤ −mean_t clamp(ℓ_{i,t}, ±20) ≤ log b}, a = 0.999, "
               "b = 1.001", numpy=geo_rs_k, numba=geo_rs_nb, torch=geo_rs_k_torch, clip_ratio="unit", rejects=True,
-              peer=_PEER, uses_eps=False,
+              peer=_PEER, uses_eps=False, metrics=geo_rs_metrics,
               defaults={"rollout_is": None, "rollout_rs": "seq_mean_k1",
                         "rollout_rs_threshold": f"{GEO_RS_LOWER}_{GEO_RS_UPPER}"},
               doc="verl's geometric-mean ratio rejection (Geo-RS)"),
