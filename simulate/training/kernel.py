@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from asyncgrpo.estimators.kernels import log_weights_nb
+from asyncgrpo.estimators.kernels import estimator_flags_nb, log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
 from simulate.instances import (
     add_score_nb,
@@ -105,7 +105,8 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         lrmax_out[i] = np.nan
         gpar_out[i] = np.nan
     theta_out[:] = theta0
-    token_level = code >= 10
+    # the estimator's registry attributes (asyncgrpo.estimators.registry): no estimator code is named here
+    token_level, clip_ratio, reports_clip = estimator_flags_nb(code)
     J0 = 0.0
     for k in range(K + 1):
         # --- divergence checks on θ_k, then exact diagnostics
@@ -192,11 +193,13 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
             for n in range(N):
                 seq = math.exp(ell[n] / T)
                 for t in range(T):
-                    raw = seq if code == 11 else math.exp(tok_ell[n, t])
+                    # the coefficient's reference (registry.CLIP_RATIOS): 2 the sequence ratio, 3 one (a mask),
+                    # else the token ratio
+                    raw = seq if clip_ratio == 2 else (1.0 if clip_ratio == 3 else math.exp(tok_ell[n, t]))
                     # a zero-advantage token contributes nothing, so it is never "clipped" (verl/TRL count alike)
                     if adv[n] != 0.0 and coef[n, t] * T < raw * (1.0 - 1e-9):
                         n_cut += 1
-            clip_out[k] = n_cut / (N * T)
+            clip_out[k] = n_cut / (N * T) if clip_ratio != 0 else np.nan
         else:
             for g in range(n_prompts):
                 log_weights_nb(code, ell[g * G:(g + 1) * G], eps, logw)
@@ -206,7 +209,7 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
                         coef[g * G + i, t] = w
                     if logw[i] < ell[g * G + i] - 1e-9:
                         n_cut += 1
-            clip_out[k] = n_cut / N if (code == 2 or code == 3 or code == 4) else np.nan
+            clip_out[k] = n_cut / N if reports_clip else np.nan
         for g in range(n_prompts):
             sw = 0.0
             sw2 = 0.0
