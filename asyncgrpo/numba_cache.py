@@ -56,7 +56,8 @@ def _files_hash(paths) -> str:
     h = hashlib.sha256()
     for p in sorted(Path(x).resolve() for x in paths):
         for f in (sorted(p.rglob("*.py")) if p.is_dir() else [p]):
-            h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+            # name and bytes, not the folder: the same module copied elsewhere reuses its kernels
+            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
