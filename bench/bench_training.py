@@ -1,0 +1,140 @@
+"""Throughput of the training learner (:func:`simulate.training.run_many`, one Numba kernel) against a NumPy
+reference of the same learner (:mod:`bench.reference_learner`), in the same run (issue 24 item 5).
+
+Each instance runs the protocol's primary cell: estimator ``gmc``, ``ε = 0.2``, ``G = 8``, one prompt, a
+fixed delay ``d = 8`` (``μ_k = π_{θ_{k−8}}``), ``K`` SGD steps, one run per seed. A learner step is the whole
+of step ``k``: divergence checks, exact ``J``/``∇J``/``χ²``/overlap diagnostics by DP, sampling the ``N = G``
+trajectories from ``μ_k``, weights, ``ĝ = (1/N) Σ_n A_n w_n s_θ(τ_n)`` and the update. Instances:
+``count-frac`` (small: V = 3, T = 6, 126 logits), ``count-long-bernoulli`` (large: V = 8, T = 12, 1248
+logits) and ``feature-lm-bernoulli`` (log-linear ``θ = Φw``, p = 32 over 2176 logits).
+
+Rows: the Numba learner at 1 and 2 threads (``numba.set_num_threads``; ``R`` runs in one kernel call, so
+``prange`` has runs for both threads), best of ``repeats`` after a warm-up call (Numba's compile or cache
+load excluded), and the NumPy reference on the first ``R_ref`` of the same configurations (one process,
+one run after another), best of 2. Rates are per run-step, so the two sides may use different numbers of
+runs: learner steps/s (wall), the same per core (÷ threads) and as trajectories/s per core (× N), and
+steps per CPU-second (process CPU time: what the computation costs when it runs, whatever else holds
+the machine). Only steps actually made count (a diverged run stops early).
+
+Targets (quiet machine, ratios of one run): Numba at 1 thread ≥ 30× the NumPy reference per core, and
+≥ 1.8× from 1 to 2 threads; the 1- and 2-thread runs must give bit-identical ``J`` curves (each run seeds
+its own generator). The load average is printed: other processes slow every row, and the thread
+scaling row means little when ``load ≳ cores``.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numba
+import numpy as np
+
+from bench import reference_learner as ref
+from simulate.delays import DelaySpec
+from simulate.protocol.instances import get_instance
+from simulate.training import TrainConfig, run_many
+
+#: (instance, η): the η keeps the runs of the timed budget finite (a diverged run would stop early).
+INSTANCES = (("count-frac", 1.0), ("count-long-bernoulli", 1.0), ("feature-lm-bernoulli", 2.0))
+TARGET_VS_NUMPY = 30.0
+TARGET_SCALING = 1.8
+
+
+def _configs(inst, eta: float, K: int, R: int) -> list[TrainConfig]:
+    return [TrainConfig(instance=inst, estimator="gmc", eps=0.2, G=8, n_prompts=1, eta=eta, steps=K,
+                        delay=DelaySpec("fixed", d=8), seed=s) for s in range(R)]
+
+
+def _best(fn, repeats: int):
+    """``(best wall s, CPU s of that call, result)`` over ``repeats`` calls."""
+    best = (np.inf, np.inf, None)
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if dt < best[0]:
+            best = (dt, dc, out)
+    return best
+
+
+def _steps(results) -> int:
+    """Learner updates made by a list of runs (``K`` each unless a run diverged first)."""
+    return int(sum(r.delays.size if r.diverged_at is None else r.diverged_at for r in results))
+
+
+def run(quick: bool = False, K: int | None = None, R: int | None = None, R_ref: int | None = None,
+        repeats: int | None = None) -> str:
+    """Measure and return the table (module docstring); ``quick`` shrinks every size to a smoke run."""
+    K = K or (32 if quick else 256)
+    R = R or (4 if quick else 32)
+    R_ref = R_ref or (1 if quick else 2)
+    repeats = repeats or (1 if quick else 3)
+    max_threads = min(2, numba.config.NUMBA_NUM_THREADS)
+    load0 = os.getloadavg()
+    rows, rate, cpu_rate, same, diverged = [], {}, {}, {}, {}
+    old = numba.get_num_threads()
+    try:
+        for name, eta in INSTANCES:
+            inst = get_instance(name)
+            cfgs = _configs(inst, eta, K, R)
+            N = cfgs[0].G * cfgs[0].n_prompts
+            curves = {}
+            for nt in range(1, max_threads + 1):
+                numba.set_num_threads(nt)
+                run_many(_configs(inst, eta, 2, 2 * nt), chunk=2 * nt)  # compile / load the cache: not timed
+                dt, dc, res = _best(lambda: run_many(cfgs, chunk=len(cfgs)), repeats)
+                n = _steps(res)
+                rate[name, nt], cpu_rate[name, nt] = n / dt, n / dc
+                curves[nt] = np.stack([r.J for r in res])
+                diverged[name] = sum(r.diverged for r in res)
+                rows.append(("numba", name, nt, len(cfgs), n, n / dt, n / dt / nt, n * N / dt / nt, n / dc, dt))
+            if max_threads >= 2:
+                same[name] = np.array_equal(curves[1], curves[2], equal_nan=True)
+            ref_cfgs = cfgs[:R_ref]
+            ref.train(_configs(inst, eta, 2, 1)[0], inst)  # first-call costs (imports, caches): not timed
+            dt, dc, res = _best(lambda: [ref.train(c, inst) for c in ref_cfgs], 2)
+            n = sum(r.steps_done for r in res)
+            rate[name, "numpy"], cpu_rate[name, "numpy"] = n / dt, n / dc
+            rows.append(("numpy reference", name, 1, len(ref_cfgs), n, n / dt, n / dt, n * N / dt, n / dc, dt))
+    finally:
+        numba.set_num_threads(old)
+    load1 = os.getloadavg()
+    ncpu = os.cpu_count() or 1
+    busy = max(load0[0], load1[0]) > 0.5 * ncpu
+
+    lines = [
+        f"learner steps of gmc, ε = 0.2, G = 8, d = 8, K = {K} steps per run; numba: {R} runs per call, best of "
+        f"{repeats}; numpy: {R_ref} run(s), best of 2",
+        f"load average (1 min) {load0[0]:.2f} before, {load1[0]:.2f} after, on {ncpu} CPUs"
+        + ("  -- busy machine: every timing below is slowed by other processes" if busy else ""),
+        "",
+        f"{'implementation':<16} {'instance':<21} {'thr':>3} {'runs':>4} {'steps':>6} {'steps/s':>9} "
+        f"{'steps/s/core':>12} {'traj/s/core':>11} {'steps/CPU-s':>11} {'seconds':>8}",
+    ]
+    for impl, name, nt, nr, n, r, rc, tr, rcpu, dt in rows:
+        lines.append(f"{impl:<16} {name:<21} {nt:>3} {nr:>4} {n:>6} {r:>9.0f} {rc:>12.0f} {tr:>11.0f} "
+                     f"{rcpu:>11.0f} {dt:>8.3f}")
+    if any(diverged.values()):
+        lines.append("diverged runs (numba, stopped early; only steps made are counted): "
+                     + ", ".join(f"{k}: {v}" for k, v in diverged.items() if v))
+    lines += ["", f"{'target (issue 24 item 5)':<56} {'measured':>9} {'target':>7}  verdict"]
+
+    def verdict(ok: bool, timing: bool = True) -> str:
+        note = f"  (load {max(load0[0], load1[0]):.1f} on {ncpu} CPUs: timing not on a quiet machine)" if timing and busy else ""
+        return ("PASS" if ok else "FAIL") + note
+
+    for name, _ in INSTANCES:
+        ratio = rate[name, 1] / rate[name, "numpy"]
+        cpu_ratio = cpu_rate[name, 1] / cpu_rate[name, "numpy"]
+        lines.append(f"{'numba 1 thread / numpy, per core, ' + name:<56} {ratio:>8.1f}x {TARGET_VS_NUMPY:>6.0f}x  "
+                     f"{verdict(ratio >= TARGET_VS_NUMPY)}  [per CPU-s: {cpu_ratio:.1f}x]")
+    if max_threads >= 2:
+        for name, _ in INSTANCES:
+            sc = rate[name, 2] / rate[name, 1]
+            lines.append(f"{'scaling 1→2 threads, ' + name:<56} {sc:>8.2f}x {TARGET_SCALING:>6.1f}x  {verdict(sc >= TARGET_SCALING)}")
+        for name, _ in INSTANCES:
+            lines.append(f"{'1 vs 2 threads bit-identical J, ' + name:<56} {str(same[name]):>9} {'True':>7}  "
+                         f"{verdict(same[name], timing=False)}")
+    else:
+        lines.append("scaling: only one Numba thread available (NUMBA_NUM_THREADS=1), not measured")
+    return "\n".join(lines)
