@@ -29,6 +29,12 @@ m2po     ``k = r_{i,t}·keep_{i,t}`` where ``keep`` masks, over the whole batch,
          ``(log r)²`` over the kept tokens is ``≤ τ_M2`` (no clipping).
 =======  ======================================================================
 
+The peers' token-level corrections are registered here too (``TOKEN_ESTIMATORS``): ``verl_tok_tis``
+(``k = min(exp(clamp(ℓ_{i,t}, ±20)), 2)``), ``verl_geo_rs`` (a row kept iff its mean clamped ``−ℓ`` lies in
+``[log 0.999, log 1.001]``) and ``trl_seq_mask`` (a row dropped iff ``A_i < 0`` and ``−ℓ_i/T_i > 0.5``); each
+estimator's formula lives in its module of :mod:`asyncgrpo.estimators.maps`, and this module dispatches
+through :mod:`asyncgrpo.estimators.registry` (docs/estimators.md).
+
 A ratio exactly on a clip boundary (``ℓ = log(1+ε_high)``, ``log(1−ε_low)`` or ``log c``) counts as
 unclipped in every backend; comparisons are made on ``ℓ`` (log space), never on ``exp(ℓ)``.
 Other choices made here, in one place: the toolkit's ``grpo`` has no dual clip unless asked
@@ -290,6 +296,9 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     as there). ``None`` keeps each method's default: ``seq-mean-token-mean`` for the token-level
     baselines and THEORY's ``ĝ = (1/G) Σ_i w_i A_i s_θ(τ_i)`` (``ν = 1/N``) for the trajectory-level maps,
     or ``ν = 1/(T_i N)`` with ``length_normalize=True`` (kept for older callers).
+
+    A rejecting map (registry ``rejects``: ``verl_seq_rs``, ``verl_geo_rs``) removes its rejected tokens from the
+    mask ``ν`` is computed on, as verl's rejection sampling rewrites ``response_mask``.
 
     A row whose mask is all False is an absent trajectory: zero contribution and zero (finite)
     gradient; it does not enter its group's ``ρ̄`` and is not counted by verl's ``seq-mean-*`` modes
