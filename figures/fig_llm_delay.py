@@ -15,7 +15,7 @@ interrupted or repeated figure run reuses finished runs. The quick variant runs 
 fewer seeds and shorter runs and says "quick: not a verdict".
 
 Protocol v3 (issue 25) sweeps ``d ∈ {0, 2, 4, 8, 16, 32}`` and adds a step-size arm (η×3 on 6 of the
-12 seeds). Panels: the main arm's AUC against ``d``; the step-size arm's; the main arm's pre-declared
+12 seeds, at ``d ∈ {0, 8, 32}``). Panels: the main arm's AUC against ``d``; the step-size arm's; the main arm's pre-declared
 comparisons at ``d_max`` (the registered verdict). The sidecar adds, beyond the v2 keys: ``arms`` (per
 arm: ``lr_factor``, seeds, verdict, lines, comparisons, rates), ``turning_points`` (per arm and
 sub-claim the smallest ``d`` at which it holds / is refuted, with every ``d``'s estimate and interval —
@@ -25,7 +25,7 @@ with ``lr_factor``, plus mean weight ESS/G, capped and token-clip fractions). ``
 evidence rows stay the main arm's, so a reader of the v2 keys sees the registered verdict only.
 
 Cost: the v1 protocol (56 runs) took 270 CPU-seconds from empty caches; v2 ran 12 seeds × (1 + 6
-estimators × 2 delays) = 156 runs; v3 runs (12 + 6) seeds × (1 + 6 × 5) = 558 runs as 18 forests
+estimators × 2 delays) = 156 runs; v3 runs 12 × (1 + 6 × 5) + 6 × (1 + 6 × 2) = 450 runs as 18 forests
 (:mod:`simulate.llm.tree`; LOG.md has the measured time). ``--full`` in ``python -m simulate.llm
 experiment`` runs v3's 24 + 12 seeds.
 """

@@ -303,6 +303,7 @@ def test_experiment_cli_runs_the_protocol_grid_by_default(tmp_path, monkeypatch)
 
     monkeypatch.setattr(ex, "run", fake_run)
     assert main(["experiment", "--experiment-dir", str(tmp_path)]) == 2
-    assert len(grids[-1]) == len(PROTOCOL.runs()) * sum(len(seeds) for _, seeds in PROTOCOL.arms())  # v3: both arms
+    # v3: both arms, each with its own runs
+    assert len(grids[-1]) == sum(len(seeds) * len(pairs) for (_, seeds), (_, pairs) in zip(PROTOCOL.arms(), PROTOCOL.arm_runs()))
     assert main(["experiment", "--steps", "3", "--experiment-dir", str(tmp_path)]) == 2
     assert len(grids[-1]) == len(PROTOCOL.estimators) * len(PROTOCOL.delays) * len(PROTOCOL.seeds)

@@ -21,8 +21,10 @@ def test_v3_fields_and_v2_keeps_its_hash():
     assert PROTOCOL.delays == (0, 2, 4, 8, 16, 32) and len(PROTOCOL.seeds) >= 12
     assert PROTOCOL.estimators == ("onpolicy", "is", "tis", "tic", "gmc", "grpo")
     assert PROTOCOL.arms() == ((1.0, PROTOCOL.seeds), (3.0, tuple(range(6))))
+    main, arm = PROTOCOL.arm_runs()
+    assert main == (1.0, PROTOCOL.runs()) and {d for _, d in arm[1]} == {0, 8, 32}  # arm: 0, d_max and 8
     full = PROTOCOL.variant(full=True)
-    assert len(full.seeds) == 24 and full.arms()[1][1] == tuple(range(12))
+    assert len(full.seeds) == 24 and full.arms()[1][1] == tuple(range(12)) and full.arm_runs()[1][1] == full.runs()
     # v2 reproduces under the hash its report printed; v3-only fields are not part of it
     assert PROTOCOL_V2.content_hash() == "f2493e03beb8c517" and PROTOCOL_V2.arms() == ((1.0, PROTOCOL_V2.seeds),)
     assert "arm_lr_factor" not in PROTOCOL_V2.to_dict() and "arm_lr_factor" in PROTOCOL.to_dict()
@@ -48,9 +50,10 @@ def test_protocol_sweep_has_both_arms_as_forest_cells(tmp_path):
     eng = ex.to_sweep(sw)
     assert len(eng.cells) == 12 + 6  # one forest per seed and arm
     assert {c.settings["lr_factor"] for c in eng.cells} == {1.0, 3.0}
-    assert all(len(c.settings["pairs"]) == 1 + 6 * 5 for c in eng.cells)
+    assert all(len(c.settings["pairs"]) == (1 + 6 * 5 if c.settings["lr_factor"] == 1.0 else 1 + 6 * 2)
+               for c in eng.cells)
     runs = ex.grid(sw)
-    assert len(runs) == 18 * 31 and len({rid for rid, _ in runs}) == len(runs)
+    assert len(runs) == 12 * 31 + 6 * 13 and len({rid for rid, _ in runs}) == len(runs)
     etas = {round(cfg.eta / PROTOCOL.eta, 9) for _, cfg in runs}
     assert etas == {1.0, 3.0}
 

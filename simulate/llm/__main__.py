@@ -158,7 +158,8 @@ def cmd_experiment(args) -> int:
             raise ValueError(f"--lr-factor must be > 0, got {args.lr_factor}")
         arms = ((1.0, seeds), (float(args.lr_factor), seeds)) if args.lr_factor != 1 else None
     sweep = ex.Sweep(estimators=estimators, delays=delays, seeds=seeds, base=base.replace(D=max(max(delays), base.D)),
-                     out_dir=args.experiment_dir, pairs=PROTOCOL.runs() if is_protocol else None, arms=arms)
+                     out_dir=args.experiment_dir, pairs=PROTOCOL.runs() if is_protocol else None, arms=arms,
+                     arm_pairs=PROTOCOL.arm_runs() if is_protocol else None)
     opts = {"backend": args.backend}  # None: ex.run picks by device
     if args.workers is not None:
         if args.workers < 1:

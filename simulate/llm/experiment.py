@@ -81,6 +81,15 @@ class Sweep:
     arms: tuple[tuple[float, tuple[int, ...]], ...] | None = None
     """``((lr_factor, seeds), …)``: run the pairs at ``base.eta·lr_factor`` on those seeds; ``None``: one arm,
     ``((1.0, seeds),)``."""
+    arm_pairs: tuple[tuple[float, tuple[tuple[str, int], ...]], ...] | None = None
+    """``((lr_factor, pairs), …)``: an arm's own ``(estimator, d)`` pairs (default ``pairs``)."""
+
+    def pairs_for(self, lr_factor: float) -> list[tuple[str, int]]:
+        """The ``(estimator, d)`` pairs of the arm ``lr_factor``."""
+        own = dict(self.arm_pairs or ())
+        if lr_factor in own:
+            return list(own[lr_factor])
+        return list(self.pairs) if self.pairs is not None else [(x, d) for d in self.delays for x in self.estimators]
 
     def __post_init__(self) -> None:
         for f, seeds in self.arm_list:
@@ -108,7 +117,8 @@ def protocol_sweep(protocol: LMProtocol = PROTOCOL, quick: bool = False, out_dir
     arms = protocol.variant(full=full).arms(quick)
     protocol = protocol.variant(quick, full)
     return Sweep(estimators=protocol.estimators, delays=protocol.delays, seeds=arms[0][1],
-                 base=protocol_base(protocol, quick, cache_dir), out_dir=out_dir, pairs=protocol.runs(), arms=arms)
+                 base=protocol_base(protocol, quick, cache_dir), out_dir=out_dir, pairs=protocol.runs(), arms=arms,
+                 arm_pairs=protocol.arm_runs())
 
 
 def run_id(name: str, d: int, seed: int, lr_factor: float = 1.0) -> str:
@@ -120,11 +130,10 @@ def grid(sweep: Sweep) -> list[tuple[str, TrainConfig]]:
     """``(run_id, config)`` for every arm × seed × (estimator, delay) pair (fixed delays; ``D = max(delays)``);
     an arm's runs have ``eta = base.eta·lr_factor``."""
     D = max(max(sweep.delays), 0)
-    pairs = sweep.pairs if sweep.pairs is not None else [(x, d) for d in sweep.delays for x in sweep.estimators]
     runs = []
     for f, seeds in sweep.arm_list:
         for seed in seeds:
-            for name, d in pairs:
+            for name, d in sweep.pairs_for(f):
                 rid = run_id(name, d, seed, f)
                 runs.append((rid, sweep.base.replace(estimator=name, d=d, D=max(D, sweep.base.D), delay="fixed",
                                                      seed=seed, eta=sweep.base.eta * f,
@@ -162,10 +171,10 @@ def to_sweep(sweep: Sweep):
     from sweep import Cell
     from sweep import Sweep as EngineSweep
 
-    pairs = sweep.pairs if sweep.pairs is not None else [(x, d) for d in sweep.delays for x in sweep.estimators]
     D = max(max(sweep.delays), 0, sweep.base.D)
     cells = []
     for f, seeds in sweep.arm_list:
+        pairs = sweep.pairs_for(f)
         for seed in seeds:
             cfg = sweep.base.replace(seed=seed, eta=sweep.base.eta * f, D=D, delay="fixed", d=0,
                                      out_dir=os.path.join(sweep.out_dir, "runs"))

@@ -45,11 +45,17 @@ and why:
   are computed without multiplicity correction and reported as *turning points* (the smallest ``d``
   at which each sub-claim's one-sided level-``α`` interval lies wholly above / below its threshold): a
   map of the sweep, not a verdict.
-- *Step-size arm*: the whole sweep again at ``η·arm_lr_factor`` (×3) on ``arm_seeds`` (6 seeds, the
-  first six of the main arm, so the arms pair by seed too). It gets the same comparisons and rates,
-  reported per arm; the claim's verdict is the main arm's (the arm has half the seeds, so its
-  ``inconclusive`` is expected more often and is not a contradiction). Its purpose is to show whether a
-  stability conclusion survives a 3× larger step, not to re-decide C9.
+- *Step-size arm*: the sweep again at ``η·arm_lr_factor`` (×3) on ``arm_seeds`` (6 seeds, the first
+  six of the main arm, so the arms pair by seed too) at ``arm_delays = (0, 8, 32)``: every delay the
+  registered comparisons and rates use (``0`` and ``d_max``) plus the middle one. It gets the same
+  comparisons and rates, reported per arm; the claim's verdict is the main arm's (the arm has half the
+  seeds, so its ``inconclusive`` is expected more often and is not a contradiction). Its purpose is to
+  show whether a stability conclusion survives a 3× larger step, not to re-decide C9. With 6 seeds
+  ``gmc stable`` cannot hold in the arm (0/6 failures: 90 % Clopper–Pearson upper limit 0.39 > p₀); the
+  arm can refute it or find ``is`` unstable. ``--full`` runs the arm on 12 seeds at every delay.
+  Why not every delay by default: one seed's forest of 31 runs costs ~70 CPU-s on this machine's
+  cores, so 12 + 6 full forests are ~1270 CPU-s, over the 10-minute budget on 2 cores; the arm at
+  three delays costs ~45 % of a full forest.
 - *Groups per step* ``n_prompts = 8`` (``G = 8`` unchanged, 64 trajectories per step) instead of 16:
   the sweep grows from 156 to 558 runs and the LM part of ``make run`` has a 10-minute budget on 2 cores
   (issue 25). The group size ``G`` — the quantity the group-level maps act on — is unchanged, and the
@@ -135,6 +141,8 @@ class LMProtocol:
     """Step-size arm: the same sweep at ``eta·arm_lr_factor``."""
     arm_seeds: tuple[int, ...] = tuple(range(6))
     """Seeds of the step-size arm (a prefix of ``seeds``: the arms pair by seed)."""
+    arm_delays: tuple[int, ...] = (0, 8, 32)
+    """Delays of the step-size arm (must hold 0 and ``d_max``: the registered comparisons use them)."""
     full_seeds: int = 24
     """``--full``: seeds ``0..full_seeds−1`` in the main arm and ``0..full_seeds/2−1`` in the step-size arm."""
     quick_arm_seeds: tuple[int, ...] = (0,)
@@ -162,6 +170,8 @@ class LMProtocol:
                 raise ValueError(f"arm_lr_factor must be a number > 0 other than 1, got {self.arm_lr_factor!r}")
             if not set(self.arm_seeds) <= set(self.seeds):
                 raise ValueError(f"arm_seeds {self.arm_seeds!r} must be among seeds (the arms pair by seed)")
+            if not set(self.arm_delays) <= set(self.delays) or {0, max(self.delays)} - set(self.arm_delays):
+                raise ValueError(f"arm_delays {self.arm_delays!r} must be among delays and hold 0 and d_max")
             if self.full_seeds < len(self.seeds):
                 raise ValueError(f"full_seeds must be >= len(seeds)={len(self.seeds)}, got {self.full_seeds!r}")
 
@@ -171,12 +181,12 @@ class LMProtocol:
         if quick and full:
             raise ValueError("quick and full exclude each other")
         if quick:
-            return dataclasses.replace(self, delays=self.quick_delays)
+            return dataclasses.replace(self, delays=self.quick_delays, arm_delays=self.quick_delays)
         if full:
             if self.version < 3:
                 raise ValueError(f"full: protocol version {self.version} has no --full variant (v3 and later)")
             return dataclasses.replace(self, seeds=tuple(range(self.full_seeds)),
-                                       arm_seeds=tuple(range(self.full_seeds // 2)))
+                                       arm_seeds=tuple(range(self.full_seeds // 2)), arm_delays=self.delays)
         return self
 
     def arms(self, quick: bool = False) -> tuple[tuple[float, tuple[int, ...]], ...]:
@@ -199,10 +209,15 @@ class LMProtocol:
                 for x in self.degrading]
         return out
 
-    def runs(self) -> tuple[tuple[str, int], ...]:
+    def runs(self, delays: tuple[int, ...] | None = None) -> tuple[tuple[str, int], ...]:
         """The ``(estimator, d)`` pairs run for every seed: the baseline at ``d = 0``, every estimator at
-        every other delay."""
-        return ((self.baseline, 0),) + tuple((x, d) for d in sorted(self.delays) if d > 0 for x in self.estimators)
+        every other delay (of ``delays``, default the protocol's)."""
+        delays = self.delays if delays is None else delays
+        return ((self.baseline, 0),) + tuple((x, d) for d in sorted(delays) if d > 0 for x in self.estimators)
+
+    def arm_runs(self) -> tuple[tuple[float, tuple[tuple[str, int], ...]], ...]:
+        """``((lr_factor, pairs), …)``: the runs of each arm (v3's step-size arm at ``arm_delays``)."""
+        return tuple((f, self.runs(None if f == 1.0 else self.arm_delays)) for f, _ in self.arms())
 
     def to_dict(self) -> dict:
         """Plain dict (JSON-serialisable, tuples as lists). Versions < 3 leave out the fields v3 added, so
@@ -219,7 +234,7 @@ class LMProtocol:
 
 
 #: Fields added by version 3 (absent from the canonical JSON, hence the hash, of earlier versions).
-V3_FIELDS: tuple[str, ...] = ("arm_lr_factor", "arm_seeds", "full_seeds", "quick_arm_seeds", "rate_premise_d0")
+V3_FIELDS: tuple[str, ...] = ("arm_lr_factor", "arm_seeds", "arm_delays", "full_seeds", "quick_arm_seeds", "rate_premise_d0")
 
 #: Version 2 (the report of commit 33b6c64), reproducible under its registered hash ``f2493e03beb8c517``:
 #: three delays, 16 groups per step, no step-size arm.
