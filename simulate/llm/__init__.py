@@ -10,7 +10,7 @@ Commands (``python -m simulate.llm …``)::
     train --estimator gmc --delay 4 --steps 40          # tiny model on CPU, stale rollouts, minutes
     warmstart                                       # the cached supervised warm start only
     experiment                                      # the pre-registered C9 protocol (protocol.py)
-    gpu-check [--dry-run]                           # < 5 min on one H200 (bf16 'gpu' preset)
+    gpu-check [--dry-run]                           # < 5 min on one H200: parity, throughput, d ∈ {0, 8, 32}
 
 Modules::
 
@@ -23,7 +23,10 @@ Modules::
     warmstart.py   supervised warm start (cached under results/llm/cache), greedy held-out accuracy
     train.py       the asynchronous RL loop, top to bottom (delays, snapshots, guarded update, metrics),
                    resume checks, output lock, fsync-ed metrics lines, weights-only checkpoints
-    experiment.py  accuracy against delay over estimators × delays × seeds → tidy DataFrame; the C9
-                   verdict by simulate.verdicts (paired t, Holm, Clopper–Pearson)
-    gpu_check.py   the prepared GPU check and its CPU dry run
+    tree.py        a seed's runs at several delays as one forest: shared prefixes (every k ≤ d samples the
+                   warm start) and warm-start batches computed once, bit for bit the separate runs
+    experiment.py  accuracy against delay over estimators × delays × seeds (× step-size arms) → tidy
+                   DataFrame; the C9 verdict per arm by simulate.verdicts (paired t, Holm, Clopper–Pearson),
+                   turning points along d
+    gpu_check.py   the prepared GPU check (CPU-vs-GPU parity, sampler throughput, delay sweep) and its CPU dry run
 """

@@ -170,8 +170,8 @@ class LMProtocol:
                 raise ValueError(f"arm_lr_factor must be a number > 0 other than 1, got {self.arm_lr_factor!r}")
             if not set(self.arm_seeds) <= set(self.seeds):
                 raise ValueError(f"arm_seeds {self.arm_seeds!r} must be among seeds (the arms pair by seed)")
-            if not set(self.arm_delays) <= set(self.delays) or {0, max(self.delays)} - set(self.arm_delays):
-                raise ValueError(f"arm_delays {self.arm_delays!r} must be among delays and hold 0 and d_max")
+            if not all(isinstance(d, int) and d >= 0 for d in self.arm_delays):
+                raise ValueError(f"arm_delays must be integers >= 0, got {self.arm_delays!r}")
             if self.full_seeds < len(self.seeds):
                 raise ValueError(f"full_seeds must be >= len(seeds)={len(self.seeds)}, got {self.full_seeds!r}")
 
@@ -217,7 +217,13 @@ class LMProtocol:
 
     def arm_runs(self) -> tuple[tuple[float, tuple[tuple[str, int], ...]], ...]:
         """``((lr_factor, pairs), …)``: the runs of each arm (v3's step-size arm at ``arm_delays``)."""
-        return tuple((f, self.runs(None if f == 1.0 else self.arm_delays)) for f, _ in self.arms())
+        return tuple((f, self.runs(None if f == 1.0 else self.step_arm_delays)) for f, _ in self.arms())
+
+    @property
+    def step_arm_delays(self) -> tuple[int, ...]:
+        """The step-size arm's delays: ``arm_delays`` that the protocol has, always with ``0`` and ``d_max``
+        (the registered comparisons use them)."""
+        return tuple(sorted({d for d in self.arm_delays if d in self.delays} | {0, self.d_max}))
 
     def to_dict(self) -> dict:
         """Plain dict (JSON-serialisable, tuples as lists). Versions < 3 leave out the fields v3 added, so
