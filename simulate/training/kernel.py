@@ -63,8 +63,11 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     par = w0.copy()
     gw = np.empty(P)
     theta0 = np.empty((T, S, V))
+    # Φᵀ stored row-major so that θ = Φw runs over rows in the inner loop (vectorised) while every θ_i still
+    # sums Φ_ij w_j in the order j = 0..p−1 (bit-identical to the row-by-row dot product)
+    phiT = np.ascontiguousarray(phi.T) if use_phi else phi
     if use_phi:
-        _features_nb(phi, par, theta0)
+        _features_nb(phiT, par, theta0)
     else:
         theta0[:] = par.reshape((T, S, V))
     K = delays.shape[0]
@@ -73,7 +76,9 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     for k in range(K):
         if delays[k] + 1 > B:
             B = delays[k] + 1
-    hist = np.empty((B, T, S, V))  # ring buffer θ_{k−B+1..k}
+    # ring buffer of log π_{θ_j}, j = k−B+1..k: μ_k's log-probabilities are the ones computed at step k − d
+    # (the same function of the same θ, so bit-identical to recomputing them, at no cost)
+    histlp = np.empty((B, T, S, V))
     histw = np.empty((B, P))  # the same iterates in the trained parameter w (C6's ‖w_k − w_{k−d}‖)
     theta = theta0.copy()
     logp = np.empty((T, S, V))
@@ -137,10 +142,10 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
             return k
         if k == K:
             break
-        hist[k % B] = theta
+        histlp[k % B] = logp
         histw[k % B] = par
         d = delays[k]
-        log_softmax_nb(hist[(k - d) % B], logq)
+        logq[:] = histlp[(k - d) % B]
         chi2_out[k] = chi2_nb(logp, logq, next_state, s0)
         # --- C6: how far the behaviour parameter is, and the largest |log ρ| over μ_k's support
         dw2 = 0.0
@@ -260,7 +265,7 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
                 m2[j] = beta2 * m2[j] + (1.0 - beta2) * gw[j] * gw[j]
                 par[j] += eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + adam_eps)
         if use_phi:
-            _features_nb(phi, par, theta)
+            _features_nb(phiT, par, theta)
         else:
             theta[:] = par.reshape((T, S, V))
     return -1
@@ -311,15 +316,19 @@ def logratio_max_nb(logp, logq, next_state, s0):
 
 
 @njit(cache=True)
-def _features_nb(phi, w, theta_out):
-    """Logits of a feature policy: ``θ[t,s,a] = Σ_j Φ[(t,s,a), j] w_j``; ``phi (T·S·V, p)``."""
+def _features_nb(phiT, w, theta_out):
+    """Logits of a feature policy: ``θ[t,s,a] = Σ_j Φ[(t,s,a), j] w_j``, from ``phiT = Φᵀ (p, T·S·V)``; the
+    sum runs over j = 0..p−1 for every row (the order of a row-by-row dot product), rows in the inner loop."""
     T, S, V = theta_out.shape
     flat = theta_out.reshape(T * S * V)
-    for i in range(T * S * V):
-        x = 0.0
-        for j in range(w.shape[0]):
-            x += phi[i, j] * w[j]
-        flat[i] = x
+    n = T * S * V
+    for i in range(n):
+        flat[i] = 0.0
+    for j in range(w.shape[0]):
+        wj = w[j]
+        row = phiT[j]
+        for i in range(n):
+            flat[i] += row[i] * wj
 
 
 @njit(cache=True)
