@@ -49,7 +49,9 @@ ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "snis")
 #: Every registered trajectory-level estimator (THEORY's six, the peers', any from $ASYNCGRPO_ESTIMATORS).
 TRAJECTORY_ESTIMATORS: tuple[str, ...] = ESTIMATORS + tuple(n for n in registry.names("trajectory") if n not in ESTIMATORS)
 #: The peers' off-policy corrections (verl's rollout correction, TRL's off-policy mask), both levels.
-PEER_ESTIMATORS: tuple[str, ...] = tuple(n for n, e in registry.entries().items() if e.peer)
+PEER_ESTIMATORS: tuple[str, ...] = tuple(n for n, e in registry.entries().items() if e.correction)
+#: The peers' token-level losses in the registry (verl/TRL ``sapo``, verl ``gpg``).
+PEER_LOSSES: tuple[str, ...] = tuple(n for n, e in registry.entries().items() if e.peer and not e.correction)
 #: Those that belong to the class 𝒲_ε for every ρ (THEORY §3; registry attribute ``in_class``).
 IN_CLASS: frozenset[str] = frozenset(n for n in TRAJECTORY_ESTIMATORS if registry.entry(n).in_class)
 
@@ -156,4 +158,4 @@ def snis(eps: float = 0.2) -> WeightMap:
     return get("snis", eps)
 
 
-__all__ = ["ESTIMATORS", "TRAJECTORY_ESTIMATORS", "PEER_ESTIMATORS", "IN_CLASS", "registry", "WeightMap", "get", "names", "onpolicy", "is_", "tis", "tic", "gmc", "snis"]
+__all__ = ["ESTIMATORS", "TRAJECTORY_ESTIMATORS", "PEER_ESTIMATORS", "PEER_LOSSES", "IN_CLASS", "registry", "WeightMap", "get", "names", "onpolicy", "is_", "tis", "tic", "gmc", "snis"]

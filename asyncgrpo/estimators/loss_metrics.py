@@ -250,9 +250,14 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         kk = k.to(f64)
         logk = torch.where(kk > 0, torch.log(kk), ninf)
         ref = torch.zeros_like(ell_t) if spec.clip_ratio == "unit" else ell_t
-        out["clipfrac"] = _frac((logk < ref) & nz, mask, n_tok)
-        # the peer's logged objective in decoupled mode at π_old = π_θ (PPO ratio 1): −A·k per token
-        loss_mat = neg_adv_times(kk) if spec.peer else neg_adv_times(kk) * logp
+        # a map with no clip (clip_ratio "none") reports 0, as verl logs for sapo
+        out["clipfrac"] = _frac((logk < ref) & nz, mask, n_tok) if spec.clip_ratio != "none" else 0.0
+        if spec.objective is not None:
+            loss_mat = spec.objective(ell_t, mask, A[:, 0], logp)
+        elif spec.correction:  # the peer's logged objective in decoupled mode at π_old = π_θ (PPO ratio 1)
+            loss_mat = neg_adv_times(kk)
+        else:
+            loss_mat = neg_adv_times(kk) * logp
     else:
         G = group_size
         ell = ell_t.sum(dim=1)
@@ -265,7 +270,7 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         cut = (logw < ell) & rows
         out["clipfrac"] = _frac(cut[:, None].expand_as(mask) & nz, mask, n_tok)
         loss_mat = neg_adv_times(w.to(f64)[:, None].expand_as(logp))
-        if not registry.entry(name).peer:  # a peer's objective is −A·w at π_old = π_θ, the toolkit's −A·w·log π
+        if not registry.entry(name).correction:  # a peer correction's objective is −A·w at π_old = π_θ, the toolkit's −A·w·log π
             loss_mat = loss_mat * logp
         logk = logw[:, None].expand_as(ell_t)
         out["ess_group_w"] = _group_ess(logw, rows, G)

@@ -48,6 +48,8 @@ MODULES: tuple[str, ...] = (
     "asyncgrpo.estimators.maps.m2po",
     "asyncgrpo.estimators.maps.verl_rollout_corr",
     "asyncgrpo.estimators.maps.trl_opsm",
+    "asyncgrpo.estimators.maps.sapo",
+    "asyncgrpo.estimators.maps.gpg",
 )
 #: Environment variable naming extra estimator modules (comma list), read at first import of asyncgrpo.
 ENV_VAR = "ASYNCGRPO_ESTIMATORS"
@@ -81,8 +83,10 @@ class Estimator:
     ``clip_ratio`` (token): see :data:`CLIP_RATIOS`. ``dual_clip`` / ``cispo_clamp``: the map takes
     ``clip_ratio_c`` / ``cispo_clamp``. ``rejects``: a zero weight is a rejection that removes the token from
     the aggregation's mask (verl's rejection sampling rewrites ``response_mask``), so normalisers count
-    kept tokens only. ``peer``: whose method this is (its ``pg_loss`` is the peer's logged objective at
-    ``π_old = π_θ``, ``−A·k``); ``uses_eps``: whether ε changes the map; ``defaults``: the peer's option
+    kept tokens only. ``peer``: whose method this is; ``correction``: one of the peers' off-policy
+    corrections (its ``pg_loss`` is the peer's logged objective at ``π_old = π_θ``, ``−A·k``);
+    ``objective``: optional ``fn(ell, mask, adv, logp) -> [N, T]`` per-token objective the peer logs (torch,
+    float64), else ``−A·k·log π``; ``uses_eps``: whether ε changes the map; ``defaults``: the peer's option
     names and the values used. ``metrics``: optional ``fn(ell, mask, adv, rows) -> dict`` of extra metrics
     (torch, float64) for :func:`asyncgrpo.estimators.loss_metrics.loss_metrics`.
     """
@@ -103,6 +107,8 @@ class Estimator:
     cispo_clamp: bool = False
     rejects: bool = False
     peer: str | None = None
+    correction: bool = False
+    objective: Callable | None = None
     uses_eps: bool = True
     defaults: dict = field(default_factory=dict)
     metrics: Callable | None = None

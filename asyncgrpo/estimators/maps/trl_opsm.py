@@ -50,6 +50,6 @@ def k_torch(ell, mask, adv, T_i, p):
 
 
 MAPS = (Estimator("trl_seq_mask", "token", code=16, formula="1{A_i ≥ 0 or −ℓ_i/T_i ≤ δ}, δ = 0.5", numpy=k_numpy,
-                  numba=coef_nb, torch=k_torch, clip_ratio="unit", peer="TRL GRPOTrainer", uses_eps=False,
+                  numba=coef_nb, torch=k_torch, clip_ratio="unit", peer="TRL GRPOTrainer", uses_eps=False, correction=True,
                   defaults={"off_policy_mask_threshold": THRESHOLD},
                   doc="TRL's off-policy sequence mask (OPSM)"),)
