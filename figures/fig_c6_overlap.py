@@ -92,7 +92,7 @@ def plot(df, s):
             ax.fill_between(lo.index, lo.to_numpy(), hi.to_numpy(), color="black", alpha=0.12, lw=0,
                             label="σ²: 10–90 % of steps")
             ax.set_xscale("log", base=2)
-            # symlog: σ² (log₁₀ ~ ±2) and the bound (log₁₀ up to ~10³) on one readable axis
+            # symlog: σ² (log₁₀ around 0) and the bound (log₁₀ up to ~10³) on one readable axis
             ax.set_yscale("symlog", linthresh=10, linscale=1.5)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # the log₁₀ values themselves
             ax.set_xticks(s["d"])
@@ -107,7 +107,7 @@ def plot(df, s):
             ax.tick_params(labelsize=6.5)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.035), ncol=3, fontsize=6.5, frameon=False)
-    fig.text(0.5, 0.005, "y: log₁₀ of the median over steps with σ² > 0 (symmetric-log axis, linear within ±10)",
+    fig.text(0.5, 0.005, "y: log₁₀ of the median over steps with σ² > 0 (symmetric-log axis, linear between −10 and 10)",
              ha="center", va="bottom", fontsize=6)
     fig.subplots_adjust(left=0.1, right=0.99, top=0.87, bottom=0.2, wspace=0.38, hspace=0.12)
     return fig, axes
