@@ -17,7 +17,9 @@ For the tabular softmax ``π_θ(a|s_t=s, t) = softmax(θ[t, s, :])`` the score a
 
 Exact diagnostics at every step (dynamic programming over the state, no sampling):
 ``J(θ_k)``, ``‖∇J(θ_k)‖²``, the realised ``χ²(π_{θ_k}‖μ_k) = E_μ[ρ²] − 1``; from the batch: the
-clip/cap fraction, the weight ESS ``(Σ_i w_i)²/Σ_i w_i²`` (mean over groups) and ``‖ĝ_k‖²``.
+clip/cap fraction, the weight ESS ``(Σ_i w_i)²/Σ_i w_i²`` (mean over groups) and ``‖ĝ_k‖²``; for C6
+(:mod:`simulate.training.overlap`): ``‖w_k − w_{k−d_k}‖`` in the trained parameter, the exact
+``max_τ |log ρ(τ)|`` over μ_k's support (max-plus DP) and ``‖ĝ_k‖²`` in that parameter.
 
 Divergence never raises: a run is marked diverged at the first step ``k`` where ``θ_k`` or ``ĝ_k``
 is not finite, ``max|θ_k| > theta_max`` (logit overflow), or ``J(θ_k) < collapse_frac · J(θ_0)``
