@@ -148,7 +148,7 @@ def evidence(df, s) -> list[common.Evidence]:
                 f"derived), M = max(M̂, √M̂₂) = {r.M:.3g} (M̂ = {r.M_hat:.3g}, √M̂₂ = {r.sqrt_M2:.3g}); "
                 f"{sm['n_steps']} steps, {sm['n_positive']} with σ² > 0; σ² ≤ bound on {sm['frac_holds']:.4f} of steps; "
                 f"looseness log10 median {sm['log10_loose_theory_median']:.3g}, max {sm['log10_loose_theory_max']:.4g}")
-        judged.append(common.Evidence("C6", "σ² vs (e^{κηdM} − 1)², tightest step", point, float(r.sigma2), None, b,
+        judged.append(common.Evidence("C6", f"σ² vs (e^{{κηdM}} − 1)², {inst} (tightest step)", point, float(r.sigma2), None, b,
                                       verdict, NAME, note=note))
         info.append(common.Evidence(
             "C6", "links of σ² ≤ (e^L−1)² ≤ (e^{κ‖Δw‖}−1)² ≤ (e^{κηdM}−1)² (fraction of steps)", point,
