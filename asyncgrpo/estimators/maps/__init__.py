@@ -17,5 +17,7 @@ module                      estimators                                      leve
 ``verl_rollout_corr``       ``verl_seq_tis``, ``verl_seq_rs`` (trajectory),  both
                             ``verl_tok_tis``, ``verl_geo_rs`` (token)
 ``trl_opsm``                ``trl_seq_mask``                                token
+``sapo``                    ``sapo`` (verl, TRL)                            token
+``gpg``                     ``gpg`` (verl)                                  token
 ==========================  ==============================================  ============
 """
