@@ -1,5 +1,5 @@
 """The peers' token-level losses in the registry (issue 28 item 7, stretch): ``sapo`` (verl and TRL) and ``gpg``
-(verl), against transcriptions of the peers' code (verl ``core_algos.compute_policy_loss_sapo``/``_gpg`` with
+(verl) and ``luspo`` (TRL), against transcriptions of the peers' code (verl ``core_algos.compute_policy_loss_sapo``/``_gpg`` with
 ``agg_loss``; TRL 1.16.0 ``GRPOTrainer._compute_loss`` at ``loss_type="sapo"``), never imported and never from
 the toolkit's implementation. ``old_log_prob`` is the behaviour policy, as for the toolkit's grpo. Float64;
 the same sums in another order: 1e-12 relative."""
@@ -80,6 +80,24 @@ def trl_sapo(old, ell, adv, mask, pos=1.0, neg=1.05):
     return float(loss.detach()), per_token_logps.grad.clone()
 
 
+def trl_luspo(old, ell, adv, mask, eps_low=0.2, eps_high=0.28):
+    """TRL ``_compute_loss`` at ``loss_type="luspo"``, ``importance_sampling_level="sequence"``, no KL, one process."""
+    per_token_logps = (old + ell).clone().requires_grad_(True)
+    m = mask.double()
+    advantages = adv.unsqueeze(1)
+    log_ratio = per_token_logps - old
+    log_importance_weights = ((log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+    coef_1 = torch.exp(log_importance_weights)
+    coef_2 = torch.clamp(coef_1, 1 - eps_low, 1 + eps_high)
+    per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    loss = (per_token_loss * m).sum(-1).mean()
+    loss.backward()
+    is_low = (coef_1 < 1 - eps_low) & (advantages < 0)
+    is_high = (coef_1 > 1 + eps_high) & (advantages > 0)
+    return float(loss.detach()), per_token_logps.grad.clone(), {
+        "clipfrac_seq_low": float(is_low.double().mean()), "clipfrac_seq_high": float(is_high.double().mean())}
+
+
 def verl_gpg(old, ell, adv, mask, mode="token-mean"):
     log_prob = (old + ell).clone().requires_grad_(True)
     loss = verl_agg(-log_prob * adv[:, None], mask, mode)
@@ -116,6 +134,25 @@ def test_gpg_matches_verl(seed, mode):
     torch.testing.assert_close(grad, vgrad, rtol=rel, atol=1e-14)
 
 
+@pytest.mark.parametrize("empty_rows", [False, True])
+@pytest.mark.parametrize("scale", [0.05, 0.5])
+@pytest.mark.parametrize("seed", range(4))
+def test_luspo_matches_trl(seed, scale, empty_rows):
+    old, ell, adv, mask = batch(seed, scale, empty_rows)
+    m, grad = toolkit("luspo", old, ell, adv, mask, "grpo")
+    loss, tgrad, tm = trl_luspo(old, ell, adv, mask)
+    assert m["pg_loss"] == pytest.approx(loss, rel=1e-12, abs=1e-14)
+    torch.testing.assert_close(grad, tgrad, **TOL)
+    for key, val in tm.items():
+        assert m[key] == pytest.approx(val, abs=1e-15), key
+
+
+def test_luspo_clips_somewhere():
+    # a parity test on batches where the clip never binds could not tell luspo from its unclipped form
+    fr = [toolkit("luspo", *batch(s, 0.5), "grpo")[0]["clipfrac_seq"] for s in range(4)]
+    assert max(fr) > 0.0 and min(fr) < 1.0, fr
+
+
 def test_sapo_weight_is_finite_in_log_space_and_differs_from_verl_only_below_minus_20():
     ell = np.array([[1e4, -1e4, 30.0, -25.0, 0.0]])
     mask = np.ones_like(ell, dtype=bool)
@@ -133,11 +170,11 @@ def test_peer_losses_run_in_the_learner_and_are_not_corrections():
     from simulate.delays import fixed
     from simulate.training import InstanceSpec, TrainConfig, run_many
 
-    assert set(est.PEER_LOSSES) == {"sapo", "gpg"} and not set(est.PEER_LOSSES) & set(est.PEER_ESTIMATORS)
-    assert {"sapo", "gpg"} <= set(tl.TOKEN_ESTIMATORS)
+    assert set(est.PEER_LOSSES) == {"sapo", "gpg", "luspo"} and not set(est.PEER_LOSSES) & set(est.PEER_ESTIMATORS)
+    assert {"sapo", "gpg", "luspo"} <= set(tl.TOKEN_ESTIMATORS)
     spec = InstanceSpec(kind="token", V=3, T=4, state="count", reward="count_ge", k=2)
     cfgs = [TrainConfig(instance=spec, estimator=e, G=8, eta=1.0, steps=60, delay=fixed(2), seed=0)
-            for e in ("sapo", "gpg", "onpolicy")]
+            for e in ("sapo", "gpg", "luspo", "onpolicy")]
     r = run_many(cfgs)
     for x in r:
         assert not x.diverged and x.final_J > x.J[0], x.config.estimator

@@ -100,7 +100,7 @@ def peer_names(name: str, peer: str) -> dict[str, str]:
         for key in ("clipfrac_low", "clipfrac_high", "clipfrac"):
             out.pop(key)
         out["clipfrac_high_pos"] = "cispo_clip_ratio"
-    if peer == "trl" and name == "gspo":
+    if peer == "trl" and name in ("gspo", "luspo"):
         for side in ("low", "high"):
             out.pop(f"clipfrac_{side}")
             out[f"clipfrac_seq_{side}"] = f"clip_ratio/{side}_mean"
@@ -206,7 +206,7 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         # −A·x with 0 where A = 0, so that an overflowed ratio never gives 0·inf = NaN
         return torch.where(A.expand_as(x) == 0, zero, -A * x)
 
-    if name in ("grpo", "gspo"):
+    if name in ("grpo", "gspo", "luspo"):
         lr = ell_t if name == "grpo" else (ell_t.sum(dim=1, keepdim=True) / T_i).expand_as(ell_t)
         with torch.no_grad():
             r = torch.exp(lr)
@@ -220,12 +220,15 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         out["clipfrac_low"] = _frac(low, mask, n_tok)
         out["clipfrac"] = _frac(high | low, mask, n_tok)
         out["clipfrac_dual"] = _frac(dual, mask, n_tok)
-        if name == "gspo":
+        if name != "grpo":
             # over all N rows, as TRL divides (an empty row has ratio exp(0) = 1: counted, never clipped)
             for key, x in (("clipfrac_seq_high", high), ("clipfrac_seq_low", low), ("clipfrac_seq", high | low)):
                 out[key] = float((x[:, 0] & rows).sum()) / N
         loss_mat = lm
         logk = torch.where(k > 0, lr, ninf)
+        if name == "luspo":  # TRL sums the row's loss over its tokens: k = T_i·s_i
+            loss_mat = loss_mat * T_i
+            logk = logk + torch.log(T_i)
     elif name == "cispo":
         clo, chi = cispo_log_bounds(cispo_clamp, eps_low, eps_high)
         above, below = ell_t > chi, ell_t < clo

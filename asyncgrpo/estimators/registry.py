@@ -50,6 +50,7 @@ MODULES: tuple[str, ...] = (
     "asyncgrpo.estimators.maps.trl_opsm",
     "asyncgrpo.estimators.maps.sapo",
     "asyncgrpo.estimators.maps.gpg",
+    "asyncgrpo.estimators.maps.luspo",
 )
 #: Environment variable naming extra estimator modules (comma list), read at first import of asyncgrpo.
 ENV_VAR = "ASYNCGRPO_ESTIMATORS"

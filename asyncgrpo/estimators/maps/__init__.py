@@ -19,5 +19,6 @@ module                      estimators                                      leve
 ``trl_opsm``                ``trl_seq_mask``                                token
 ``sapo``                    ``sapo`` (verl, TRL)                            token
 ``gpg``                     ``gpg`` (verl)                                  token
+``luspo``                   ``luspo`` (TRL)                                 token
 ==========================  ==============================================  ============
 """
