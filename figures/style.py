@@ -23,13 +23,29 @@ PALETTE: dict[str, str] = {
     "gspo": "#E69F00",  # orange
     "cispo": "#882255",  # Tol wine
     "m2po": "#44AA99",  # Tol teal
+    # the peers' corrections and losses (verl, TRL; docs/estimators.md): Tol's remaining muted colours
+    "verl_seq_tis": "#332288",  # indigo
+    "verl_seq_rs": "#117733",  # green
+    "verl_tok_tis": "#999933",  # olive
+    "verl_geo_rs": "#DDCC77",  # sand
+    "trl_seq_mask": "#CC6677",  # rose
+    "sapo": "#AA4499",  # purple
+    "gpg": "#661100",  # brown
+    "luspo": "#6699CC",  # steel blue
+    "vespo": "#88CCEE",  # cyan
+    "clip_cov": "#117755",  # dark teal
+    "kl_cov": "#777711",  # dark olive
 }
 MARKERS: dict[str, str] = {
     "gmc": "o", "tic": "s", "tis": "^", "is": "x", "snis": "D", "onpolicy": "v",
     "grpo": "P", "gspo": "*", "cispo": "h", "m2po": "<",
+    "verl_seq_tis": ">", "verl_seq_rs": "p", "verl_tok_tis": "d", "verl_geo_rs": "H", "trl_seq_mask": "X",
+    "sapo": "8", "gpg": "1", "luspo": "2", "vespo": "3", "clip_cov": "4", "kl_cov": "+",
 }
-#: Order in legends: trajectory-level (THEORY §2), then token-level baselines.
-ORDER: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "snis", "grpo", "gspo", "cispo", "m2po")
+#: Order in legends: trajectory-level (THEORY §2), then token-level baselines, then the peers' maps.
+ORDER: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "snis", "grpo", "gspo", "cispo", "m2po",
+                          "verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs", "trl_seq_mask", "sapo", "gpg",
+                          "luspo", "vespo", "clip_cov", "kl_cov")
 #: Neutral colours for references (bounds drawn in the estimator colour, dashed).
 REFERENCE = "#444444"
 #: Figure widths in inches: one journal column, two columns.
