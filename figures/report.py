@@ -161,6 +161,8 @@ _LOOSE = re.compile(r"^holds, bound loose ×(.+)$")
 #: An evidence row that reports a number without judging anything (e.g. a fitted slope next to a
 #: bound's order, theory against theory): shown as "—", never counted as a verdict.
 INFO = "reported"
+#: Claims judged from one figure's rows only (C6: its inequality on training runs, not fig_delay's χ² checks).
+VERDICT_FIGURE = {"C6": "fig_c6_overlap"}
 
 
 def rows_verdict(verdicts) -> str:
@@ -193,7 +195,10 @@ def _kval(k: str) -> float:
 
 
 def _judged(rep: dict, cid: str) -> list[dict]:
-    return [ev for ev in rep["evidence"].get(cid, []) if ev.get("verdict") != INFO]
+    evs = [ev for ev in rep["evidence"].get(cid, []) if ev.get("verdict") != INFO]
+    if cid in VERDICT_FIGURE:  # a claim judged from one figure's rows; other figures' rows are context
+        evs = [ev for ev in evs if ev.get("figure") == VERDICT_FIGURE[cid]]
+    return evs
 
 
 def _loose(ev: dict) -> float | None:
@@ -265,6 +270,16 @@ def key_number(rep: dict, cid: str) -> str:
     if not evs:
         return "symbolic" if rep["theory"][cid].get("ok") else "—"
     kind = rep["theory"][cid].get("kind", "bound")
+    if cid == "C6":  # measured on training runs: exact per step, so no sampling interval to name
+        links = [ev for ev in rep["evidence"].get(cid, []) if ev.get("figure") == "fig_c6_overlap"
+                 and ev.get("verdict") == INFO and ev.get("measured") is not None]
+        out = "; ".join(f"{ev['quantity']} = {stats.fmt(ev['measured'])} vs {stats.fmt(ev.get('bound'))}"
+                        + (f" (×{_loose(ev):.3g})" if _loose(ev) else "") for ev in evs[:4])
+        out += " (exact per step: χ² by DP, no sampling interval; κ derived per policy class, M = max(M̂, √M̂₂))"
+        if links:
+            out += ("; fraction of steps on which every link of σ² ≤ (e^L−1)² ≤ (e^{κ‖Δw‖}−1)² ≤ (e^{κηdM}−1)² "
+                    f"held: {min(ev['measured'] for ev in links):.4g}")
+        return out
     if cid in ASSUMPTIONS:
         ev = evs[0]
         return (f"symbolic (derived); {ASSUMPTIONS[cid]} Measured instead: {ev.get('quantity', '')} = "
@@ -310,9 +325,14 @@ def key_findings(rep: dict) -> list[str]:
     if derived or failed:
         out.append(f"The symbolic derivations check for {', '.join(derived) or 'no claim'}"
                    + (f"; they fail for {', '.join(failed)}." if failed else "."))
-    bounds = [c for c in ("C1", "C2", "C4", "C6", "C7", "C8") if rep["evidence"].get(c)]
-    if bounds:
-        out.append("On the exact Monte Carlo instances: " + "; ".join(f"{c} {summary(rep, c)}" for c in bounds) + ".")
+    bounds = [c for c in ("C1", "C2", "C4", "C7", "C8") if rep["evidence"].get(c)]
+    c6 = ""
+    if _judged(rep, "C6"):
+        c6 = ("; on training runs (gmc and onpolicy, exact χ² per step) C6 " + summary(rep, "C6")
+              + ": σ² ≤ (e^{κηdM} − 1)² held with κ derived for the policy class and M from the run, far too loose to "
+              "predict σ²")
+    if bounds or c6:
+        out.append("On the exact Monte Carlo instances: " + "; ".join(f"{c} {summary(rep, c)}" for c in bounds) + c6 + ".")
     c4 = _exponents(rep, "C4")
     if c4:
         out.append("C4 at finite ε (" + c4[0].get("point", "") + ", exact Monte Carlo instance): the measured ε-exponents "
