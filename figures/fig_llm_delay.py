@@ -102,12 +102,14 @@ def plot(df, result, metric: str = "auc"):
     factors = sorted(df["lr_factor"].unique(), key=lambda f: (f != 1.0, f))
     n = len(factors)
     fig, axes = plt.subplots(1, n + 1, figsize=(style.WIDTH_2COL, 2.8),
-                             gridspec_kw={"width_ratios": [1.0] * n + [1.0 + 0.4 * n]}, dpi=150)
+                             # a panel's width follows its number of delays (the main arm has 6, the step arm 3)
+                             gridspec_kw={"width_ratios": [0.5 + 0.2 * ex.arm(df, f)["d"].nunique() for f in factors]
+                                          + [1.0 + 0.4 * n]}, dpi=150)
     for ax, f in zip(axes[:n], factors):
         sub = ex.arm(df, f)
         k = sub["seed"].nunique()
         _auc_panel(ax, sub, metric, f"η×{f:g}{' (main arm)' if f == 1.0 else ''}, {k} seed{'s' if k != 1 else ''}")
-    axes[0].legend(loc="best", fontsize=5.5)
+    axes[0].legend(loc="lower left", fontsize=5, ncol=2, framealpha=0.6)
     bx = axes[-1]
     comps = list(result.comparisons)
     if not comps:
