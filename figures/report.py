@@ -481,10 +481,20 @@ def _lm_finding(rep: dict) -> str:
               and "all parts" not in ev.get("quantity", "")] for w in (vd.REFUTED, vd.HOLDS, vd.INCONCLUSIVE)}
     parts = [f"{w}: {', '.join(q)}" for w, q in by.items() if q]
     reg = meta.get("regime")
-    where = (f"tiny Qwen3-architecture LM, 2-digit sums, d up to {max(lp.get('delays', [0]))}, {len(lp.get('seeds', []))} "
-             f"seeds, one AdamW η, failure p₀ = {lp.get('p0')}")
-    return (f"On the small language model ({where}" + (f"; {reg}" if reg else "") + f"), the C9 parts give {v} — "
-            + "; ".join(parts) + ".")
+    eta = f"AdamW η = {lp.get('eta'):g}" if isinstance(lp.get("eta"), (int, float)) else "one AdamW η"
+    where = (f"tiny Qwen3-architecture LM, 2-digit sums, d ∈ {lp.get('delays')}, {len(lp.get('seeds', []))} "
+             f"seeds, {eta}, failure p₀ = {lp.get('p0')}")
+    txt = (f"On the small language model ({where}" + (f"; {reg}" if reg else "") + f"), the C9 parts give {v} — "
+           + "; ".join(parts) + ".")
+    turns = [t for t in meta.get("turning_points") or [] if float(t.get("lr_factor", 1.0)) == 1.0]
+    if turns:
+        txt += " Smallest d at which each part holds / is refuted (per-d paired t, no multiplicity correction): " + "; ".join(
+            f"{t['claim']} {_n(t.get('first_holds'))} / {_n(t.get('first_refuted'))}" for t in turns) + "."
+    arms = [a for a in meta.get("arms") or [] if float(a.get("lr_factor", 1.0)) != 1.0]
+    for a in arms:
+        txt += (f" Step-size arm η×{a['lr_factor']:g} (η = {a.get('eta'):g}, {len(a.get('seeds', []))} seeds, "
+                f"d ∈ {lp.get('arm_delays', '—')}): {a.get('verdict')}.")
+    return txt
 
 
 # --------------------------------------------------------------------------- blocks
@@ -652,6 +662,30 @@ def _training_blocks(rep: dict) -> list:
                    [[r["estimator"], r["d"], r["n"], f"{_f(r['auc'])} [{_f(r['lo'])}, {_f(r['hi'])}]",
                      f"{r['diverged']}/{r['collapsed']}/{r['locked_in']}", _f(r.get("chi2_learn_med"), 2),
                      _f(r.get("ess_early"), 2)] for r in meta["diagnostics"]])]
+        auc = meta.get("auc_vs_d") or []
+        if auc:
+            ests = list(dict.fromkeys(r["estimator"] for r in auc))
+            for fac in dict.fromkeys(float(r.get("lr_factor", 1.0)) for r in auc):
+                sel = [r for r in auc if float(r.get("lr_factor", 1.0)) == fac]
+                ds = sorted({int(r["d"]) for r in sel})
+                cell = {(r["estimator"], int(r["d"])): f"{_f(r['mean'])} [{_f(r['lo'])}, {_f(r['hi'])}]" for r in sel}
+                b += [("details", f"LM accuracy AUC against d, η×{fac:g} (mean and 95 % t-interval over seeds)",
+                       ["estimator", *[f"d = {d}" for d in ds]],
+                       [[e, *[cell.get((e, d), "—") for d in ds]] for e in ests])]
+        turns = meta.get("turning_points") or []
+        if turns:
+            b += [("details", "LM turning points: smallest d at which each part holds / is refuted (per-d paired t at the "
+                              "protocol's level, no multiplicity correction), per step-size arm",
+                   ["η factor", "part", "first d holds", "first d refuted"],
+                   [[_f(float(t.get("lr_factor", 1.0))), t["claim"], _n(t.get("first_holds")), _n(t.get("first_refuted"))]
+                    for t in turns])]
+        for a in meta.get("arms") or []:
+            if float(a.get("lr_factor", 1.0)) != 1.0 and a.get("lines"):
+                b += [("details", f"LM step-size arm η×{a['lr_factor']:g}: {a.get('verdict')}",
+                       ["comparison"], [[ln] for ln in a["lines"]])]
+        b += [("p", "LM on a GPU: " + ("see results/llm/gpu_check/gpu_check.md" if meta.get("gpu_check") else
+                                       "not run (no device lent to the session that wrote this report; "
+                                       "`python -m simulate.llm gpu-check` is the prepared script).") )]
     return b
 
 
