@@ -135,7 +135,7 @@ def _grad(model, loss) -> torch.Tensor:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double()
 
 
-@pytest.mark.parametrize("name", est.ESTIMATORS)
+@pytest.mark.parametrize("name", est.TRAJECTORY_ESTIMATORS)  # the peers' sequence-level corrections too
 def test_trajectory_loss_gradient_equals_hand_estimate(name):
     """``−∇ loss = (1/n_groups) Σ_groups (1/G) Σ_i w_i A_i ∇log π(τ_i)`` with ``w`` from the NumPy registry."""
     model, ro, A, G = _stale_batch()

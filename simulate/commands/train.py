@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 
 from simulate import delays as dl
-from simulate.training import ALL_ESTIMATORS, OPTIMIZERS, InstanceSpec, TrainConfig, run_training
+from simulate.training import OPTIMIZERS, InstanceSpec, TrainConfig, run_training
+from simulate.training.config import REGISTERED_ESTIMATORS
 
 NAME = "train"
 HELP = "run one asynchronous GRPO training configuration on a bandit or token MDP; print its curve"
@@ -88,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("learner (defaults: simulate.training.TrainConfig)")
     g.add_argument("--delay", dest="d", metavar="d", type=int, default=_DELAY.d, action=_Given,
                    help="fixed model: the delay d of every step")
-    g.add_argument("--estimator", choices=ALL_ESTIMATORS, default=_CFG.estimator, help="weight map")
+    g.add_argument("--estimator", choices=REGISTERED_ESTIMATORS, default=_CFG.estimator, help="weight map")
     g.add_argument("--eps", type=float, default=_CFG.eps, help="trajectory threshold ε")
     g.add_argument("--eps-low", type=float, default=_CFG.eps_low, help="token-level lower clip ε_low")
     g.add_argument("--eps-high", type=float, default=_CFG.eps_high, help="token-level upper clip ε_high")

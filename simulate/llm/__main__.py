@@ -19,7 +19,7 @@ from asyncgrpo.estimators.aggregation import AGG_MODES
 from asyncgrpo.estimators.token_level import CISPO_CLAMPS
 from simulate.commands import run_cli
 from simulate.llm.config import (
-    ALL_ESTIMATORS,
+    REGISTERED_ESTIMATORS,
     DELAY_MODES,
     DEVICES,
     PRESETS,
@@ -36,7 +36,7 @@ NESTED = (("task", TaskConfig, "task"), ("digits", TaskConfig, "digits"), ("n_ev
           ("warmstart_steps", WarmStartConfig, "steps"), ("warmstart_eta", WarmStartConfig, "eta"),
           ("warmstart_batch_size", WarmStartConfig, "batch_size"))
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
-_CHOICES = {"estimator": ALL_ESTIMATORS, "delay": DELAY_MODES, "preset": tuple(PRESETS), "device": DEVICES,
+_CHOICES = {"estimator": REGISTERED_ESTIMATORS, "delay": DELAY_MODES, "preset": tuple(PRESETS), "device": DEVICES,
             "dtype": ("float32", "bfloat16"), "task": TASKS, "cispo_clamp": CISPO_CLAMPS,
             "loss_agg_mode": AGG_MODES}
 
@@ -143,9 +143,10 @@ def cmd_experiment(args) -> int:
         print(f"tidy results: {sweep.out_dir}/results.csv")
         return 0
     estimators = tuple(x for x in args.estimators.split(",") if x)
-    bad = [e for e in estimators if e not in ALL_ESTIMATORS]
+    bad = [e for e in estimators if e not in REGISTERED_ESTIMATORS]
     if bad or not estimators:
-        raise ValueError(f"--estimators must be a comma list among {', '.join(ALL_ESTIMATORS)}, got {args.estimators!r}")
+        raise ValueError(f"--estimators must be a comma list among {', '.join(REGISTERED_ESTIMATORS)}, got "
+                         f"{args.estimators!r}")
     delays = _int_list(args.delays, "--delays")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 from asyncgrpo.estimators.aggregation import check_loss_agg_mode
 from asyncgrpo.estimators.token_level import CISPO_CLAMPS, TOKEN_ESTIMATORS
-from simulate.training.config import (
-    ALL_ESTIMATORS,  # one list of estimator names (torch-free)
+from simulate.training.config import (  # one list of estimator names each (torch-free)
+    ALL_ESTIMATORS,
+    REGISTERED_ESTIMATORS,
 )
 
 #: Token-level baselines of docs/THEORY.md §2 (the registry's list; importing it does not import torch).
@@ -201,8 +202,8 @@ class TrainConfig:
     """Warm-start cache."""
 
     def __post_init__(self) -> None:
-        if self.estimator not in ALL_ESTIMATORS:
-            raise ValueError(f"estimator must be one of {', '.join(ALL_ESTIMATORS)}, got {self.estimator!r}")
+        if self.estimator not in REGISTERED_ESTIMATORS:  # the peers' corrections too (asyncgrpo.estimators.registry)
+            raise ValueError(f"estimator must be one of {', '.join(REGISTERED_ESTIMATORS)}, got {self.estimator!r}")
         for name in ("eps", "eps_low", "eps_high", "tau_m2", "eta", "temperature"):
             _check_positive(self, name)
         _check_positive(self, "max_grad_norm", allow_inf=True)
