@@ -20,10 +20,11 @@ machine slow every row down and make the thread-scaling row meaningless when ``l
 from __future__ import annotations
 
 import os
-import time
 
 import numba
 import numpy as np
+
+from bench import best_of
 
 from simulate import instances as ins
 from simulate import montecarlo as mc
@@ -32,18 +33,6 @@ ESTIMATORS = ("onpolicy", "is", "tis", "tic", "gmc", "snis")
 TARGET_RATE = 50e6
 TARGET_VS_NUMPY = 5.0
 TARGET_SCALING = 1.8
-
-
-def _best(fn, repeats):
-    """``(best wall s, CPU s of that run, result)`` over ``repeats`` calls."""
-    best = (np.inf, np.inf, None)
-    for _ in range(repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        if dt < best[0]:
-            best = (dt, dc, out)
-    return best
 
 
 def _same(a: mc.MCResult, b: mc.MCResult) -> bool:
@@ -68,7 +57,7 @@ def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int
             for nt in range(1, max_threads + 1):
                 numba.set_num_threads(nt)
                 mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, 64, track_grad=track, prepared=prep)  # compile
-                dt, dc, res = _best(lambda track=track: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups,
+                dt, dc, res = best_of(lambda track=track: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups,
                                                                   seed=1, track_grad=track, prepared=prep), repeats)
                 rate[track, nt], cpu_rate[track, nt], results[track, nt] = tokens / dt, tokens / dc, res
                 rows.append((f"numba, ĝ {'tracked' if track else 'skipped'}", nt, n_groups, tokens / dt, tokens / dc, dt))
@@ -78,14 +67,14 @@ def run(quick: bool = False, V: int = 32, T: int = 32, G: int = 16, repeats: int
     try:
         numba.set_num_threads(1)
         mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, 64, prepared=prep, route="vector")  # compile
-        dt, dc, _ = _best(lambda: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups, seed=1,
+        dt, dc, _ = best_of(lambda: mc.run_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], G, n_groups, seed=1,
                                                 prepared=prep, route="vector"), repeats)
         rows.append(("numba, ĝ tracked, vector", 1, n_groups, tokens / dt, tokens / dc, dt))
     finally:
         numba.set_num_threads(old)
     U = np.random.default_rng(0).random((n_ref, G, T))
     mc.reference_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], U[:8])  # warm caches/imports
-    dt, dc, _ = _best(lambda: mc.reference_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], U), min(repeats, 2))
+    dt, dc, _ = best_of(lambda: mc.reference_mc(mdp, theta, theta_mu, ESTIMATORS, [0.2], U), min(repeats, 2))
     np_rate, np_cpu = n_ref * G * T / dt, n_ref * G * T / dc
     rows.append(("numpy reference, ĝ tracked", 1, n_ref, np_rate, np_cpu, dt))
     load1 = os.getloadavg()

@@ -24,11 +24,11 @@ scaling row means little when ``load ≳ cores``.
 from __future__ import annotations
 
 import os
-import time
 
 import numba
 import numpy as np
 
+from bench import best_of
 from bench import reference_learner as ref
 from simulate.delays import DelaySpec
 from simulate.protocol.instances import get_instance
@@ -43,18 +43,6 @@ TARGET_SCALING = 1.8
 def _configs(inst, eta: float, K: int, R: int) -> list[TrainConfig]:
     return [TrainConfig(instance=inst, estimator="gmc", eps=0.2, G=8, n_prompts=1, eta=eta, steps=K,
                         delay=DelaySpec("fixed", d=8), seed=s) for s in range(R)]
-
-
-def _best(fn, repeats: int):
-    """``(best wall s, CPU s of that call, result)`` over ``repeats`` calls."""
-    best = (np.inf, np.inf, None)
-    for _ in range(repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        if dt < best[0]:
-            best = (dt, dc, out)
-    return best
 
 
 def _steps(results) -> int:
@@ -82,7 +70,7 @@ def run(quick: bool = False, K: int | None = None, R: int | None = None, R_ref: 
             for nt in range(1, max_threads + 1):
                 numba.set_num_threads(nt)
                 run_many(_configs(inst, eta, 2, 2 * nt), chunk=2 * nt)  # compile / load the cache: not timed
-                dt, dc, res = _best(lambda: run_many(cfgs, chunk=len(cfgs)), repeats)
+                dt, dc, res = best_of(lambda: run_many(cfgs, chunk=len(cfgs)), repeats)
                 n = _steps(res)
                 rate[name, nt], cpu_rate[name, nt] = n / dt, n / dc
                 curves[nt] = np.stack([r.J for r in res])
@@ -92,7 +80,7 @@ def run(quick: bool = False, K: int | None = None, R: int | None = None, R_ref: 
                 same[name] = np.array_equal(curves[1], curves[2], equal_nan=True)
             ref_cfgs = cfgs[:R_ref]
             ref.train(_configs(inst, eta, 2, 1)[0], inst)  # first-call costs (imports, caches): not timed
-            dt, dc, res = _best(lambda: [ref.train(c, inst) for c in ref_cfgs], 2)
+            dt, dc, res = best_of(lambda: [ref.train(c, inst) for c in ref_cfgs], 2)
             n = sum(r.steps_done for r in res)
             rate[name, "numpy"], cpu_rate[name, "numpy"] = n / dt, n / dc
             rows.append(("numpy reference", name, 1, len(ref_cfgs), n, n / dt, n / dt, n * N / dt, n / dc, dt))

@@ -7,11 +7,11 @@ instance and G). Same colour scale, frames and daggers as ``fig_regime_map``, fr
 """
 from __future__ import annotations
 
-import math
 import time
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 from figures import common, fig_regime_map as frm, style
 
@@ -60,8 +60,7 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
     sl = b[((b.G != G) & np.isclose(b.eps, eps)) | ((b.G == G) & ~np.isclose(b.eps, eps))]
     ev = [common.Evidence("C9", "regime map slice: smallest d with gmc − onpolicy > 0 in nAUC (95 % paired t, common η₀)",
                           f"{r.instance}, G={int(r.G)}, ε={r.eps:g}, η = η₀",
-                          None if r.d_gmc_ahead is None or (isinstance(r.d_gmc_ahead, float) and math.isnan(r.d_gmc_ahead))
-                          or str(r.d_gmc_ahead) == "<NA>" else int(r.d_gmc_ahead), None, None, "reported", NAME,
+                          None if pd.isna(r.d_gmc_ahead) else int(r.d_gmc_ahead), None, None, "reported", NAME,
                           note=f"gmc ahead: {r.gmc_ahead}; onpolicy ahead: {r.onpolicy_ahead}")
           for r in sl.itertuples(index=False)]
     meta = common.sidecar(NAME, quick=quick, settings=dict(m.settings, primary_G=G, primary_eps=eps),
