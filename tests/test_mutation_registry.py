@@ -1,0 +1,147 @@
+"""The registry's refusals and its plugin codes (issue 39), on plugin modules written to a temporary folder.
+
+Specification (asyncgrpo/estimators/registry.py docstrings, docs/estimators.md "Add an estimator in one
+file"): every registered name and every integer code is unique, so a plugin that reuses a name or a code is
+refused with a ValueError naming it; an estimator that fixes no code gets the first free one from 100
+(trajectory level) or 200 (token level), in the order the modules and their ``MAPS`` list them.
+
+The registry is read once per process (at the first import of :mod:`asyncgrpo`), so each test here empties its
+cache (``registry._ENTRIES``), names its plugin modules in ``$ASYNCGRPO_ESTIMATORS`` and reads the records
+again; ``monkeypatch`` puts the process's registry back afterwards. Nothing here builds the Numba dispatch.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from asyncgrpo.estimators import registry
+
+HEADER = '''
+import math
+import numpy as np
+from numba import njit
+from asyncgrpo.estimators.registry import Estimator
+
+
+def lw(ell, eps):
+    return np.minimum(ell, math.log1p(eps))
+
+
+@njit(cache=True)
+def lw_nb(ell, eps, out):
+    for i in range(ell.shape[0]):
+        out[i] = min(ell[i], math.log1p(eps))
+
+
+def lw_torch(ell, eps, mask):
+    import torch
+    return torch.clamp(ell, max=math.log1p(eps))
+
+
+def k(ell, mask, adv, T_i, p):
+    return np.ones_like(ell)
+
+
+@njit(cache=True)
+def k_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mode, out):
+    out[:] = 0.0
+
+
+def k_torch(ell, mask, adv, T_i, p):
+    import torch
+    return torch.ones_like(ell)
+
+
+def traj(name, code=None):
+    return Estimator(name, "trajectory", numpy=lw, numba=lw_nb, torch=lw_torch, code=code)
+
+
+def tok(name, code=None):
+    return Estimator(name, "token", numpy=k, numba=k_nb, torch=k_torch, code=code)
+'''
+
+
+@pytest.fixture
+def load_plugins(monkeypatch, tmp_path):
+    """``load(mod_name=maps_expr, ...)``: write one module per keyword (its ``MAPS = <maps_expr>``), name them in
+    ``$ASYNCGRPO_ESTIMATORS`` in that order and return the registry read afresh."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    written = []
+
+    def load(**mods):
+        for name, maps in mods.items():
+            mod = f"t39_{name}"
+            (tmp_path / f"{mod}.py").write_text(HEADER + textwrap.dedent(f"\nMAPS = {maps}\n"))
+            written.append(mod)
+        monkeypatch.setenv(registry.ENV_VAR, ",".join(f"t39_{n}" for n in mods))
+        monkeypatch.setattr(registry, "_ENTRIES", None)
+        return registry.entries()
+
+    yield load
+    for mod in written:
+        sys.modules.pop(mod, None)
+
+
+def test_first_plugin_codes_are_100_and_200_then_the_next_free(load_plugins):
+    ents = load_plugins(a="(traj('p39_t1'), tok('p39_k1'), traj('p39_t2'))", b="(tok('p39_k2'),)")
+    assert ents["p39_t1"].code == 100 and ents["p39_t2"].code == 101
+    assert ents["p39_k1"].code == 200 and ents["p39_k2"].code == 201
+    # the built-ins keep their fixed codes and come first, then the plugins in module and MAPS order
+    assert list(ents)[-4:] == ["p39_t1", "p39_k1", "p39_t2", "p39_k2"]
+    builtin = {n: e.code for n, e in ents.items() if not n.startswith("p39_")}
+    assert all(c < 100 for c in builtin.values()) and len(set(builtin.values())) == len(builtin)
+
+
+def test_a_plugin_code_fixed_at_the_base_moves_the_free_ones_up(load_plugins):
+    ents = load_plugins(a="(traj('p39_free'), traj('p39_fixed', code=100), tok('p39_tok', code=200), tok('p39_k'))")
+    assert ents["p39_fixed"].code == 100 and ents["p39_free"].code == 101
+    assert ents["p39_tok"].code == 200 and ents["p39_k"].code == 201
+    codes = [e.code for e in ents.values()]
+    assert len(set(codes)) == len(codes)
+
+
+def test_a_plugin_reusing_a_builtin_name_is_refused(load_plugins):
+    with pytest.raises(ValueError, match="'tis'.*already registered"):
+        load_plugins(a="(traj('tis'),)")
+
+
+def test_two_plugins_with_one_name_are_refused(load_plugins):
+    with pytest.raises(ValueError, match="'p39_same'.*already registered"):
+        load_plugins(a="(traj('p39_same'),)", b="(tok('p39_same'),)")
+
+
+def test_a_plugin_reusing_a_builtin_code_is_refused(load_plugins):
+    used = registry.code("gmc")
+    with pytest.raises(ValueError, match=rf"'p39_clash'.*code {used}\b.*already used"):
+        load_plugins(a=f"(traj('p39_clash', code={used}),)")
+
+
+def test_two_plugins_with_one_code_are_refused(load_plugins):
+    with pytest.raises(ValueError, match=r"'p39_second'.*code 150\b.*already used"):
+        load_plugins(a="(traj('p39_first', code=150),)", b="(tok('p39_second', code=150),)")
+
+
+def test_a_free_plugin_code_is_never_a_fixed_one(load_plugins):
+    """"First free" is free of every fixed code, whichever module fixes it: an earlier estimator without a code
+    does not take 100 from a later module that fixes 100 (both load; the free one gets 101)."""
+    ents = load_plugins(a="(traj('p39_early'),)", b="(traj('p39_late', code=100),)")
+    assert ents["p39_late"].code == 100 and ents["p39_early"].code == 101
+
+
+@pytest.mark.parametrize("maps", ["()", "[traj('p39_list')]", "(traj('p39_ok'), 'not an Estimator')"])
+def test_a_module_without_a_non_empty_tuple_of_estimators_is_refused(load_plugins, maps):
+    with pytest.raises(ValueError, match="t39_a.*MAPS"):
+        load_plugins(a=maps)
+
+
+def test_a_module_that_cannot_be_imported_is_named(load_plugins):
+    with pytest.raises(ImportError, match="t39_a.*ZeroDivisionError"):
+        load_plugins(a="(traj('p39_x'),)\n1 / 0")
+
+
+def test_a_kernel_not_defined_at_module_level_is_refused(load_plugins):
+    maps = "(Estimator('p39_inner', 'trajectory', numpy=lw, numba=njit(lambda ell, eps, out: out), torch=lw_torch),)"
+    with pytest.raises(ValueError, match="'p39_inner'.*module-level"):
+        load_plugins(a=maps)
