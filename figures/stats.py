@@ -6,8 +6,9 @@ training claims' verdicts come from :mod:`simulate.verdicts`.
 Monte Carlo intervals are ``value ± z·σ̂/√n`` with a stated ``z`` (``Z = 1.96``: 95 %; Monte Carlo
 tables carry ``se = σ̂/√n`` over ≥ 10⁴ groups, where the normal approximation is exact enough).
 Bound verdicts follow docs/THEORY.md §4 in the report's one vocabulary: a measurement above its
-bound beyond Monte Carlo error is ``refuted``; a bound more than ``LOOSE`` times the measurement is
-``holds, bound loose ×k``; otherwise ``holds``.
+bound beyond Monte Carlo error is ``refuted``; a bound more than ``LOOSE`` times the measurement's upper
+3-s.e. limit (:func:`simulate.verdicts.looseness`, the one looseness) is ``holds, bound loose ×k``; otherwise
+``holds``.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 Z = 1.96  #: 95 % two-sided normal quantile, the CI width used in every figure
 Z_VERDICT = 3.0  #: a bound is only "refuted" if measured − 3·se exceeds it (few false alarms over many cells)
-LOOSE = 2.0  #: bound / measured above this reads "holds, bound loose ×k"
+LOOSE = 2.0  #: looseness k = bound / (measured + 3·se) above this reads "holds, bound loose ×k"
 
 
 def ci(value, se, z: float = Z):
@@ -57,21 +58,22 @@ def loglog_slope(x, y, se=None) -> tuple[float, float]:
 def verdict(measured: float, se: float, bound: float | None, *, z: float = Z_VERDICT, loose: float = LOOSE) -> str:
     """``holds`` / ``refuted`` / ``holds, bound loose ×k`` for a measurement that should not exceed ``bound``.
 
-    ``refuted`` iff ``measured − z·se > bound``; ``holds, bound loose ×k`` iff
-    ``bound > loose·max(measured, z·se)`` (a measurement indistinguishable from 0 is compared through
-    its resolution ``z·se``); no bound or no finite measurement → ``inconclusive``.
+    ``refuted`` iff ``measured − z·se > bound``; otherwise ``holds, bound loose ×k`` when the one looseness
+    :func:`simulate.verdicts.looseness` ``k = bound/(measured + z·se)`` exceeds ``loose``, else ``holds``
+    (a measurement and s.e. both 0 under a positive bound: ``×∞``); no bound or no finite measurement →
+    ``inconclusive``.
     """
+    from simulate import verdicts as vd
+
     if bound is None or not np.isfinite(bound) or not np.isfinite(measured):
-        return "inconclusive"
+        return vd.INCONCLUSIVE
     se = 0.0 if se is None or not np.isfinite(se) else float(se)
     if measured - z * se > bound:
-        return "refuted"
-    scale = max(measured, z * se)
-    if scale > 0 and bound > loose * scale:
-        return f"holds, bound loose ×{_sig(bound / scale)}"
-    if scale <= 0 and bound > 0:
-        return "holds, bound loose ×∞"
-    return "holds"
+        return vd.REFUTED
+    if measured + z * se <= 0 and bound > 0:
+        return vd.LOOSE_PREFIX + "∞"
+    k = vd.looseness(measured, se, bound, z)
+    return f"{vd.LOOSE_PREFIX}{_sig(k)}" if k is not None and k > loose else vd.HOLDS
 
 
 def verdict_equal(measured: float, se: float, target: float, *, z: float = Z_VERDICT) -> str:

@@ -4,32 +4,24 @@ Every claim of the report ends in one of
 
     holds · refuted · inconclusive · out of scope · holds, bound loose ×k
 
-and this module is the only place that maps numbers to those words. All intervals come from
+each defined once in :data:`DEFINITIONS`, and this module is the only place that maps numbers to those
+words. Qualifiers ("exact identity", "underpowered", "derived symbolically", "broken arm") are not
+verdicts: the report prints them in a separate note column (:data:`NOTES`). All intervals come from
 ``scipy.stats``: paired Student-t intervals for differences over seeds (small n), Clopper–Pearson
 intervals for failure rates, ``scipy.stats.bootstrap`` for slopes. Holm's step-down correction runs
 over the comparisons of one claim.
 
-**The decision rule (one rule for every comparison).** A comparison names an effect ``Δ`` oriented
-so that the claim predicts it is large (``Δ > c``), and a threshold ``c`` fixed before the data:
-
-- *superiority* ("A is worse than B", "X degrades with d"): ``c = +δ``, the practical margin —
-  the claim predicts an effect of practical size;
-- *non-inferiority* ("gmc is best or tied"): ``c = −δ`` — the claim predicts A is not worse than B
-  by more than the margin.
-
-Two one-sided t-tests give ``p_holds`` (H₀: ``Δ ≤ c``) and ``p_refutes`` (H₀: ``Δ ≥ c``). After Holm
-over the claim's family at level ``α`` (default 0.05, one-sided, i.e. the 90 % two-sided interval
-without correction): ``holds`` if ``p_holds`` is rejected, ``refuted`` if ``p_refutes`` is rejected,
-otherwise ``inconclusive`` (the interval overlaps the threshold). Reported intervals are the
-two-sided ``1 − 2α_i`` t-intervals at each comparison's own Holm level ``α_i``, so a verdict always
-agrees with the interval printed next to it: ``holds`` ⇔ ``lo > c``, ``refuted`` ⇔ ``hi < c``.
-
-**Rates.** A failure-rate claim ("is is unstable": rate > p₀; "gmc is stable": rate < p₀) uses the
-exact Clopper–Pearson interval at the same level with the same three-zone rule.
-
-**Aggregation over instances.** ``holds`` if it holds on at least ¾ of the in-scope instances
-(at least 3 of 4) and is refuted on none; ``refuted`` if refuted on a strict majority of in-scope
-instances; ``out of scope`` if no instance is in scope; otherwise ``inconclusive``.
+**The decision rule (one rule for every comparison).** A comparison names an effect ``Δ`` oriented so that
+the claim predicts it is large, and a threshold ``c`` fixed before the data: ``c = +δ`` (superiority, the
+practical margin) or ``c = −δ`` (non-inferiority, "best or tied"). Two one-sided t-tests give ``p_holds``
+(H₀: ``Δ ≤ c``) and ``p_refutes`` (H₀: ``Δ ≥ c``); after Holm over the claim's family at level ``α`` (0.05,
+one-sided): ``holds`` if ``p_holds`` is rejected, ``refuted`` if ``p_refutes`` is, otherwise
+``inconclusive``. Reported intervals are the two-sided ``1 − 2α_i`` t-intervals at each comparison's Holm
+level, so ``holds`` ⇔ ``lo > c`` and ``refuted`` ⇔ ``hi < c``. Failure rates use the exact Clopper–Pearson
+interval with the same three zones. **Bounds**: ``refuted`` iff measured − 3 s.e. > bound, else ``holds``,
+``holds, bound loose ×k`` when :func:`looseness` ``k > 2``. **Across instances**: ``holds`` on ≥ ¾ of the
+in-scope instances and refuted on none; ``refuted`` on a strict majority; ``out of scope`` if none is in
+scope; otherwise ``inconclusive``.
 """
 from __future__ import annotations
 
@@ -44,15 +36,80 @@ REFUTED = "refuted"
 INCONCLUSIVE = "inconclusive"
 OUT_OF_SCOPE = "out of scope"
 VERDICTS = (HOLDS, REFUTED, INCONCLUSIVE, OUT_OF_SCOPE)
-#: The verdict of an exact identity whose measurement agrees with the prediction within Monte Carlo error.
-EXACT = "holds (exact)"
+#: The one qualified verdict: a bound that holds with room to spare, ``k`` from :func:`looseness`.
+LOOSE_PREFIX = "holds, bound loose ×"
+#: An exact identity's verdict is plain ``holds``; that it is exact goes in the note (:data:`NOTES`).
+EXACT = HOLDS
 KINDS = ("superiority", "noninferiority")
 ALPHA = 0.05
+#: A bound is refuted only when the measurement minus ``Z_REFUTE`` standard errors exceeds it (few false
+#: alarms over many cells); the looseness ``k`` uses the same ``Z_REFUTE`` on the other side.
+Z_REFUTE = 3.0
+#: Looseness above which a holding bound reads ``holds, bound loose ×k``.
+LOOSE_MIN = 2.0
+
+#: Each verdict word, defined once (the report prints this glossary; tests/test_report_vocabulary.py fails on
+#: any verdict cell outside it). Qualifiers go in a separate note column (:data:`NOTES`), never in the word.
+DEFINITIONS = {
+    HOLDS: "the data agree with the claim beyond their interval (a bound not exceeded beyond 3 s.e.; a comparison's "
+           "interval entirely beyond its pre-registered threshold; an identity measured within 3 s.e.)",
+    LOOSE_PREFIX + "k": "a bound holds and is k > 2 times the measurement's upper 3-s.e. limit: true, too loose to predict",
+    REFUTED: "the data contradict the claim beyond their interval; for this project's reconstruction of the paper's "
+             "claims it refutes the reconstruction's empirical implication, not the paper",
+    INCONCLUSIVE: "the interval overlaps the threshold: the data decide neither way",
+    OUT_OF_SCOPE: "the premise is not met where measured (the measurement is shown), or the arm is broken: no verdict",
+}
+NOTES = {
+    "exact identity": "an equality; `holds` = measured within 3 s.e. of the prediction",
+    "true by construction": "the bound is built so that the identity holds; the check confirms algebra, not data",
+    "derived symbolically": "checked by sympy only; nothing measured",
+    "underpowered": "power < 0.8 one margin beyond the threshold: an `inconclusive` here says little",
+    "assumption check": "an assumption of the bound, measured; its right-hand side is vacuous",
+    "broken arm": "every run fails, the d = 0 control included",
+}
 
 
 def is_verdict(text: str) -> bool:
-    """Whether ``text`` belongs to the vocabulary (including ``holds, bound loose ×k`` and ``holds (exact)``)."""
-    return text in VERDICTS or text == EXACT or text.startswith("holds, bound loose ×")
+    """Whether ``text`` belongs to the vocabulary (:data:`VERDICTS` or ``holds, bound loose ×k``)."""
+    return text in VERDICTS or (isinstance(text, str) and text.startswith(LOOSE_PREFIX) and len(text) > len(LOOSE_PREFIX))
+
+
+def looseness(measured: float, se: float | None, bound: float, z: float = Z_REFUTE) -> float | None:
+    """The one looseness of every bound: ``k = bound / (measured + z·se)``, the bound over the measurement's upper
+    ``z``-s.e. limit (finite even for a measurement indistinguishable from 0); ``None`` if either is ≤ 0."""
+    if measured is None or bound is None:
+        return None
+    se = 0.0 if se is None or not math.isfinite(se) else float(se)
+    upper = float(measured) + z * se
+    if not (math.isfinite(upper) and math.isfinite(bound)) or upper <= 0 or bound <= 0:
+        return None
+    return float(bound) / upper
+
+
+def loose_word(k: float | None) -> str:
+    """``holds, bound loose ×k`` when ``k > LOOSE_MIN`` (3 significant digits), else ``holds``."""
+    return f"{LOOSE_PREFIX}{k:.3g}" if k is not None and k > LOOSE_MIN else HOLDS
+
+
+def equivalence(estimate: float, se: float, margin: float, alpha: float = ALPHA) -> tuple[str, float, float, float]:
+    """TOST that a normal estimate lies within ``±margin``: ``(verdict, p, lo, hi)``, ``p = max(P(Z ≥ (x+m)/se),
+    P(Z ≤ (x−m)/se))`` (``scipy.stats.norm``), ``[lo, hi]`` the ``1−2α`` interval; holds iff ``p < α``, refuted iff
+    the interval lies entirely outside ``±margin``, else inconclusive."""
+    alpha = _check_alpha(alpha)
+    margin = _check_margin(margin)
+    if not (math.isfinite(estimate) and math.isfinite(se) and se >= 0):
+        raise ValueError(f"estimate and se must be finite with se >= 0, got {estimate!r}, {se!r}")
+    if se == 0:
+        inside = abs(estimate) < margin
+        return (HOLDS if inside else REFUTED), (0.0 if inside else 1.0), estimate, estimate
+    p = max(float(stats.norm.sf((estimate + margin) / se)), float(stats.norm.cdf((estimate - margin) / se)))
+    q = float(stats.norm.ppf(1 - alpha))
+    lo, hi = estimate - q * se, estimate + q * se
+    if p < alpha:
+        return HOLDS, p, lo, hi
+    if lo > margin or hi < -margin:
+        return REFUTED, p, lo, hi
+    return INCONCLUSIVE, p, lo, hi
 
 
 def _check_alpha(alpha: float) -> float:
@@ -77,10 +134,8 @@ def _sample(x, name: str, min_n: int = 2) -> np.ndarray:
 
 
 def t_interval(x, level: float = 0.95) -> tuple[float, float, float]:
-    """``(mean, lo, hi)``: Student-t interval ``x̄ ± t_{n−1,(1+level)/2}·s/√n`` (``scipy.stats.t``).
-
-    ``n = 1`` or zero spread gives ``lo = hi = mean``; the interval is exact for normal data.
-    """
+    """``(mean, lo, hi)``: Student-t interval ``x̄ ± t_{n−1,(1+level)/2}·s/√n`` (``scipy.stats.t``); ``n = 1`` or
+    zero spread gives ``lo = hi = mean``."""
     a = np.asarray(x, dtype=np.float64).ravel()
     if a.size == 0:
         raise ValueError("x must hold at least one value")
@@ -132,11 +187,8 @@ def _one_sided(d: np.ndarray, c: float) -> tuple[float, float, float, float]:
 
 
 def paired_comparison(a, b, *, kind: str, margin: float, name: str = "", alpha: float = ALPHA) -> Comparison:
-    """Compare paired samples ``a_s``, ``b_s`` (same seeds) on ``Δ_s = a_s − b_s`` (module rule).
-
-    ``kind="superiority"``: the claim is ``E Δ > +margin``; ``"noninferiority"``: ``E Δ > −margin``.
-    The verdict here is for a family of one; use :func:`decide` for a Holm family.
-    """
+    """Compare paired samples on ``Δ_s = a_s − b_s`` (module rule): ``kind="superiority"`` claims ``E Δ > +margin``,
+    ``"noninferiority"`` ``E Δ > −margin``; a family of one (use :func:`decide` for a Holm family)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     margin = _check_margin(margin)
@@ -262,9 +314,7 @@ def combine(verdicts) -> str:
 
 
 def aggregate(verdicts, min_fraction: float = 0.75) -> str:
-    """Across instances (module rule): ≥ ``min_fraction`` of in-scope instances hold and none is
-    refuted → holds; refuted on a strict majority of in-scope instances → refuted; none in scope →
-    out of scope; otherwise inconclusive."""
+    """Across instances (module rule, ``min_fraction`` of the in-scope instances for holds)."""
     vs = list(verdicts)
     for v in vs:
         if not is_verdict(v):
@@ -282,9 +332,8 @@ def aggregate(verdicts, min_fraction: float = 0.75) -> str:
 
 
 def slope_weights(x) -> np.ndarray:
-    """The least-squares slope as a linear functional: ``w = (x − x̄)/Σ(x − x̄)²``, so that the slope of
-    ``y`` on ``x`` is ``y @ w`` (= ``scipy.stats.linregress(x, y).slope``) for any number of ``y`` rows
-    at once, which is what a vectorised bootstrap of slopes needs."""
+    """The least-squares slope as a linear functional ``w = (x − x̄)/Σ(x − x̄)²``: slope of ``y`` on ``x`` = ``y @ w``
+    (= ``scipy.stats.linregress``), for many ``y`` rows at once (a vectorised bootstrap)."""
     x = np.asarray(x, dtype=np.float64).ravel()
     if x.size < 2 or np.ptp(x) == 0:
         raise ValueError("x needs at least two distinct values")
@@ -293,11 +342,8 @@ def slope_weights(x) -> np.ndarray:
 
 
 def bootstrap_slope(x, Y, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """Least-squares slope of ``mean_s Y[s, j]`` on ``x_j`` with a percentile bootstrap over the rows
-    ``s`` (seeds) of ``Y`` (``scipy.stats.bootstrap``); returns ``(slope, lo, hi)``.
-
-    ``Y``: ``(n_seeds, n_x)``, finite. Resampling whole rows keeps each seed's points together.
-    """
+    """Least-squares slope of ``mean_s Y[s, j]`` on ``x_j`` with a percentile bootstrap over the rows (seeds) of
+    ``Y`` ``(n_seeds, n_x)`` (``scipy.stats.bootstrap``; whole rows keep a seed's points together): ``(slope, lo, hi)``."""
     x = np.asarray(x, dtype=np.float64).ravel()
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim != 2 or Y.shape[1] != x.size:
@@ -331,11 +377,9 @@ def interval_verdict(lo: float, hi: float, threshold: float, above: bool = True)
 
 
 def bound_verdict(measured: float, upper: float, bound: float) -> str:
-    """A bound check: ``measured`` (with its upper confidence limit ``upper``) against ``bound``.
-
-    ``refuted`` if even the lower side exceeds the bound (``measured − (upper − measured) > bound``),
-    ``holds, bound loose ×k`` with ``k = bound/measured`` when ``upper ≤ bound``, else inconclusive.
-    """
+    """``measured`` with its upper confidence limit ``upper`` against ``bound``: ``refuted`` if the lower side
+    ``2·measured − upper`` exceeds it, ``holds, bound loose ×k`` (k = bound/measured; unused by the report, which
+    takes :func:`looseness`) when ``upper ≤ bound``, else inconclusive."""
     if not all(math.isfinite(v) for v in (measured, upper, bound)):
         raise ValueError("measured, upper and bound must be finite")
     if upper < measured:
@@ -350,8 +394,8 @@ def bound_verdict(measured: float, upper: float, bound: float) -> str:
 
 
 def exact_verdict(measured: float, se: float, predicted: float, z: float = 3.0) -> str:
-    """An exact identity (measured = predicted): ``holds (exact)`` when ``|measured − predicted| ≤ z·se``,
-    else ``refuted`` (the same 3 s.e. as the bound checks' refutation)."""
+    """An exact identity (measured = predicted): ``holds`` (note: exact identity) when
+    ``|measured − predicted| ≤ z·se``, else ``refuted`` (the same 3 s.e. as the bound checks' refutation)."""
     if not all(math.isfinite(v) for v in (measured, se, predicted)) or se < 0:
         raise ValueError("measured, se and predicted must be finite, se >= 0")
     return EXACT if abs(measured - predicted) <= z * se else REFUTED
@@ -405,9 +449,8 @@ def interval_power(effect: float, se: float, alpha: float = ALPHA) -> float:
     return float(stats.norm.cdf(abs(effect) / (2 * se) - stats.norm.ppf(1 - alpha)))
 
 
-__all__ = [
-    "HOLDS", "REFUTED", "INCONCLUSIVE", "OUT_OF_SCOPE", "VERDICTS", "ALPHA", "is_verdict", "t_interval",
-    "Comparison", "paired_comparison", "one_sample_comparison", "holm", "decide", "RateCheck", "rate_check",
-    "combine", "aggregate", "slope_weights", "bootstrap_slope", "interval_verdict", "bound_verdict",
-    "comparison_power", "rate_power", "interval_power", "exact_verdict", "EXACT",
-]
+__all__ = ["HOLDS", "REFUTED", "INCONCLUSIVE", "OUT_OF_SCOPE", "VERDICTS", "ALPHA", "is_verdict", "t_interval",
+           "Comparison", "paired_comparison", "one_sample_comparison", "holm", "decide", "RateCheck", "rate_check",
+           "combine", "aggregate", "slope_weights", "bootstrap_slope", "interval_verdict", "bound_verdict",
+           "comparison_power", "rate_power", "interval_power", "exact_verdict", "EXACT", "LOOSE_PREFIX",
+           "DEFINITIONS", "NOTES", "looseness", "loose_word", "equivalence", "Z_REFUTE", "LOOSE_MIN"]
