@@ -260,3 +260,39 @@ def test_run_settings_travel_as_one_record_per_run():
     for name in RUN_DTYPE.names:
         want = [OPTIMIZERS.index(c.optimizer) if name == "opt" else getattr(c, name) for c in cfgs]
         assert list(rec[name]) == want, name
+
+
+# --------------------------------------------------------------------------- zero-gradient tolerance (issue 32)
+@pytest.mark.parametrize("r", [0.1, 0.7])
+@pytest.mark.parametrize("adv_norm", [False, True])
+def test_zero_tol_fractional_equal_returns_give_zero_gradient(r, adv_norm):
+    """Every arm pays the same fractional ``r`` whose mean of eight is not ``r`` in float64: with
+    ``zero_tol`` every group is equal, so ĝ = 0 exactly, θ never moves and every step is flagged zero-gradient.
+    Under ``zero_tol=None`` (v1–v3's exact rule) the mean's rounding error leaves ``A_i ≈ 1e-17 ≠ 0``."""
+    assert sum([r] * 8) / 8 != r  # the premise: the mean of eight copies is not representable as r
+    spec = InstanceSpec(kind="bandit", n_arms=4, rewards=(r,) * 4)
+    base = TrainConfig(instance=spec, estimator="gmc", G=8, n_prompts=2, eta=1.0, steps=20, seed=5, adv_norm=adv_norm,
+                       init_scale=0.3)
+    tol = run_training(base.replace(zero_tol=1e-9))
+    assert np.all(tol.zero_grad == 1.0) and np.all(tol.ghat_norm2 == 0.0)
+    np.testing.assert_array_equal(tol.theta, base.theta0((tol.theta.size,)).reshape(tol.theta.shape))
+    exact = run_training(base)  # the v1–v3 rule: counted as learning steps, a rounding-level ĝ applied
+    assert np.all(exact.zero_grad == 0.0) and np.all(exact.ghat_norm2 > 0.0)
+
+
+def test_zero_tol_none_is_the_exact_rule_and_tol_keeps_unequal_groups():
+    """``zero_tol=0`` on integer returns and ``zero_tol=None`` give bit-identical runs (only exactly equal groups
+    are zero either way); a tolerance far below the reward gaps changes nothing on a 0/1-free instance."""
+    base = TrainConfig(instance=TOKEN, estimator="is", G=4, n_prompts=2, eta=0.5, steps=30, seed=2,
+                       delay=dl.DelaySpec(kind="fixed", d=3))
+    runs = run_many([base, base.replace(zero_tol=0.0), base.replace(zero_tol=1e-12)])
+    for other in runs[1:]:
+        for name in ("J", "zero_grad", "ghat_norm2", "theta"):
+            np.testing.assert_array_equal(getattr(runs[0], name), getattr(other, name))
+    assert 0 < np.nanmean(runs[0].zero_grad) < 1  # both kinds of step occur, so the comparison bites
+
+
+@pytest.mark.parametrize("bad", [-1e-3, float("nan"), float("inf"), True, "0.1"])
+def test_zero_tol_validated(bad):
+    with pytest.raises(ValueError, match="zero_tol"):
+        TrainConfig(zero_tol=bad)

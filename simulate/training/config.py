@@ -152,6 +152,10 @@ class TrainConfig:
     """Adam denominator offset."""
     adv_norm: bool = False
     """GRPO advantages ``(R − R̄)/(std(R) + 1e-6)`` instead of ``R − R̄``."""
+    zero_tol: float | None = None
+    """zero-gradient tolerance τ: a group whose returns satisfy ``max − min ≤ τ·max(1, |max|, |min|)`` has
+    every advantage set to exactly 0 (no std-normalisation), so no rounding-level gradient is applied and
+    ``zero_grad`` is exact. ``None``: the exact rule of protocols v1–v3 (only bit-equal returns centre to 0)."""
     init_scale: float = 0.0
     """θ_0 ~ N(0, init_scale²) per logit (0: the uniform policy)."""
     collapse_frac: float = 0.1
@@ -177,6 +181,9 @@ class TrainConfig:
             raise ValueError(f"seed must be an integer in [0, 2**32), got {self.seed!r}")
         if not (0.0 <= self.collapse_frac < 1.0):
             raise ValueError(f"collapse_frac must be in [0, 1), got {self.collapse_frac!r}")
+        if self.zero_tol is not None and not (isinstance(self.zero_tol, (int, float)) and not isinstance(self.zero_tol, bool)
+                                              and math.isfinite(self.zero_tol) and self.zero_tol >= 0):
+            raise ValueError(f"zero_tol must be None or a finite number >= 0, got {self.zero_tol!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
             raise ValueError(f"init_scale must be a finite number >= 0, got {self.init_scale!r}")
         if not isinstance(self.delay, DelaySpec):

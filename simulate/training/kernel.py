@@ -26,8 +26,10 @@ RUN_DTYPE = np.dtype([
     ("code", np.int64), ("eps", np.float64), ("eps_low", np.float64), ("eps_high", np.float64),
     ("tau_m2", np.float64), ("G", np.int64), ("n_prompts", np.int64), ("eta", np.float64), ("seed", np.int64),
     ("opt", np.int64), ("beta1", np.float64), ("beta2", np.float64), ("adam_eps", np.float64),
-    ("adv_norm", np.bool_), ("collapse_frac", np.float64), ("theta_max", np.float64),
+    ("adv_norm", np.bool_), ("collapse_frac", np.float64), ("theta_max", np.float64), ("zero_tol", np.float64),
 ])
+#: ``RUN_DTYPE['zero_tol']`` of a run whose ``TrainConfig.zero_tol`` is ``None`` (v1–v3's exact rule).
+ZERO_TOL_OFF = -1.0
 
 
 @njit(cache=True)
@@ -56,7 +58,7 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     code, eps, eps_low, eps_high, tau_m2 = run.code, run.eps, run.eps_low, run.eps_high, run.tau_m2
     G, n_prompts, eta, seed, opt = run.G, run.n_prompts, run.eta, run.seed, run.opt
     beta1, beta2, adam_eps, adv_norm = run.beta1, run.beta2, run.adam_eps, run.adv_norm
-    collapse_frac, theta_max = run.collapse_frac, run.theta_max
+    collapse_frac, theta_max, zero_tol = run.collapse_frac, run.theta_max, run.zero_tol
     np.random.seed(seed)
     T, S, V = step_reward.shape
     P = w0.shape[0]
@@ -178,6 +180,16 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
                 ret = 1.0 if ub[n] < ret else 0.0
             adv[n] = ret  # centred per group below
         for g in range(n_prompts):
+            if zero_tol >= 0.0:  # equal within τ·scale: exactly zero advantages, not a mean's rounding error
+                hi = adv[g * G]
+                lo = adv[g * G]
+                for i in range(1, G):
+                    hi = max(hi, adv[g * G + i])
+                    lo = min(lo, adv[g * G + i])
+                if hi - lo <= zero_tol * max(1.0, abs(hi), abs(lo)):
+                    for i in range(G):
+                        adv[g * G + i] = 0.0
+                    continue
             mean = 0.0
             for i in range(G):
                 mean += adv[g * G + i]

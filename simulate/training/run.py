@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulate.training.config import OPTIMIZERS, TrainConfig, TrainResult, optimal_J
-from simulate.training.kernel import RUN_DTYPE, _train_batch_nb
+from simulate.training.kernel import RUN_DTYPE, ZERO_TOL_OFF, _train_batch_nb
 
 def run_training(config: TrainConfig, mdp=None) -> TrainResult:
     """Run one configuration; ``mdp`` (built from ``config.instance`` if ``None``) may be passed to skip rebuilding."""
@@ -47,11 +47,20 @@ def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None
 
 def run_records(configs) -> np.ndarray:
     """The runs' scalar settings as a :data:`simulate.training.kernel.RUN_DTYPE` array: each field from the
-    ``TrainConfig`` attribute of the same name (``opt``: the optimiser's index in ``OPTIMIZERS``)."""
+    ``TrainConfig`` attribute of the same name (``opt``: the optimiser's index in ``OPTIMIZERS``; ``zero_tol``
+    ``None`` as ``ZERO_TOL_OFF``)."""
     out = np.empty(len(configs), dtype=RUN_DTYPE)
     for name in RUN_DTYPE.names:
-        out[name] = [OPTIMIZERS.index(c.optimizer) if name == "opt" else getattr(c, name) for c in configs]
+        out[name] = [_record_value(c, name) for c in configs]
     return out
+
+
+def _record_value(c: TrainConfig, name: str):
+    if name == "opt":
+        return OPTIMIZERS.index(c.optimizer)
+    if name == "zero_tol":
+        return ZERO_TOL_OFF if c.zero_tol is None else float(c.zero_tol)
+    return getattr(c, name)
 
 
 def _run_batch(configs, mdp, K) -> list[TrainResult]:
