@@ -1,0 +1,148 @@
+"""What the report reads: the figures' JSON sidecars, the symbolic checks, and small formatting helpers.
+
+Every number the report prints comes from :func:`build`'s dictionary, itself only the sidecars in one
+folder (``figures/out`` for the committed report) plus ``theory.claims``' derivations, so the report can
+be rebuilt from committed sidecars without re-running a figure (``python -m figures.report``).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from pathlib import Path
+
+CLAIM_IDS = ("C1", "C2", "C3", "C4", "C5", "C5-T", "C6", "C7", "C8", "C9")
+#: Claims with no derivation (docs/THEORY.md §3): C9, and C5-T, the training implication of the bound C5.
+EMPIRICAL = {
+    "C5-T": ("delay cost in training falls with G", "in training at a fixed number of steps, the delay cost "
+             "Δ(G) = nAUC(d=0) − nAUC(d) of gmc falls with G as the tuned bound's delay term predicts, tic's does not"),
+    "C9": ("empirical robustness", "as the delay grows, is becomes unstable, onpolicy and tic/tis degrade, and gmc "
+           "keeps the best objective among the stable estimators"),
+}
+LM_FIGURE = "fig_llm_delay"
+REGIME_FIGURE = "fig_regime_map"
+#: (figure, claim id in its sidecar) → the id its rows judge in the report.
+TRAINING_IDS = {("fig_c5_protocol", "C5"): "C5-T"}
+#: An evidence row that reports a number without judging anything: shown as "—", never counted as a verdict.
+INFO = "reported"
+#: Claims judged from one figure's rows only (C6: its inequality on training runs, not fig_delay's χ² checks).
+VERDICT_FIGURE = {"C6": "fig_c6_overlap"}
+DASH = "—"
+
+
+def theory_rows(run_checks: bool = True) -> dict[str, dict]:
+    """``{claim id: {statement, title, result, ok, kind, summary}}`` from ``theory.claims`` (C5-T, C9 empirical)."""
+    from theory.claims import CLAIMS
+
+    rows = {}
+    for cid in CLAIM_IDS:
+        c = CLAIMS.get(cid)
+        if c is None:
+            title, statement = EMPIRICAL.get(cid, ("", ""))
+            rows[cid] = {"statement": statement, "title": title, "result": "empirical (no derivation)", "ok": None,
+                         "kind": "empirical (training)"}
+            continue
+        if not run_checks:  # deriving costs ~10 s of sympy: skipped when only the layout is wanted
+            rows[cid] = {"statement": c.statement, "title": c.title, "result": "(derivation not run)", "ok": None,
+                         "kind": c.kind}
+            continue
+        try:
+            ok = c.check()
+            result = c.result
+        except Exception as exc:  # noqa: BLE001 — a failing derivation is reported, not hidden
+            ok, result = False, f"derivation raised {type(exc).__name__}: {exc}"
+        rows[cid] = {"statement": c.statement, "title": c.title, "result": result, "ok": ok, "kind": c.kind,
+                     "summary": c.summary if ok else None}
+    return rows
+
+
+def load_sidecars(out_dir) -> list[dict]:
+    """Every figure sidecar ``*.json`` in ``out_dir`` that names a figure, in name order."""
+    out = []
+    for p in sorted(Path(out_dir).glob("*.json")):
+        try:
+            meta = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(meta, dict) and "figure" in meta:
+            meta["_png"] = p.with_suffix(".png") if p.with_suffix(".png").exists() else None
+            out.append(meta)
+    return out
+
+
+def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict | None = None,
+          run_checks: bool = True, report_path=None, provenance: dict | None = None) -> dict:
+    """Collect everything the report prints. ``provenance`` = ``{"commit", "dirty"}`` captured when the
+    run started (the run itself rewrites tracked figure files)."""
+    from sweep import code_version, git_commit
+
+    sidecars = load_sidecars(out_dir)
+    evidence = {c: [] for c in CLAIM_IDS}
+    lm = []
+    for meta in sidecars:
+        for ev in meta.get("evidence", []):
+            cid = ev.get("claim", "?")
+            # the protocol figure's C5 rows are training evidence: they judge C5-T, never the theorem C5
+            cid = TRAINING_IDS.get((meta["figure"], cid), cid)
+            (lm if meta["figure"] == LM_FIGURE else evidence.setdefault(cid, [])).append(ev)
+    if provenance is None:
+        commit = git_commit()
+        provenance = {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty")}
+    report_path = Path(report_path) if report_path else Path(out_dir) / "REPORT.md"
+    return {
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "quick": quick,
+        "provenance": provenance,
+        "code_version": code_version(),
+        "theory": theory_rows(run_checks),
+        "evidence": evidence,
+        "lm": lm,
+        "lm_meta": next((m for m in sidecars if m["figure"] == LM_FIGURE), None),
+        "c9": next((m["c9"] for m in sidecars if m.get("c9")), None),
+        "c5": next((m["c5"] for m in sidecars if m.get("c5")), None),
+        "c6": next((m["c6"] for m in sidecars if m.get("c6")), None),
+        "regime_map": next((m for m in sidecars if m["figure"] == REGIME_FIGURE), None),
+        "protocol": next((m["protocol"] for m in sidecars if m.get("protocol")), None),
+        "sidecars": sidecars,
+        "missing": [(m["figure"], why) for m in sidecars for why in m.get("missing", [])],
+        "timings": dict(timings or {}),
+        "failures": dict(failures or {}),
+        "out_dir": Path(out_dir),
+        "report_path": report_path,
+        "details_path": report_path.with_name(report_path.stem + "-details.md"),
+    }
+
+
+# --------------------------------------------------------------------------- formatting (never "None"/"nan")
+def finite(x) -> bool:
+    """A real, finite number (not None, not NaN/inf, not a bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def f(x, digits=3) -> str:
+    """A number in ``digits`` significant digits, ``—`` for a missing/non-finite one, text unchanged."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return DASH
+    return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
+
+
+def n(x) -> str:
+    """A count from a JSON table (floats where the column also holds NaN) as an integer, ``—`` if missing."""
+    return str(int(x)) if finite(x) else DASH
+
+
+def signed(x, digits=3) -> str:
+    """``+0.252`` / ``−0.113`` (fixed decimals), ``—`` if missing."""
+    return f"{x:+.{digits}f}".replace("-", "−") if finite(x) else DASH
+
+
+def per_G(ess, G):
+    """The tabular learner records the weight ESS ``(Σw)²/Σw²`` in [1, G]; tables print it as a fraction of G."""
+    if not finite(ess) or not finite(G):
+        return None
+    return float(ess) / float(G)
+
+
+def md_cell(s) -> str:
+    """A markdown table cell: pipes escaped, one line."""
+    return str(s).replace("|", "\\|").replace("\n", " ")
