@@ -15,7 +15,11 @@ Why cosmic-ray and not mutmut 3: mutmut 3 does not mutate decorated functions, s
 decorators do not matter. It edits files in place, hence the scratch copy: the working tree is
 never touched. ``NUMBA_DISABLE_JIT=1`` is set for the test runs: the kernels then run as plain
 Python with the same formulas, and each mutant costs no recompilation (with the JIT on, every
-mutant of kernels.py recompiles every kernel its tests call).
+mutant of kernels.py recompiles every kernel its tests call). The registry asks every kernel for its
+``py_func``, which a JIT-less ``njit`` does not give: a ``sitecustomize.py`` written into the scratch copy
+(:data:`NO_JIT_SHIM`) gives each such function itself as ``py_func``. Files without a kernel whose tests
+train (:data:`JIT_ON`) keep the JIT instead: their mutants never touch a kernel, so the cache the baseline
+fills stays valid (``asyncgrpo.numba_cache`` keys it on the files that hold ``njit``).
 
 Usage::
 
@@ -23,6 +27,7 @@ Usage::
     python mutation/run.py simulate/delays.py   # one target
     python mutation/run.py --report             # re-print the table of the last runs
     python mutation/run.py --count              # mutants per file, nothing run
+    python mutation/run.py --sample 12 --seed 0 simulate/training/overlap.py   # 12 mutants, chosen by the seed
 
 Results stay in the scratch folder (``--workdir``, default ``$TMPDIR/asyncgrpo-mutation``):
 one cosmic-ray session per file (``<file>.sqlite``) and ``<file>.survivors.txt`` with the diff of
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -58,7 +64,53 @@ TARGETS: dict[str, list[str]] = {
     "asyncgrpo/validation.py": ["tests/test_core_contracts.py", "tests/faults/test_api_types.py"],
     "simulate/delays.py": ["tests/test_core_contracts.py", "tests/test_delays.py"],
     "simulate/verdicts.py": ["tests/test_core_contracts.py", "tests/test_verdicts.py"],
+    # issue 39: the C6 overlap measurement, the protocol's C9 scope logic, the registry and the peers' maps.
+    # A test that trains, or pushes a map's math.exp past ℓ ≈ 709.78, cannot run without the JIT: left out
+    # (pytest's --deselect) where the file runs JIT-less. A pattern with * takes every test file it matches.
+    "simulate/training/overlap.py": ["tests/test_mutation_overlap.py", "tests/test_c6_overlap.py"],
+    "simulate/protocol/c9.py": ["tests/test_protocol.py", "tests/test_*c9*.py"],
+    "asyncgrpo/estimators/registry.py": [
+        "tests/test_mutation_registry.py", "tests/test_registry.py", "tests/test_mutation_peers.py",
+        "--deselect=tests/test_registry.py::test_parity_suite_on_every_registered_estimator[is]",
+        "--deselect=tests/test_registry.py::test_every_peer_runs_in_the_learner",
+        "--deselect=tests/test_registry.py::test_a_peer_runs_through_a_protocol_cell",
+        "--deselect=tests/test_registry.py::test_an_estimator_from_a_temporary_module_reaches_the_learner_kit_and_parity",
+    ],
+    **{f"asyncgrpo/estimators/maps/{m}.py": [
+        "tests/test_mutation_peers.py", "tests/test_peer_corrections.py", "tests/test_peer_losses.py",
+        *(f"tests/test_registry.py::test_parity_suite_on_every_registered_estimator[{n}]" for n in names),
+        "--deselect=tests/test_peer_losses.py::test_sapo_weight_is_finite_in_log_space_and_differs_from_verl_only_below_minus_20",
+        "--deselect=tests/test_peer_losses.py::test_peer_losses_run_in_the_learner_and_are_not_corrections",
+    ] for m, names in (("trl_opsm", ["trl_seq_mask"]), ("luspo", ["luspo"]), ("gpg", ["gpg"]), ("sapo", ["sapo"]),
+                       ("verl_rollout_corr", ["verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs"]))},
 }
+#: Targets run with the JIT on (module docstring): no kernel in the file, and tests that train.
+JIT_ON = {"simulate/training/overlap.py", "simulate/protocol/c9.py"}
+#: ``sitecustomize.py`` of a JIT-less scratch copy: ``njit`` then returns the plain function, which has no
+#: ``py_func`` for the registry to check and read; give it itself as one.
+NO_JIT_SHIM = '''"""Written by mutation/run.py: under NUMBA_DISABLE_JIT, njit-decorated functions get py_func = themselves."""
+import os
+
+if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+    import numba
+
+    def _mark(f):
+        if callable(f) and not hasattr(f, "py_func"):
+            f.py_func = f
+        return f
+
+    def _wrap(orig):
+        def decorator(*args, **kwargs):
+            if len(args) == 1 and callable(args[0]) and not kwargs:
+                return _mark(orig(args[0]))
+            inner = orig(*args, **kwargs)
+            return lambda f: _mark(inner(f))
+        return decorator
+
+    numba.njit, numba.jit = _wrap(numba.njit), _wrap(numba.jit)
+'''
+#: Output of a mutant left out by ``--sample`` (counted as "not run").
+NOT_SAMPLED = "not sampled"
 
 #: Operators left out, with the reason (regular expressions matched against cosmic-ray's names).
 #: What stays is the classic set (as mutmut's): a comparison's boundary moved (``<`` ↔ ``<=``) or
@@ -150,6 +202,14 @@ def _reason(equiv: dict, key: tuple) -> str | None:
     return equiv.get(key, equiv.get((*key[:4], None)))
 
 
+def _expand(tests: list[str], src: Path) -> list[str]:
+    """``tests`` with each ``*`` pattern replaced by the files it matches in ``src`` (none: dropped)."""
+    out = []
+    for t in tests:
+        out += sorted(str(p.relative_to(src)) for p in src.glob(t)) if "*" in t and "::" not in t else [t]
+    return out
+
+
 def _config(target: str, tests: list[str], timeout: float) -> str:
     cmd = f"{sys.executable} -m pytest -x -q -p no:cacheprovider -o addopts= -m 'not slow' " + " ".join(tests)
     excl = ", ".join(f"'{e}'" for e in EXCLUDED_OPERATORS)
@@ -195,7 +255,10 @@ def _mark_equivalent(db_path: Path, target: str, equiv: dict) -> int:
 def _env(src: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(src)  # the mutated copy, not the editable install of the working tree
-    env["NUMBA_DISABLE_JIT"] = "1"
+    if (src / "sitecustomize.py").exists():  # written for a JIT-less target (run_target)
+        env["NUMBA_DISABLE_JIT"] = "1"
+    else:
+        env.pop("NUMBA_DISABLE_JIT", None)
     env["NUMBA_CACHE_DIR"] = str(src / ".numba_cache")
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
@@ -204,6 +267,24 @@ def _env(src: Path) -> dict:
 def _cr(args: list[str], src: Path, **kw):
     bindir = Path(sys.executable).parent
     return subprocess.run([str(bindir / args[0]), *args[1:]], cwd=src, env=_env(src), **kw)
+
+
+def _sample(db_path: Path, target: str, equiv: dict, n: int, seed: int) -> tuple[int, int]:
+    """Keep ``n`` of the pending non-equivalent mutants, drawn by ``random.Random(f"{seed}:{target}")`` from
+    their keys in sorted order (so the draw depends on the seed and the file only, not on cosmic-ray's job
+    ids nor on which other files run); mark the rest skipped as not sampled. Returns ``(kept, pending)``."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    pool = sorted(((key, item) for item, res, key in _keyed(_items(db_path), target)
+                   if res is None and _reason(equiv, key) is None), key=lambda ki: ki[0])
+    keep = set(random.Random(f"{seed}:{target}").sample(range(len(pool)), min(n, len(pool))))
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for j, (_, item) in enumerate(pool):
+            if j not in keep:
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                      output=f"{NOT_SAMPLED}: --sample {n} --seed {seed}"))
+    return len(keep), len(pool)
 
 
 def _reset_survivors(db: Path, target: str, equiv: dict) -> int:
@@ -223,11 +304,14 @@ def _reset_survivors(db: Path, target: str, equiv: dict) -> int:
 
 
 def run_target(target: str, workdir: Path, timeout: float, count_only: bool = False,
-               rerun_survivors: bool = False, source: Path | None = None, max_minutes: float | None = None) -> None:
+               rerun_survivors: bool = False, source: Path | None = None, max_minutes: float | None = None,
+               sample: int | None = None, seed: int = 0) -> None:
     tag = _tag(target)
     src = _scratch(workdir, tag, source)
+    if target not in JIT_ON:
+        (src / "sitecustomize.py").write_text(NO_JIT_SHIM)
     cfg = workdir / f"{tag}.toml"
-    cfg.write_text(_config(target, TARGETS[target], timeout))
+    cfg.write_text(_config(target, _expand(TARGETS[target], src), timeout))
     db = workdir / f"{tag}.sqlite"
     equiv = _equivalents()
     if rerun_survivors and db.exists():
@@ -237,6 +321,9 @@ def run_target(target: str, workdir: Path, timeout: float, count_only: bool = Fa
         _cr(["cosmic-ray", "init", str(cfg), str(db)], src, check=True)
         _cr(["cr-filter-operators", str(db), str(cfg)], src, check=True, capture_output=True)
     n_eq = _mark_equivalent(db, target, equiv)
+    if sample is not None and not rerun_survivors:
+        kept, pool = _sample(db, target, equiv, sample, seed)
+        print(f"{target}: sampled {kept} of {pool} mutants (--sample {sample} --seed {seed})", flush=True)
     pending = sum(1 for _, r in _items(db) if r is None)
     print(f"{target}: {pending} mutants to run, {n_eq} listed as equivalent", flush=True)
     if count_only:
@@ -281,6 +368,7 @@ def score(target: str, workdir: Path) -> tuple[int, int, int, int] | None:
             pending += 1
         elif res.worker_outcome == "skipped":
             e += (res.output or "").startswith("equivalent:")
+            pending += (res.output or "").startswith(NOT_SAMPLED)
         elif res.test_outcome == "survived":
             e += listed
             s += not listed
@@ -322,10 +410,15 @@ def main(argv=None) -> int:
     ap.add_argument("--count", action="store_true", help="only count the mutants of each file")
     ap.add_argument("--rerun-survivors", action="store_true",
                     help="keep the last session of each file and run only its survivors again (after adding tests)")
+    ap.add_argument("--sample", type=int, metavar="N", default=None,
+                    help="run only N mutants per file, drawn by --seed from the non-equivalent ones (the rest: not run)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of --sample's draw (default 0)")
     ap.add_argument("--snapshot", type=Path, metavar="DIR",
                     help="only copy the tree as it is now into DIR (to score a fixed state of the tests later)")
     ap.add_argument("--source", type=Path, metavar="DIR", help="mutate a copy of DIR (from --snapshot), not of the tree")
     args = ap.parse_args(argv)
+    if args.sample is not None and args.sample < 1:
+        ap.error(f"--sample must be a positive number of mutants per file, got {args.sample}")
     if args.snapshot:
         shutil.copytree(_scratch(args.snapshot.parent, "snapshot-tmp"), args.snapshot, dirs_exist_ok=False)
         shutil.rmtree(args.snapshot.parent / "src-snapshot-tmp")
@@ -338,7 +431,7 @@ def main(argv=None) -> int:
     if not args.report:
         for t in targets:
             run_target(t, args.workdir, args.timeout, count_only=args.count, rerun_survivors=args.rerun_survivors,
-                       source=args.source, max_minutes=args.max_minutes)
+                       source=args.source, max_minutes=args.max_minutes, sample=args.sample, seed=args.seed)
     if args.count:
         return 0
     return report(args.workdir, targets)
