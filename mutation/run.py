@@ -95,8 +95,7 @@ if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
     import numba
 
     def _mark(f):
-        if callable(f) and not hasattr(f, "py_func"):
-            f.py_func = f
+        f.py_func = getattr(f, "py_func", f)
         return f
 
     def _wrap(orig):
@@ -109,8 +108,7 @@ if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
 
     numba.njit, numba.jit = _wrap(numba.njit), _wrap(numba.jit)
 '''
-#: Output of a mutant left out by ``--sample`` (counted as "not run").
-NOT_SAMPLED = "not sampled"
+NOT_SAMPLED = "not sampled"  # output of a mutant left out by --sample (counted as "not run")
 
 #: Operators left out, with the reason (regular expressions matched against cosmic-ray's names).
 #: What stays is the classic set (as mutmut's): a comparison's boundary moved (``<`` ↔ ``<=``) or
@@ -182,6 +180,17 @@ def _equivalents() -> dict[tuple, str]:
         if not reason.strip():
             raise ValueError(f"equivalent.txt: entry without a reason: {raw!r}")
         out[(path, int(ln), int(col), op, int(idx) if idx else None)] = reason.strip()
+    return out
+
+
+def _auto_equivalents(target: str, root: Path = ROOT) -> dict[tuple, str]:
+    """``cache=True`` → ``False`` in an ``@njit(...)`` decorator of ``target``: equivalent by construction (whether
+    Numba keeps compiled code on disk is not behaviour), keyed as in equivalent.txt."""
+    out = {}
+    for n, line in enumerate((root / target).read_text().splitlines(), 1):
+        if line.lstrip().startswith(("@njit(", "@numba.njit(")) and "cache=True" in line:
+            col = line.index("cache=True") + len("cache=")
+            out[(target, n, col, "core/ReplaceTrueWithFalse", None)] = "njit cache flag: on-disk caching, not behaviour"
     return out
 
 
@@ -313,7 +322,7 @@ def run_target(target: str, workdir: Path, timeout: float, count_only: bool = Fa
     cfg = workdir / f"{tag}.toml"
     cfg.write_text(_config(target, _expand(TARGETS[target], src), timeout))
     db = workdir / f"{tag}.sqlite"
-    equiv = _equivalents()
+    equiv = {**_equivalents(), **_auto_equivalents(target, src)}
     if rerun_survivors and db.exists():
         print(f"{target}: running {_reset_survivors(db, target, equiv)} earlier survivors again", flush=True)
     else:
@@ -360,7 +369,7 @@ def score(target: str, workdir: Path) -> tuple[int, int, int, int] | None:
     db = workdir / f"{_tag(target)}.sqlite"
     if not db.exists():
         return None
-    equiv = _equivalents()
+    equiv = {**_equivalents(), **_auto_equivalents(target)}
     k = s = e = pending = 0
     for _, res, key in _keyed(_items(db), target):
         listed = _reason(equiv, key) is not None
