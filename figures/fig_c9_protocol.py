@@ -179,4 +179,7 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
                           seeds=dict(tune=list(res.protocol.tune_seeds), eval=list(res.protocol.eval_seeds)),
                           evidence=ev)
     meta.update(caption=CAPTION, protocol=protocol_data.protocol_meta(res), c9=c9)
+    if res.protocol.version >= 4:  # the one-screen report's interface (figures/report.py)
+        meta.update(answer=protocol_data.answer_rows(res), sections=[protocol_data.scope_section(res)],
+                    appendix_tables=protocol_data.appendix_tables(res))
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

@@ -17,7 +17,7 @@ from simulate.protocol.c5 import c5_instance
 from simulate.protocol.c9 import c9_instance
 from simulate.protocol.cells import run_metrics
 from simulate.protocol.instances import TrainingInstance
-from simulate.protocol.spec import DEFAULT_PATH, V1_PATH, V2_PATH
+from simulate.protocol.spec import DEFAULT_PATH, V1_PATH, V2_PATH, V3_PATH
 from simulate.training import TrainConfig, run_training
 
 TINY = """
@@ -68,8 +68,8 @@ eval_seeds = [100, 101]
 def test_committed_protocol_has_disjoint_seeds_and_its_hash(quick):
     p = load_protocol(quick=quick)
     assert not set(p.tune_seeds) & set(p.eval_seeds)
-    assert len(p.eval_seeds) >= (8 if quick else 24) and len(p.tune_seeds) >= (4 if quick else 8)
-    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest() and p.version == 3
+    assert len(p.eval_seeds) >= (8 if quick else 24) and len(p.tune_seeds) >= (4 if quick else 16)
+    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest() and p.version == 4
     assert len(p.instances) >= 4 and "feature-loglinear" in p.instances
     assert set(p.instances) <= set(INSTANCES)
 
@@ -424,17 +424,17 @@ def test_v2_stays_loadable_under_its_own_hash_and_rules():
     v2 = load_protocol(V2_PATH)
     assert v2.version == 2 and v2.sha256.startswith("c54c92711815") and v2.normalise == "path"
     assert not v2.rate_premise_d0 and v2.delays == (0, 2, 4, 8) and v2.G == (4, 8, 32)
-    v3 = load_protocol()
+    v3 = load_protocol(V3_PATH)
     assert v3.version == 3 and v3.normalise == "class" and v3.rate_premise_d0
     # v3 judges only what the verdicts use: d ∈ {0, primary d} at the primary ε and G
     assert v3.delays == (0, v3.primary["d"]) and v3.G == (v3.primary["G"],) and v3.eps == (v3.primary["eps"],)
-    assert load_protocol(quick=True).c5["G"] == [2, 8, 32]  # [quick] names its C5 group sizes
+    assert load_protocol(V3_PATH, quick=True).c5["G"] == [2, 8, 32]  # [quick] names its C5 group sizes
 
 
 def test_v3_rate_subclaims_need_a_stable_learner_at_d0():
     """A failure at d counts against the delay only if the same estimator at d = 0 is stable: with `is`
     failing as often at d = 0 as at d, "is unstable" is out of scope with the count, never `holds`."""
-    p = load_protocol()
+    p = load_protocol(V3_PATH)
     d = p.primary["d"]
     good = {("onpolicy", 0): 0.7, ("onpolicy", d): 0.4, ("tic", 0): 0.7, ("tic", d): 0.5, ("tis", 0): 0.7,
             ("tis", d): 0.5, ("gmc", 0): 0.7, ("gmc", d): 0.68, ("is", 0): 0.7, ("is", d): 0.3}
@@ -456,7 +456,7 @@ def test_v3_normalises_by_the_policy_class_optimum():
     from simulate.protocol.cells import reference_J
     from simulate.protocol.instances import exact_J_grad_w, get_instance
 
-    v2, v3 = load_protocol(V2_PATH), load_protocol()
+    v2, v3 = load_protocol(V2_PATH), load_protocol(V3_PATH)
     tab = get_instance("count-frac")
     assert tab.J_class == tab.J_star == reference_J(tab, v3) == reference_J(tab, v2)
     feat = get_instance("feature-loglinear")

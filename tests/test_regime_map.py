@@ -18,6 +18,9 @@ from simulate.protocol import load_protocol
 from simulate.protocol import regime_map as rm
 
 PROTO = load_protocol()
+from simulate.protocol.spec import V3_PATH  # noqa: E402
+
+V3 = load_protocol(V3_PATH)  # v2/v3's rule: "gmc − best stable" drops a rival that fails often
 
 
 # ----------------------------------------------------------------------------- boundary (synthetic)
@@ -75,19 +78,23 @@ def test_comparisons_pair_by_seed_and_take_the_best_stable_rival():
     tis = gmc - 0.2
     fails = {"is": ["diverged", "collapsed", "locked_in", "none", "none", "none"],
              "tic": ["locked_in", "none", "none", "none", "none", "none"]}  # 1/6 ≤ p0: still stable
-    c = rm.comparisons(_runs(dict(onpolicy=onp, gmc=gmc, tis=tis, tic=tic, **{"is": is_}), fails), PROTO)
+    c = rm.comparisons(_runs(dict(onpolicy=onp, gmc=gmc, tis=tis, tic=tic, **{"is": is_}), fails), V3)
     assert list(c.comparison) == ["gmc − best stable", "gmc − onpolicy"]
     one = c.set_index("comparison")
     diff = gmc - onp
     m, se = diff.mean(), stats.sem(diff)
     q = stats.t.ppf(0.975, 5)
     r = one.loc["gmc − onpolicy"]
-    assert r.rival == "onpolicy" and r.kind == "superiority" and r.threshold == PROTO.margin
+    assert r.rival == "onpolicy" and r.kind == "superiority" and r.threshold == V3.margin
     assert math.isclose(r.estimate, m) and math.isclose(r.lo, m - q * se) and math.isclose(r.hi, m + q * se)
     assert r.sign == "gmc ahead" and r.verdict == "holds"  # lo > +δ: ahead by more than the margin
     b = one.loc["gmc − best stable"]
-    assert b.rival == "tic" and b.kind == "noninferiority" and b.threshold == -PROTO.margin
+    assert b.rival == "tic" and b.kind == "noninferiority" and b.threshold == -V3.margin
     assert math.isclose(b.estimate, (gmc - tic).mean())
+    # v4: no rival is dropped — `is`, the best mean, is the rival although it fails in 3/6 runs
+    c4 = rm.comparisons(_runs(dict(onpolicy=onp, gmc=gmc, tis=tis, tic=tic, **{"is": is_}), fails), PROTO)
+    b4 = c4.set_index("comparison").loc["gmc − best rival"]
+    assert b4.rival == "is" and math.isclose(b4.estimate, (gmc - is_).mean()) and b4.verdict == "refuted"
     # the failure split of every estimator, on both rows
     assert (r.is_diverged, r.is_collapsed, r.is_locked_in) == (1, 1, 1)
     assert (r.tic_diverged, r.tic_locked_in, r.gmc_locked_in) == (0, 1, 0)
@@ -96,9 +103,33 @@ def test_comparisons_pair_by_seed_and_take_the_best_stable_rival():
 def test_no_stable_rival_and_behind():
     gmc = np.array([0.5, 0.52, 0.49, 0.51, 0.5, 0.48])
     all_fail = ["collapsed"] * 6
-    c = rm.comparisons(_runs(dict(onpolicy=gmc + 0.2, gmc=gmc), {"onpolicy": all_fail}), PROTO).set_index("comparison")
+    c = rm.comparisons(_runs(dict(onpolicy=gmc + 0.2, gmc=gmc), {"onpolicy": all_fail}), V3).set_index("comparison")
     assert pd.isna(c.loc["gmc − best stable", "rival"]) and c.loc["gmc − best stable", "sign"] == "no stable rival"
     assert c.loc["gmc − onpolicy", "sign"] == "gmc behind"  # onpolicy is compared whether it fails or not
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(delays=(0, 4, 4)), "delays must not repeat"),
+    (dict(instances=("count-frac", "count-frac")), "instances must not repeat"),
+    (dict(G=(8, 8)), "G must not repeat"),
+    (dict(seeds=(1000, 1000)), "seeds must not repeat"),
+    (dict(delays=(0, 2.5)), r"delays must be integers.*2\.5"),
+    (dict(G=(10.7,)), r"G must be integers.*10\.7"),
+    (dict(seeds=(1000.5,)), "seeds must be integers"),
+    (dict(G=(0,)), "G must be integers >= 1"),
+    (dict(G=(3,)), "G must divide budget"),
+    (dict(seeds=()), "seeds must hold at least one value"),
+    (dict(seeds=(-1,)), r"seeds must be integers \[0, 2³²\)"),
+    (dict(instances=("nope",)), "instances: unknown"),
+    (dict(eta_factors=(0.0,)), "eta_factors must be finite numbers > 0"),
+])
+def test_map_refuses_axes_that_would_silently_change_it(kw, msg):
+    """Issue 38 items 3, 7, 20: refused before any cell runs (seen failing: delays=(0,4,4) doubled n, 2.5 ran
+    as d = 2, G=(0,) raised ZeroDivisionError, seeds=() IndexError)."""
+    args = dict(instances=("count-frac",), delays=(0, 4), eta_factors=(1.0,), G=(8,), eps=(0.2,), seeds=(1000, 1001))
+    args.update(kw)
+    with pytest.raises(ValueError, match=msg):
+        rm.regime_map(**args, proto=PROTO)
 
 
 # ----------------------------------------------------------------------------- a tiny real map

@@ -19,6 +19,11 @@ a fixed sample budget the bound's own delay term would grow as ``G^{2/5}``).
   that it is below ``−slope_margin``. When ``Δ̄ ≤ 0`` at some G the log is undefined and test B is
   ``inconclusive`` with that reason. The measured gmc slope is reported next to the local exponent
   of the tuned bound at the same G (theory), for reference only.
+
+**Version 4.** The premise is C9's regime of the same instance (gmc's learning-phase χ² at the primary cell,
+:func:`simulate.protocol.c9.learning_regime`, with its interval): one χ² premise, computed once. Test B is
+retired (``c5.test_b = "retired"``) with the reason :func:`test_b_retired` prints: the power it would have
+at the theory's own prediction with the s.e. v3 measured, and the seeds power ``power_target`` would need.
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ from simulate import verdicts as vd
 from simulate.protocol.c9 import eval_values
 from simulate.protocol.spec import Protocol
 
-__all__ = ["c5_premise", "delta_matrix", "test_a", "test_b", "c5_instance", "c5_verdicts", "fixed_eta"]
+__all__ = ["c5_premise", "delta_matrix", "test_a", "test_b", "test_b_retired", "c5_instance", "c5_verdicts",
+           "fixed_eta"]
 
 
 def fixed_eta(table: pd.DataFrame, proto: Protocol) -> float:
@@ -150,27 +156,60 @@ def test_b(table: pd.DataFrame, proto: Protocol, local_exponent=None) -> dict:
     return out
 
 
-def c5_instance(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None) -> dict:
-    """C5 on one instance: premise, tests A and B, and the instance verdict."""
-    ok, chi2 = c5_premise(table, proto)
-    res = dict(in_scope=ok, chi2_median=chi2)
+def test_b_retired(proto: Protocol) -> dict:
+    """Why test B is not run (v4): with the theory's predicted slope difference ``p`` over ``c5.G`` (regime
+    ``c5.theory_regime``) and the threshold ``p/2``, the test's power at s.e. ``σ`` is
+    ``Φ(|p/2|/σ − z_{1−α})`` (:func:`simulate.verdicts.interval_power`); power ``power_target`` needs
+    ``σ ≤ |p/2|/(z_{1−α} + z_{power})``, and since ``σ ∝ 1/√n`` the v3 s.e. at ``n = 24`` sets the seeds needed."""
+    from theory.c5_local import tuned_bound_slope
+
+    c = proto.c5
+    regime = c.get("theory_regime", "comparable")
+    pred = tuned_bound_slope(list(c["G"]), regime, "gmc") - tuned_bound_slope(list(c["G"]), regime, "tic")
+    se3, n3 = float(c.get("test_b_v3_se", math.nan)), 24
+    need = abs(pred / 2) / (stats.norm.ppf(1 - proto.alpha) + stats.norm.ppf(proto.power_target))
+    power = vd.interval_power(pred, se3, proto.alpha) if math.isfinite(se3) else math.nan
+    n_need = int(math.ceil(n3 * (se3 / need) ** 2)) if math.isfinite(se3) else None
+    reason = (f"retired: at the theory's predicted slope difference {pred:+.3f} ({regime} regime, G ∈ {list(c['G'])}) "
+              f"the threshold is {pred / 2:+.3f}; with v3's measured bootstrap s.e. {se3:.3g} (n = {n3} seeds) its power "
+              f"is {power:.2f}, and power {proto.power_target:g} needs s.e. ≤ {need:.3g}, i.e. ≈ {n_need} seeds")
+    return dict(test="B", verdict=vd.OUT_OF_SCOPE, retired=True, predicted=pred, threshold=pred / 2, se_v3=se3,
+                power=power, se_needed=need, n_needed=n_need, reason=reason)
+
+
+def c5_instance(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None,
+                regime=None) -> dict:
+    """C5 on one instance: premise, tests A and B, and the instance verdict. ``regime`` (v4): C9's
+    sub-claim row of the instance, whose ``chi2_median``/``chi2_lo``/``chi2_hi`` are the premise."""
+    if regime is not None:
+        chi2 = float(regime.chi2_median)
+        ok = bool(np.isfinite(chi2) and chi2 <= proto.local_chi2)
+        lo, hi = float(getattr(regime, "chi2_lo", math.nan)), float(getattr(regime, "chi2_hi", math.nan))
+        res = dict(in_scope=ok, chi2_median=chi2, chi2_lo=lo, chi2_hi=hi, premise_source="C9 regime (gmc, primary cell)")
+        where = f"gmc at the primary cell (C9's regime), 95 % order-statistic interval [{lo:.3g}, {hi:.3g}]"
+    else:
+        ok, chi2 = c5_premise(table, proto)
+        res = dict(in_scope=ok, chi2_median=chi2)
+        where = f"d = {proto.c5['d']}"
     if not ok:
         phase = " over the learning phase" if proto.version >= 2 else ""
         res.update(verdict=vd.OUT_OF_SCOPE, reason=f"premise not met: median χ²(π_θ‖μ){phase} = {chi2:.3g} > "
-                   f"{proto.local_chi2:g} at d = {proto.c5['d']}")
+                   f"{proto.local_chi2:g} at {where}")
         return res
     a = test_a(fixed, proto) if fixed is not None and len(fixed) else None
-    b = test_b(table, proto, local_exponent)
+    b = test_b_retired(proto) if proto.c5.get("test_b", "run") == "retired" else test_b(table, proto, local_exponent)
     parts = ([] if a is None else list(a.verdict)) + [b["verdict"]]
     res.update(test_a=a, test_b=b, verdict=vd.combine(parts), reason="")
     return res
 
 
-def c5_verdicts(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None) -> dict:
-    """C5 per instance and aggregated (:func:`simulate.verdicts.aggregate`)."""
+def c5_verdicts(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None,
+                regimes: dict | None = None) -> dict:
+    """C5 per instance and aggregated (:func:`simulate.verdicts.aggregate`); ``regimes`` (v4): C9's
+    sub-claim row per instance, the premise (:func:`c5_instance`)."""
     per = {}
     for inst, t in table.groupby("instance", sort=False):
         f = None if fixed is None else fixed[fixed.instance == inst]
-        per[inst] = c5_instance(t, f, proto, local_exponent)
+        per[inst] = c5_instance(t, f, proto, local_exponent, None if regimes is None else regimes[inst])
     agg = vd.aggregate([r["verdict"] for r in per.values()], proto.min_fraction) if per else vd.OUT_OF_SCOPE
     return dict(per_instance=per, verdict=agg)

@@ -17,11 +17,19 @@ every row (``eta_tuned``, ``eta_at_edge``, ``n_widen``, ``window_octaves``).
   after a divergence the curve counts as ``J_0`` (normalised 0);
 - ``chi2_med``: the median over steps of the exact ``χ²(π_{θ_k}‖μ_k)``: the run's overlap regime.
 
-**Tuning.** The score of an η is the mean ``nauc`` over the tuning seeds. The grid starts at
+**Tuning.** The score of an η is the mean ``nauc`` over the tuning seeds (v4, ``eta_rule = "lcb"``: its lower
+confidence bound ``mean − t_{n−1, eta_lcb_level}·s/√n``, so a high-variance η loses). The grid starts at
 ``2^{eta_log2}`` in half-octaves; while the best η sits on an edge the grid grows by two points on
 that side (at most ``max_widen`` times; ``eta_at_edge`` reports a cell that still ends on an edge).
 ``window_octaves`` is the width (in octaves) of the contiguous η range whose score is within
 ``window_delta`` of the best: a direct measure of how forgiving the estimator is to tuning.
+
+**Version 4.** Every learner run gets the protocol's ``zero_tol`` (a group whose returns are equal within
+it has advantages exactly 0, :class:`simulate.training.TrainConfig`); token-level maps run at ``T·η``
+(``token_eta = "length"``: their ĝ is length-normalised, ``c = k/T``, so ``T·η`` is the trajectory maps'
+step; the ``eta`` column keeps the length-normalised η, ``eta_step`` the one applied); the held-out seeds
+are also run at ``η·2^{sensitivity_step_log2}`` (``eta_kind = "lower"``), and every row carries the chosen
+η's tuning mean and bound (``tune_nauc``, ``tune_lcb``).
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from simulate import delays as dl
 from simulate.protocol.instances import TrainingInstance, get_instance
@@ -37,7 +46,10 @@ from simulate.training import TrainConfig, run_many
 
 THETA_MAX = 1e8  # "diverged" means effectively non-finite, not merely a saturated softmax
 
-__all__ = ["run_cell", "run_metrics", "policy_entropy", "eval_at", "reference_J", "THETA_MAX"]
+__all__ = ["run_cell", "run_metrics", "policy_entropy", "eval_at", "reference_J", "step_eta", "tuning_scores",
+           "THETA_MAX", "EVAL_KINDS"]
+#: ``eval_at`` kinds: C5 test A, and the common arm at η, its neighbour above and (v4) the sensitivity η.
+EVAL_KINDS = ("fixed", "common", "common-neighbour", "common-lower")
 
 
 def run_metrics(result, J_star: float, collapse_drop: float, *, lockin_nJ: float = math.nan,
@@ -123,22 +135,37 @@ def policy_entropy(inst, theta: np.ndarray) -> float:
     return float(np.sum(d[:-1] * h) / th.shape[0])
 
 
+def step_eta(inst: TrainingInstance, estimator: str, eta: float, proto: Protocol) -> float:
+    """The η the learner applies for the length-normalised ``eta``: ``T·η`` for a token-level map under
+    ``token_eta = "length"`` (its ĝ has coefficients ``k/T`` where a trajectory map's have ``k``, so at
+    ``d = 0``, where every ``k = 1``, both take the same step), else ``eta``."""
+    from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
+
+    if proto.token_eta == "length" and estimator in TOKEN_ESTIMATORS:
+        return float(eta) * int(inst.next_state.shape[0])
+    return float(eta)
+
+
 def _configs(inst: TrainingInstance, estimator: str, d: int, eps: float, G: int, etas, seeds, proto: Protocol,
              K: int | None):
     steps = proto.budget // (G * proto.n_prompts) if K is None else int(K)
-    return [TrainConfig(instance=inst, estimator=estimator, eps=eps, G=G, n_prompts=proto.n_prompts, eta=eta,
-                        steps=steps, delay=dl.fixed(d), seed=int(s),
-                        collapse_frac=0.0, theta_max=THETA_MAX)
+    extra = {} if proto.zero_tol is None else dict(zero_tol=float(proto.zero_tol))  # v4 (None: v1–v3's exact rule)
+    return [TrainConfig(instance=inst, estimator=estimator, eps=eps, G=G, n_prompts=proto.n_prompts,
+                        eta=step_eta(inst, estimator, eta, proto), steps=steps, delay=dl.fixed(d), seed=int(s),
+                        collapse_frac=0.0, theta_max=THETA_MAX, **extra)
             for eta in etas for s in seeds]
 
 
 def _run(inst, estimator, d, eps, G, etas, seeds, proto, phase, eta_kind=None, K=None) -> list[dict]:
     cfgs = _configs(inst, estimator, d, eps, G, etas, seeds, proto, K)
     rows = []
-    for c, r in zip(cfgs, run_many(cfgs)):
-        row = dict(phase=phase, eta=c.eta, seed=c.seed,
+    grid = [float(e) for e in etas for _ in seeds]  # the length-normalised η of each config
+    for c, r, eta in zip(cfgs, run_many(cfgs), grid):
+        row = dict(phase=phase, eta=eta, seed=c.seed,
                    **run_metrics(r, reference_J(inst, proto), proto.collapse_drop, lockin_nJ=proto.lockin_nJ,
                                  lockin_grad_rel=proto.lockin_grad_rel, learning_gap=proto.learning_gap))
+        if c.eta != eta:
+            row["eta_step"] = c.eta
         if phase != "tune":
             row["entropy_final"] = policy_entropy(inst, r.theta)
         if eta_kind is not None:
@@ -166,7 +193,10 @@ def run_cell(instance, estimator: str, d: int, eps: float, G: int, proto: Protoc
     n_widen = 0
     while True:
         tune = pd.DataFrame(rows)
-        score = tune.groupby("eta")["nauc"].mean().sort_index()
+        mean, lcb = tuning_scores(tune, proto)
+        score = lcb if proto.eta_rule == "lcb" else mean
+        if proto.version >= 4:  # compared at 12 decimals: maps that coincide at d = 0 (token-level at T·η, whose
+            score = score.round(12)  # 1/T may round in the last bit) must pick the same η
         etas = list(score.index)
         best = int(np.argmax(score.to_numpy()))  # first maximum: deterministic on ties
         at_low, at_high = best == 0, best == len(etas) - 1
@@ -177,17 +207,31 @@ def run_cell(instance, estimator: str, d: int, eps: float, G: int, proto: Protoc
         lo, hi = (lo - 2 * step, hi) if at_low else (lo, hi + 2 * step)
         rows += _run(inst, estimator, d, eps, G, new, proto.tune_seeds, proto, "tune", K=K)
     eta_tuned = float(etas[best])
-    window = _window(etas, score.to_numpy(), best, proto.window_delta)
+    window = _window(etas, mean.to_numpy(), int(np.argmax(mean.to_numpy())), proto.window_delta)
     neighbour = eta_tuned * 2.0 ** proto.neighbour_step_log2
     rows += _run(inst, estimator, d, eps, G, [eta_tuned], proto.eval_seeds, proto, "eval", "tuned", K=K)
     rows += _run(inst, estimator, d, eps, G, [neighbour], proto.eval_seeds, proto, "eval", "neighbour", K=K)
+    if math.isfinite(proto.sensitivity_step_log2):  # v4: the sensitivity line's η/√2
+        rows += _run(inst, estimator, d, eps, G, [eta_tuned * 2.0 ** proto.sensitivity_step_log2], proto.eval_seeds,
+                     proto, "eval", "lower", K=K)
     out = pd.DataFrame(rows)
     out["eta_kind"] = out["eta_kind"].fillna("grid") if "eta_kind" in out else "grid"
     steps = proto.budget // (G * proto.n_prompts) if K is None else int(K)
     out = out.assign(instance=inst.name, estimator=estimator, d=int(d), eps=float(eps), G=int(G), K=steps,
                      eta_tuned=eta_tuned,
-                     eta_at_edge=bool(at_low or at_high), n_widen=n_widen, window_octaves=window)
+                     eta_at_edge=bool(at_low or at_high), n_widen=n_widen, window_octaves=window,
+                     tune_nauc=float(mean.iloc[best]), tune_lcb=float(lcb.iloc[best]))
     return out
+
+
+def tuning_scores(tune: pd.DataFrame, proto: Protocol) -> tuple[pd.Series, pd.Series]:
+    """Per grid η (sorted): the mean tuning nAUC and its one-sided lower confidence bound
+    ``mean − t_{n−1, eta_lcb_level}·s/√n`` over the tuning seeds (``s`` the sample s.d.; a bound equal to
+    the mean when every seed gives the same nAUC)."""
+    g = tune.groupby("eta")["nauc"]
+    mean, sd, n = g.mean().sort_index(), g.std(ddof=1).sort_index().fillna(0.0), g.size().sort_index()
+    t = stats.t.ppf(proto.eta_lcb_level, np.maximum(n.to_numpy() - 1, 1))
+    return mean, mean - t * sd / np.sqrt(n)
 
 
 def eval_at(instance, estimator: str, d: int, eps: float, G: int, eta: float, proto: Protocol,
@@ -195,8 +239,8 @@ def eval_at(instance, estimator: str, d: int, eps: float, G: int, eta: float, pr
     """Evaluation seeds at a given η: one row per run. ``kind="fixed"``: C5 test A (``phase = "fixed"``);
     ``kind="common"`` / ``"common-neighbour"``: the v2 common-η arm at η and at its grid neighbour
     (``phase = "eval"``, ``eta_kind = kind``)."""
-    if kind not in ("fixed", "common", "common-neighbour"):
-        raise ValueError(f"kind must be 'fixed', 'common' or 'common-neighbour', got {kind!r}")
+    if kind not in EVAL_KINDS:
+        raise ValueError(f"kind must be one of {EVAL_KINDS}, got {kind!r}")
     inst = get_instance(instance)
     rows = _run(inst, estimator, d, eps, G, [eta], proto.eval_seeds, proto, "fixed" if kind == "fixed" else "eval",
                 kind, K=K)

@@ -51,17 +51,20 @@ import pandas as pd
 
 from simulate import verdicts as vd
 from simulate.protocol import cells as pc
-from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
+from simulate.protocol.spec import DEFAULT_PATH, Protocol, check_axes, load_protocol
 
 __all__ = ["RegimeMap", "regime_map", "standard_map", "merge", "map_cell", "tuned_etas", "tuned_arm_runs",
            "cell_table", "comparisons", "boundary", "DELAYS", "ETA_FACTORS", "ESTIMATORS", "TUNED_ESTIMATORS",
-           "DEFAULT_G", "DEFAULT_EPS", "FULL_G", "FULL_EPS", "QUICK"]
+           "DEFAULT_G", "DEFAULT_EPS", "FULL_G", "FULL_EPS", "QUICK", "TUNED_DELAYS"]
 
 DELAYS = (0, 1, 2, 4, 8, 16, 32, 64)
 ETA_FACTORS = (2.0 ** -2, 2.0 ** -1, 1.0, 2.0, 4.0)
 ESTIMATORS = ("onpolicy", "is", "tis", "tic", "gmc")
 #: The tuned arm's estimators: the map's headline comparison (a cell each per d: tuning costs ~3× evaluating).
 TUNED_ESTIMATORS = ("onpolicy", "gmc")
+#: The standard map's tuned-arm delays: d = 0 and the primary d are the protocol's own cells; 2 and 32 add
+#: a short and a long delay (v4's 16 tuning seeds make a tuned cell ~1.8× v3's, so not every map d).
+TUNED_DELAYS = (0, 2, 8, 32)
 #: The default grid fits ~4 min on 2 cores (module docstring): the primary G and ε only.
 DEFAULT_G = (8,)
 DEFAULT_EPS = (0.2,)
@@ -252,14 +255,15 @@ def comparisons(runs: pd.DataFrame, proto: Protocol, estimators=ESTIMATORS) -> p
         for e in ("gmc", *present):
             for fl in FAILURES:
                 base[f"{e}_{fl}"] = int(cidx.loc[key(e), f"n_{fl}"])
-        stable = [e for e in present if cidx.loc[key(e), "fail_rate"] <= proto.failure_p0]
+        # v4: no rival is dropped for failing (a failed run keeps its nAUC); v2/v3: the best *stable* rival
+        stable = [e for e in present if proto.version >= 4 or cidx.loc[key(e), "fail_rate"] <= proto.failure_p0]
         best = max(stable, key=lambda e: cidx.loc[key(e), "nauc"]) if stable else None
         for comp, rival, kind in (("gmc − onpolicy", "onpolicy" if "onpolicy" in present else None, "superiority"),
-                                  ("gmc − best stable", best, "noninferiority")):
+                                  (best_label(proto), best, "noninferiority")):
             row = dict(base, comparison=comp, rival=rival, kind=kind, margin=proto.margin)
             if rival is None:
                 row.update(n=0, estimate=math.nan, se=math.nan, lo=math.nan, hi=math.nan, verdict=vd.INCONCLUSIVE,
-                           sign="no stable rival" if comp.endswith("stable") else "n.s.",
+                           sign="no stable rival" if comp.startswith("gmc − best") else "n.s.",
                            threshold=proto.margin if kind == "superiority" else -proto.margin)
             else:
                 row.update(_compare(vals[key("gmc")], vals[key(rival)], kind, proto.margin, f"{comp} ({rival})"))
@@ -272,6 +276,11 @@ def comparisons(runs: pd.DataFrame, proto: Protocol, estimators=ESTIMATORS) -> p
              "n", "estimate", "se", "lo", "hi", "verdict", "sign"]
     return out[front + [c for c in out.columns if c not in front]].sort_values(
         ["instance", "G", "eps", "arm", "eta_factor", "comparison", "d"], kind="stable").reset_index(drop=True)
+
+
+def best_label(proto: Protocol) -> str:
+    """The second comparison's name: ``gmc − best rival`` (v4: every rival) or ``gmc − best stable`` (v2/v3)."""
+    return "gmc − best rival" if proto.version >= 4 else "gmc − best stable"
 
 
 def boundary(comp: pd.DataFrame, delays=None) -> pd.DataFrame:
@@ -317,7 +326,7 @@ def boundary(comp: pd.DataFrame, delays=None) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- the map
 def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT_G, eps=DEFAULT_EPS,
                estimators=ESTIMATORS, seeds=None, proto: Protocol | str | Path | None = None, *, quick: bool = False,
-               tuned_arm=(), progress: bool = False, **sweep_kw) -> RegimeMap:
+               tuned_arm=(), tuned_delays=None, progress: bool = False, **sweep_kw) -> RegimeMap:
     """The regime map (module docstring) on ``instances`` (default: the protocol's), common-η arm
     ``η = f·η₀(instance, G)`` for ``f`` in ``eta_factors``, on ``seeds`` (default the protocol's held-out
     seeds). ``proto``: a :class:`Protocol`, a path, or ``None`` (the committed v2 file; ``quick`` overlays
@@ -325,12 +334,16 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
     ``n_workers``…; default ``backend="serial"``). Every cell is cached: a second call computes nothing.
     ``G=FULL_G, eps=FULL_EPS`` is the issue's full grid. ``tuned_arm``: estimators (each in ``estimators``)
     that also get the tuned arm at every ``d``, ``G``, ``ε`` (:func:`tuned_arm_runs`; the protocol's held-out
-    seeds, whatever ``seeds`` says)."""
+    seeds, whatever ``seeds`` says) at ``tuned_delays`` (default: ``delays``). Every axis is validated first
+    (:func:`check_axes`)."""
     t0 = time.perf_counter()
     path = Path(proto) if isinstance(proto, (str, Path)) else DEFAULT_PATH
     proto = proto if isinstance(proto, Protocol) else load_protocol(path, quick=quick)
     insts = tuple(proto.instances if instances is None else instances)
-    seeds = tuple(int(s) for s in (proto.eval_seeds if seeds is None else seeds))
+    seeds = tuple(proto.eval_seeds if seeds is None else seeds)
+    check_axes(proto, instances=insts, delays=delays, eta_factors=eta_factors, G=G, eps=eps, estimators=estimators,
+               seeds=seeds, tuned_delays=tuned_delays)
+    seeds = tuple(int(s) for s in seeds)
     if set(seeds) & set(proto.tune_seeds):
         raise ValueError(f"seeds must be held out: {sorted(set(seeds) & set(proto.tune_seeds))} are tuning seeds")
     from simulate.training.config import REGISTERED_ESTIMATORS
@@ -340,8 +353,6 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
         raise ValueError(f"estimators must include gmc and be among {REGISTERED_ESTIMATORS}, got {tuple(estimators)}")
     if not set(tuned_arm) <= set(estimators):
         raise ValueError(f"tuned_arm must be a subset of estimators {tuple(estimators)}, got {tuple(tuned_arm)}")
-    if not insts or not delays or not eta_factors or not G or not eps:
-        raise ValueError("instances, delays, eta_factors, G and eps must each hold at least one value")
     sweep_kw = dict(sweep_kw, progress=progress)
     etas, n_comp, n_cached, sweeps = tuned_etas(insts, G, proto, path, sweep_kw)
     from simulate.protocol.run import protocol_settings
@@ -366,7 +377,8 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
         sweeps.append(res.sweep_id)
         tables.append(res.table.assign(arm="common"))
     if tuned_arm:
-        t, c, k, ids = tuned_arm_runs(insts, delays, G, eps, tuned_arm, proto, path, sweep_kw)
+        t, c, k, ids = tuned_arm_runs(insts, delays if tuned_delays is None else tuned_delays, G, eps, tuned_arm, proto,
+                                      path, sweep_kw)
         tables.append(t)
         n_comp, n_cached = n_comp + c, n_cached + k
         sweeps += ids
@@ -377,6 +389,7 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
     settings = dict(instances=list(insts), delays=[int(d) for d in delays], eta_factors=[float(f) for f in eta_factors],
                     G=[int(g) for g in G], eps=[float(e) for e in eps], estimators=list(estimators), seeds=list(seeds),
                     tuned_arm=list(tuned_arm),
+                    tuned_delays=[int(d) for d in (delays if tuned_delays is None else tuned_delays)] if tuned_arm else [],
                     protocol=proto.label, margin=proto.margin, failure_p0=proto.failure_p0, level=LEVEL)
     return RegimeMap(proto, runs, etas, cell_table(runs), comp, boundary(comp, delays), settings, sweeps, n_comp,
                      n_cached, time.perf_counter() - t0)
@@ -421,7 +434,8 @@ def standard_map(quick: bool = False, instances=None, estimators=ESTIMATORS, tun
     base.update(G=(pG,), eps=(pe,))
     slices = QUICK_SLICES if quick else dict(G=FULL_G, eps=FULL_EPS)
     kw = dict(estimators=estimators, proto=p, quick=quick, progress=progress, **sweep_kw)
-    parts = [regime_map(**base, tuned_arm=tuned_arm, **kw),
+    tuned_delays = None if quick else tuple(d for d in TUNED_DELAYS if d in base["delays"])
+    parts = [regime_map(**base, tuned_arm=tuned_arm, tuned_delays=tuned_delays, **kw),
              regime_map(**{**base, "eta_factors": (1.0,), "G": tuple(slices["G"])}, **kw),
              regime_map(**{**base, "eta_factors": (1.0,), "eps": tuple(slices["eps"])}, **kw)]
     return merge(parts)

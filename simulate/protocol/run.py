@@ -12,6 +12,7 @@ finished cell is never recomputed and an interrupted run resumes; a user's own i
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,11 +95,20 @@ def common_etas(table: pd.DataFrame, proto: Protocol) -> dict:
     """The common-η arm's step sizes ``{(G, family): η}``: the η tuned at ``d = 0`` by ``onpolicy``
     (trajectory-level maps) or ``grpo`` (token-level maps, whose ĝ is length-normalised), at the primary
     ε, shared by every estimator of the family at every d — a practitioner who tuned before the delay
-    appeared. At ``d = 0`` every map of a family coincides, so the choice of the reference is immaterial."""
+    appeared. At ``d = 0`` every map of a family coincides, so the choice of the reference is immaterial.
+    Under ``token_eta = "length"`` (v4) both families share onpolicy's η (the token-level maps run at ``T·η``,
+    :func:`simulate.protocol.cells.step_eta`): one step size is one step."""
     from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
 
     eps = float(proto.primary["eps"])
     out = {}
+    if proto.token_eta == "length":
+        for G in proto.G:
+            sel = table[(table.estimator == "onpolicy") & (table.d == 0) & (table.G == G) & np.isclose(table.eps, eps)]
+            if sel.empty:
+                raise ValueError(f"the common-η arm needs onpolicy's cell at d = 0, G = {G}: run the tuned cells first")
+            out[(int(G), "trajectory")] = out[(int(G), "token")] = float(sel.eta_tuned.iloc[0])
+        return out
     for fam, refs in (("trajectory", ("onpolicy",)), ("token", ("grpo",) + tuple(sorted(TOKEN_ESTIMATORS)))):
         members = [e for e in proto.estimators if (e in TOKEN_ESTIMATORS) == (fam == "token")]
         ref = next((r for r in refs if r in members), members[0] if members else None)
@@ -120,6 +130,8 @@ def _common_cells(proto: Protocol, name: str, etas: dict) -> list[dict]:
     for c in proto.cells(name):
         eta = etas[(c["G"], "token" if c["estimator"] in TOKEN_ESTIMATORS else "trajectory")]
         out += [dict(c, eta=eta, kind="common"), dict(c, eta=eta * up, kind="common-neighbour")]
+        if math.isfinite(proto.sensitivity_step_log2):  # v4: the sensitivity line's η/√2
+            out.append(dict(c, eta=eta * 2.0 ** proto.sensitivity_step_log2, kind="common-lower"))
     return out
 
 
@@ -181,6 +193,13 @@ def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool =
     insts = list(proto.instances if instances is None else instances)
     if not insts:
         raise ValueError("instances must name at least one instance")
+    names = [i if isinstance(i, str) else getattr(i, "name", None) for i in insts]
+    dup = sorted({n for n in names if n is not None and names.count(n) > 1})
+    if dup:  # a repeated instance would double n and narrow every interval
+        raise ValueError(f"instances must not repeat; repeated: {dup}")
+    unknown = [i for i in insts if isinstance(i, str) and i not in INSTANCES]
+    if unknown:  # refused before any cell runs
+        raise ValueError(f"instances: unknown {unknown}; known: {', '.join(INSTANCES)}")
     tag = f"protocol-{proto.name}-{proto.sha256[:12]}" + ("-quick" if proto.quick else "")
     tables, c5_tables, fixed = [], [], []
     want_c5 = set(proto.c5["estimators"]) <= set(proto.estimators)
@@ -221,7 +240,11 @@ def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool =
                          pd.concat(c5_tables, ignore_index=True) if c5_tables else pd.DataFrame())
     res.c9 = c9_verdicts(table, proto)
     if c5_tables:
-        res.c5 = c5_verdicts(res.c5_table, res.fixed, proto, local_exponent)
+        # v4: C5-T's premise is C9's regime of the same instance (one χ² premise, computed once)
+        regimes = None
+        if proto.version >= 4:
+            regimes = {r.instance: r for r in res.c9["subclaims"].drop_duplicates("instance").itertuples(index=False)}
+        res.c5 = c5_verdicts(res.c5_table, res.fixed, proto, local_exponent, regimes=regimes)
     return res
 
 

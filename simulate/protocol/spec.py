@@ -15,12 +15,18 @@ from pathlib import Path
 
 from simulate.training.config import REGISTERED_ESTIMATORS
 
-DEFAULT_PATH = Path(__file__).with_name("protocol-v3.toml")
+#: The current protocol (what ``make run``, the CLI and the figures use when no file is named).
+DEFAULT_PATH = Path(__file__).with_name("protocol-v4.toml")
 #: The earlier registered protocols; each stays loadable and reproduces its report under its own hash.
 V1_PATH = Path(__file__).with_name("protocol.toml")
 V2_PATH = Path(__file__).with_name("protocol-v2.toml")
+V3_PATH = Path(__file__).with_name("protocol-v3.toml")
+#: Seeds are NumPy ``SeedSequence`` entropy words: integers in [0, 2³²).
+SEED_LIMIT = 2 ** 32
+#: ``|log₂ η|`` bound of a grid edge: keeps 2^edge and its widenings finite and meaningful.
+ETA_LOG2_LIMIT = 64.0
 
-__all__ = ["Protocol", "load_protocol", "DEFAULT_PATH", "V1_PATH", "V2_PATH", "QUICK_KEYS"]
+__all__ = ["Protocol", "load_protocol", "check_axes", "DEFAULT_PATH", "V1_PATH", "V2_PATH", "V3_PATH", "QUICK_KEYS"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,6 @@ class Protocol:
     tune_seeds: tuple[int, ...]
     eval_seeds: tuple[int, ...]
     eta_log2: tuple[float, float]
-    eta_log2_token: tuple[float, float]
     eta_step_log2: float
     max_widen: int
     window_delta: float
@@ -66,6 +71,14 @@ class Protocol:
     # ---- version 3 (training-claims-v3, docs/protocol.md §v3)
     normalise: str = "path"
     rate_premise_d0: bool = False
+    eta_log2_token: tuple = ()
+    # ---- version 4 (training-claims-v4, docs/protocol.md §v4; issue 32)
+    zero_tol: float | None = None
+    token_eta: str = "grid"
+    eta_rule: str = "best"
+    eta_lcb_level: float = 0.9
+    heldout_margin: float = math.nan
+    sensitivity_step_log2: float = math.nan
     quick: bool = False
     sha256: str = ""
 
@@ -79,12 +92,38 @@ class Protocol:
             vals = vals if isinstance(vals, tuple) else (vals,)
             _check(all(isinstance(v, int) and not isinstance(v, bool) for v in vals), nm,
                    f"integers (got {list(vals) if len(vals) > 1 else vals[0]!r})")
+        for nm in ("tune_seeds", "eval_seeds"):
+            _check(all(0 <= s < SEED_LIMIT for s in getattr(self, nm)), nm, f"integers in [0, 2³²) (got {list(getattr(self, nm))})")
         for nm in ("eps", "eta_log2", "eta_log2_token"):
             _check(all(_real(v) for v in getattr(self, nm)), nm, "finite numbers")
+        for nm in ("eta_log2", "eta_log2_token"):
+            _check(all(abs(v) <= ETA_LOG2_LIMIT for v in getattr(self, nm)), nm,
+                   f"log₂ η edges in [−{ETA_LOG2_LIMIT:g}, {ETA_LOG2_LIMIT:g}] (got {list(getattr(self, nm))})")
         for nm in ("eta_step_log2", "window_delta", "collapse_drop", "neighbour_step_log2", "margin", "alpha",
                    "failure_p0", "local_chi2", "min_fraction", "learning_gap", "power_target"):
             _check(_real(getattr(self, nm)), nm, "a finite number")
-        _check(self.version in (1, 2, 3), "version", "1, 2 or 3")
+        _check(self.version in (1, 2, 3, 4), "version", "1, 2, 3 or 4")
+        _check("onpolicy" in self.estimators, "estimators",
+               f"a list that includes 'onpolicy' (the reference of the common η, the saturation guard and "
+               f"onpolicy-degrades; got {list(self.estimators)})")
+        from simulate.protocol.instances import INSTANCES
+
+        unknown = [i for i in self.instances if i not in INSTANCES]
+        _check(not unknown, "instances", f"registered instances ({', '.join(INSTANCES)}); unknown: {unknown}")
+        _check(self.window_delta >= 0, "window_delta", "a number >= 0")
+        _check(self.neighbour_step_log2 > 0, "neighbour_step_log2", "a number > 0 (the next grid point up)")
+        _check(self.token_eta in ("grid", "length"), "token_eta", "'grid' (own grid) or 'length' (T·η)")
+        _check(self.eta_rule in ("best", "lcb"), "eta_rule", "'best' (largest tuning mean) or 'lcb' (largest lower bound)")
+        _check(_real(self.eta_lcb_level) and 0.5 <= self.eta_lcb_level < 1, "eta_lcb_level", "a number in [0.5, 1)")
+        _check(self.zero_tol is None or (_real(self.zero_tol) and self.zero_tol >= 0), "zero_tol",
+               "a finite number >= 0 (or absent: exact equality, v1–v3)")
+        if self.version >= 4:
+            _check(self.zero_tol is not None, "zero_tol", "set in a version-4 protocol (a number >= 0)")
+            _check(_real(self.heldout_margin) and self.heldout_margin >= 0, "heldout_margin", "a finite number >= 0")
+            _check(_real(self.sensitivity_step_log2) and self.sensitivity_step_log2 < 0, "sensitivity_step_log2",
+                   "a finite number < 0 (the sensitivity η is below the chosen one)")
+        if self.token_eta == "grid":
+            _check(len(self.eta_log2_token) == 2, "eta_log2_token", "[lo, hi] (required unless token_eta = 'length')")
         _check(self.normalise in ("path", "class"), "normalise", "'path' (J*) or 'class' (J_class)")
         _check(isinstance(self.rate_premise_d0, bool), "rate_premise_d0", "true or false")
         _check(self.budget >= 1, "budget", "an integer >= 1")
@@ -110,11 +149,14 @@ class Protocol:
         _check(all(int(g) == g >= 1 for g in self.G), "G", "integers >= 1")
         _check(all(self.budget % g == 0 for g in self.G), "budget",
                "a multiple of every G (K = budget / G steps)")
+        _check(all(self.budget % (g * self.n_prompts) == 0 for g in self.G if self.budget % g == 0), "n_prompts",
+               f"a divisor of budget / G for every G (K = budget / (G·n_prompts) steps; budget {self.budget}, "
+               f"G {list(self.G)}, n_prompts {self.n_prompts})")
         _check(len(self.tune_seeds) >= 2 and len(self.eval_seeds) >= 2, "tune_seeds/eval_seeds", "at least 2 seeds each")
         _check(not set(self.tune_seeds) & set(self.eval_seeds), "tune_seeds/eval_seeds",
                "disjoint sets (tuning seeds must not be evaluation seeds)")
         _check(self.eta_step_log2 > 0, "eta_step_log2", "a number > 0")
-        for nm in ("eta_log2", "eta_log2_token"):
+        for nm in ("eta_log2", "eta_log2_token") if self.token_eta == "grid" else ("eta_log2",):
             _check(len(getattr(self, nm)) == 2, nm, "[lo, hi]")
             lo, hi = getattr(self, nm)
             _check(lo < hi and ((hi - lo) / self.eta_step_log2).is_integer(), nm,
@@ -123,8 +165,9 @@ class Protocol:
         _check(0 < self.collapse_drop <= 1, "collapse_drop", "(0, 1]")
         _check(0 < self.alpha < 0.5, "alpha", "(0, 0.5)")
         _check(0 < self.failure_p0 < 1, "failure_p0", "(0, 1)")
-        _check(self.margin >= 0 and self.window_delta >= 0, "margin", "a number >= 0")
+        _check(self.margin >= 0, "margin", "a number >= 0")
         p = self.primary
+        _check(all(_int(p[k]) for k in ("G", "d")) and _real(p["eps"]), "primary", "integer G and d, a finite eps")
         _check(p["d"] in self.delays and p["G"] in self.G and p["eps"] in self.eps, "primary",
                "a cell of the grid (d in delays, G in G, eps in eps)")
         c = self.c5
@@ -136,6 +179,10 @@ class Protocol:
         _check(all(_real(c[k]) and c[k] >= 0 for k in ("slope_margin", "flat_margin")), "c5.slope_margin/flat_margin",
                "finite numbers >= 0")
         _check(c.get("slope_rule", "margin") in ("margin", "theory"), "c5.slope_rule", "'margin' or 'theory'")
+        _check(c.get("test_b", "run") in ("run", "retired"), "c5.test_b", "'run' or 'retired'")
+        _check(_int(c["d"]), "c5.d", "an integer")
+        _check("test_b_v3_se" not in c or (_real(c["test_b_v3_se"]) and c["test_b_v3_se"] > 0), "c5.test_b_v3_se",
+               "a finite number > 0")
         _check(c.get("theory_regime", "comparable") in ("delay-dominated", "comparable", "variance-dominated"),
                "c5.theory_regime", "'delay-dominated', 'comparable' or 'variance-dominated'")
 
@@ -150,11 +197,17 @@ class Protocol:
         """The initial ``log₂ η`` range of ``estimator`` (token-level maps have their own)."""
         from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
 
-        return self.eta_log2_token if estimator in TOKEN_ESTIMATORS else self.eta_log2
+        token = estimator in TOKEN_ESTIMATORS and self.token_eta == "grid"
+        return self.eta_log2_token if token else self.eta_log2
 
     def c5_cells(self, instance: str) -> list[dict]:
-        """C5's cells: ``c5.estimators × c5.G × {0, c5.d}`` at ``c5.eps``, all with ``K = c5.steps``."""
+        """C5's cells: ``c5.estimators × c5.G × {0, c5.d}`` at ``c5.eps``, all with ``K = c5.steps``; with test B
+        retired (v4) only gmc's cell at ``d = 0`` and the middle G, whose tuned η is test A's fixed η."""
         c = self.c5
+        if c.get("test_b", "run") == "retired":
+            Gs = sorted(c["G"])
+            return [dict(instance=instance, estimator="gmc", d=0, eps=float(c["eps"]), G=int(Gs[len(Gs) // 2]),
+                         K=int(c["steps"]))]
         return [dict(instance=instance, estimator=e, d=int(d), eps=float(c["eps"]), G=int(G), K=int(c["steps"]))
                 for e in c["estimators"] for G in c["G"] for d in (0, int(c["d"]))]
 
@@ -176,6 +229,10 @@ class Protocol:
         return f"{self.name}@{self.sha256[:12]}" + ("+quick" if self.quick else "")
 
 
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _real(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -192,7 +249,7 @@ _TUPLES = ("instances", "estimators", "eps_estimators", "delays", "eps", "G", "t
            "eta_log2_token", "step_arms")
 _PRIMARY_KEYS = {"eps", "G", "d"}
 _C5_KEYS = {"steps", "estimators", "G", "d", "eps", "slope_margin", "flat_margin"}
-_C5_OPTIONAL = {"slope_rule", "theory_regime"}
+_C5_OPTIONAL = {"slope_rule", "theory_regime", "test_b", "test_b_v3_se"}
 
 
 def _table_keys(data: dict, name: str, required: set, optional: set = frozenset()) -> None:
@@ -216,6 +273,8 @@ def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protoc
     raw = path.read_bytes()
     data = tomllib.loads(raw.decode("utf-8"))
     quick_table = data.pop("quick", {})
+    if not isinstance(quick_table, dict):
+        raise ValueError(f"protocol field quick must be a table [quick] of overrides, got {quick_table!r}")
     fields = {k: f for k, f in Protocol.__dataclass_fields__.items() if k not in ("quick", "sha256")}
     unknown = set(data) - set(fields)
     if unknown:
@@ -238,13 +297,70 @@ def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protoc
             v = tuple(v)
         kw[k] = v
     proto = Protocol(**kw, sha256=hashlib.sha256(raw).hexdigest())
-    if quick:
-        c5_G = quick_table.pop("c5_G", None)
+    quick_proto = _overlay_quick(proto, quick_table)  # validated at every load, not only in quick mode
+    return quick_proto if quick else proto
+
+
+def _overlay_quick(proto: Protocol, quick_table: dict) -> Protocol:
+    """``proto`` with its ``[quick]`` table applied (validated by :class:`Protocol`)."""
+    quick_table = dict(quick_table)
+    for k, v in quick_table.items():
+        if k in _TUPLES or k == "c5_G":
+            if not isinstance(v, list):
+                raise ValueError(f"protocol field quick.{k} must be a list, got {v!r}")
+    c5_G = quick_table.pop("c5_G", None)
+    try:
         proto = replace(proto, quick=True, **{k: tuple(v) if k in _TUPLES else v for k, v in quick_table.items()})
-        if c5_G is not None:  # v3: the quick run's C5 group sizes are named in [quick]
-            proto = replace(proto, c5={**proto.c5, "G": list(c5_G)})
-        else:  # v1/v2: the quick path check runs C5 on the group sizes it shares with the quick grid (at least two)
-            shared = [g for g in proto.c5["G"] if g in proto.G]
-            if len(shared) >= 2 and len(shared) < len(proto.c5["G"]):
-                proto = replace(proto, c5={**proto.c5, "G": shared})
+    except ValueError as e:
+        raise ValueError(f"[quick]: {e}") from None
+    if c5_G is not None:  # v3+: the quick run's C5 group sizes are named in [quick]
+        _check(all(_int(g) and g >= 1 for g in c5_G) and len(set(c5_G)) == len(c5_G) and len(c5_G) >= 2, "quick.c5_G",
+               f"at least two distinct integers >= 1 (got {c5_G})")
+        proto = replace(proto, c5={**proto.c5, "G": list(c5_G)})
+    else:  # v1/v2: the quick path check runs C5 on the group sizes it shares with the quick grid (at least two)
+        shared = [g for g in proto.c5["G"] if g in proto.G]
+        if len(shared) >= 2 and len(shared) < len(proto.c5["G"]):
+            proto = replace(proto, c5={**proto.c5, "G": shared})
     return proto
+
+
+def _ints(name: str, vals, lo: int, hi: float = math.inf) -> None:
+    import numbers
+
+    bad = [v for v in vals if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and lo <= v < hi)]
+    if bad:
+        rng = f"[{lo}, {'2³²' if hi == 2 ** 32 else hi})" if math.isfinite(hi) else f">= {lo}"
+        raise ValueError(f"{name} must be integers {rng} (no silent truncation), got {bad}")
+
+
+def check_axes(proto: Protocol, *, instances, delays, eta_factors, G, eps, estimators, seeds, tuned_delays=None) -> None:
+    """Refuse, before any cell runs, an axis that would silently change the map: an empty or repeated value
+    (a repeat doubles n and narrows the interval), a non-integer d, G or seed (no truncation of 2.5 to 2), a
+    G with ``G·n_prompts`` not dividing the budget (the run would be shorter), a non-positive or non-finite
+    η factor or ε, an unknown instance. Each error names the parameter and its valid range."""
+    from simulate.protocol.instances import INSTANCES
+
+    axes = dict(instances=instances, delays=delays, eta_factors=eta_factors, G=G, eps=eps, estimators=estimators,
+                seeds=seeds)
+    if tuned_delays is not None:
+        axes["tuned_delays"] = tuned_delays
+    for name, vals in axes.items():
+        vals = tuple(vals)
+        if not vals:
+            raise ValueError(f"{name} must hold at least one value, got {vals}")
+        if len(set(vals)) != len(vals):
+            raise ValueError(f"{name} must not repeat a value (a repeat doubles n), got {list(vals)}")
+    _ints("delays", delays, 0)
+    _ints("tuned_delays", tuned_delays or (), 0)
+    _ints("G", G, 1)
+    _ints("seeds", seeds, 0, 2 ** 32)
+    short = [g for g in G if proto.budget % (int(g) * proto.n_prompts)]
+    if short:
+        raise ValueError(f"G must divide budget / n_prompts = {proto.budget} / {proto.n_prompts} (K = budget/(G·n_prompts) "
+                         f"steps), got {short}")
+    for name, vals in (("eta_factors", eta_factors), ("eps", eps)):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in vals):
+            raise ValueError(f"{name} must be finite numbers > 0, got {list(vals)}")
+    unknown = [i for i in instances if i not in INSTANCES]
+    if unknown:
+        raise ValueError(f"instances: unknown {unknown}; known: {', '.join(INSTANCES)}")
