@@ -50,13 +50,21 @@ def settings(quick: bool = False) -> dict:
     return {**PROTOCOL.to_dict(), "variant": "quick" if quick else "default"}
 
 
+#: The GPU protocol's results (written by ``simulate/llm/gpu_run.sh`` into ``$OUT``, committed here by hand):
+#: merged as the report's "gpu-lm" answer group when present.
+GPU_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "llm_gpu.json")
+
+
 def sweep(quick: bool = False, results_root: str = "results", protocol=None):
-    """The protocol's sweep (every arm), stored under ``results_root/llm/``."""
+    """The protocol's sweep (every arm), stored under ``results_root/llm/`` in a folder named by the
+    protocol's version (a folder holds runs of one protocol: :func:`simulate.llm.experiment.check_manifest`)."""
     from simulate.llm import experiment as ex
     from simulate.llm.protocol import PROTOCOL
 
-    return ex.protocol_sweep(protocol or PROTOCOL, quick,
-                             out_dir=os.path.join(results_root, "llm", NAME + ("_quick" if quick else "")),
+    protocol = protocol or PROTOCOL
+    tag = "" if protocol.version < 4 else f"-v{protocol.version}"
+    return ex.protocol_sweep(protocol, quick,
+                             out_dir=os.path.join(results_root, "llm", NAME + ("_quick" if quick else "") + tag),
                              cache_dir=os.path.join(results_root, "llm", "cache"))
 
 
@@ -176,9 +184,7 @@ def diagnostics_arms(df) -> list[dict]:
 def diagnostics(df, protocol) -> tuple[list[dict], str]:
     """Per (estimator, d): runs, accuracy AUC with its 95 % t-interval over seeds, the failure split of the
     tabular protocol's definition, learning-phase χ² and early ESS; and one line placing the largest delay
-    in an overlap regime (median over gmc's runs of the learning-phase χ², local iff ≤ 1)."""
-    import math
-
+    in an overlap regime (:func:`simulate.llm.analysis.regime`)."""
     from simulate import verdicts as vd
 
     rows = []
@@ -191,10 +197,60 @@ def diagnostics(df, protocol) -> tuple[list[dict], str]:
     at = df[(df["estimator"] == "gmc") & (df["d"] == protocol.d_max)] if protocol is not None else df.iloc[:0]
     if not len(at):
         return rows, ""
-    chi = float(at["chi2_learn_med"].median())
-    word = "local" if chi <= 1.0 else "far" if math.isfinite(chi) else "unknown"
-    return rows, (f"at d = {protocol.d_max} gmc's runs are in the {word} overlap regime (median learning-phase "
-                  f"χ̂²(π_θ‖μ) on the sampled batch {chi:.3g})")
+    from simulate.llm import analysis
+
+    # v4: the label from an interval (local iff it lies below 1, far iff above); v3: from the median
+    return rows, analysis.regime_line(analysis.regime(df, protocol), protocol.d_max)
+
+
+def gpu_rows() -> tuple[list[dict], str]:
+    """The GPU protocol's answer rows ("gpu-lm") and one line, from :data:`GPU_RESULTS` when it exists."""
+    import json
+
+    import pandas as pd
+
+    from simulate.llm import analysis
+    from simulate.llm.perturb import protocol_from_dict
+
+    if not os.path.exists(GPU_RESULTS):
+        return [], "GPU row: not run (no committed GPU results, figures/out/llm_gpu.json)."
+    with open(GPU_RESULTS) as f:
+        g = json.load(f)
+    protocol = protocol_from_dict(g["protocol"])
+    df = pd.DataFrame(g["runs"])
+    res = analysis.c9_result(df, protocol)
+    gain = analysis.learning_gain(df, protocol)
+    line = (f"GPU row ({g.get('device', '?')}, protocol {protocol.name} {res.protocol_hash}, {res.n_seeds} seeds, "
+            f"{g.get('total_seconds', float('nan')):.0f} s): C9 at LM scale {res.verdict}; d = 0 gain "
+            f"{gain['mean']:+.3f} [{gain['lo']:+.3f}, {gain['hi']:+.3f}] (95 % t).")
+    return analysis.answer_rows(df, protocol, "gpu-lm", f"gpu preset, {protocol.digits}-digit sums"), line
+
+
+def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line: str, quick: bool) -> dict:
+    """The report section (interface "sections"): the protocol, the learning gain, the regime and the
+    perturbation table."""
+    paras = [f"Protocol {protocol.name} v{protocol.version} ({protocol.content_hash()}): delays {list(protocol.delays)}, "
+             f"{len(protocol.seeds)} seeds{' (quick: not a verdict)' if quick else ''}.",
+             f"Learning at d = 0 ({protocol.baseline}): final held-out accuracy {gain.get('final', float('nan')):.3f} "
+             f"from the warm start's {gain.get('warm_start', float('nan')):.3f}, gain {gain['mean']:+.3f} "
+             f"[{gain['lo']:+.3f}, {gain['hi']:+.3f}] (95 % t over {gain['n']} seeds); target ≥ +{protocol.min_gain:g}: "
+             + ("met." if gain["met"] else "not met."),
+             (regime_text[:1].upper() + regime_text[1:] + ".") if regime_text else "Overlap regime: — (no gmc runs at d_max).",
+             gpu_line]
+    tables = []
+    if pert is None:
+        paras.append("Perturbation check: not run (" + ("quick variant" if quick else "no kernel path to compare") + ").")
+    else:
+        cols = [pert["native"]] + [p["requested"] for p in pert["paths"] if p["ran"]]
+        paras.append(f"Perturbation check under other ATen CPU kernel paths (seeds {pert['seeds']}): "
+                     f"{len(pert['fragile'])} fragile part(s) of {len(pert['parts'])}"
+                     + (": " + "; ".join(pert["fragile"]) if pert["fragile"] else "") + ".")
+        tables.append({"title": "LM verdicts under each CPU kernel path (ATEN_CPU_CAPABILITY)",
+                       "columns": ["part", *[f"{c}{' (native)' if c == pert['native'] else ''}" for c in cols], "fragile"],
+                       "rows": [[r["part"], *[r[c] for c in cols], "yes" if r["fragile"] else "no"] for r in pert["parts"]],
+                       "note": f"runs {', '.join(pert['runs'])} on seeds {pert['seeds']}; "
+                               + "; ".join(f"{p['requested']}: {p['note']}" for p in pert["paths"] if p["note"])})
+    return {"title": "LM row (small language model)", "paragraphs": paras, "tables": tables}
 
 
 def caption(protocol, result, quick: bool) -> str:
@@ -255,6 +311,22 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     meta["turning_table"] = ex.turning_table(meta["turning_points"])
     meta["auc_vs_d"] = ex.summarise(df, protocol.metric).to_dict(orient="records")
     meta["auc_interval"] = "mean over seeds with a 95 % Student-t interval (scipy.stats.t)"
+    from simulate.llm import analysis, perturb
+
+    main_arm = ex.arm(df, 1.0)
+    p_used = protocol.variant(quick)
+    gain = analysis.learning_gain(main_arm, p_used)
+    pert = None
+    if not quick and protocol.version >= 4 and protocol.perturb_capabilities:
+        pert = perturb.perturb(main_arm, protocol, os.path.join(results_root, "llm", f"perturb-v{protocol.version}"))
+        print(perturb.table(pert))
+    gpu_answer, gpu_line = gpu_rows()
+    meta["learning_gain"] = gain
+    meta["perturbation"] = pert
+    meta["regime_interval"] = analysis.regime(main_arm, p_used)
+    meta["answer"] = analysis.answer_rows(main_arm, p_used, "cpu-lm", f"tiny LM, {protocol.digits}-digit sums"
+                                          + (" (quick: not a verdict)" if quick else "")) + gpu_answer
+    meta["sections"] = [section(protocol, gain, meta["regime"], pert, gpu_line, quick)]
     meta["wall_seconds"] = time.perf_counter() - t0
     meta["caption"] = caption(protocol, result, quick)
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

@@ -134,10 +134,13 @@ def test_c9_verdict_agrees_with_its_interval():
 
 
 def test_protocol_hash_is_content_and_comparisons_are_declared():
-    from simulate.llm.protocol import PROTOCOL, LMProtocol
+    import dataclasses
 
-    assert PROTOCOL.content_hash() == LMProtocol().content_hash()
-    assert LMProtocol(margin=0.03).content_hash() != PROTOCOL.content_hash()
+    from simulate.llm.protocol import PROTOCOL, PROTOCOL_V3, LMProtocol
+
+    assert PROTOCOL.content_hash() == dataclasses.replace(PROTOCOL).content_hash()
+    assert LMProtocol().content_hash() == PROTOCOL_V3.content_hash() != PROTOCOL.content_hash()
+    assert dataclasses.replace(PROTOCOL, margin=0.03).content_hash() != PROTOCOL.content_hash()
     assert len(PROTOCOL.seeds) >= 8 and PROTOCOL.margin == 0.02
     names = [c[0] for c in PROTOCOL.comparisons()]
     assert {f"gmc not worse than {x} at d={PROTOCOL.d_max}" for x in PROTOCOL.estimators if x != "gmc"} <= set(names)

@@ -13,11 +13,13 @@ import pytest
 
 from simulate import verdicts as vd
 from simulate.llm import experiment as ex
-from simulate.llm.protocol import PROTOCOL, PROTOCOL_V2, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL_V2, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL_V3 as PROTOCOL  # this file checks v3, reproducible under its hash
 
 
 def test_v3_fields_and_v2_keeps_its_hash():
-    assert PROTOCOL.version == 3 and PROTOCOLS == {2: PROTOCOL_V2, 3: PROTOCOL}
+    assert PROTOCOL.version == 3 and PROTOCOLS[2] == PROTOCOL_V2 and PROTOCOLS[3] == PROTOCOL
+    assert PROTOCOL.content_hash() == "416d2a849f48645d"  # the hash of the v3 report (commit 6ea58be)
     assert PROTOCOL.delays == (0, 2, 4, 8, 16, 32) and len(PROTOCOL.seeds) >= 12
     assert PROTOCOL.estimators == ("onpolicy", "is", "tis", "tic", "gmc", "grpo")
     assert PROTOCOL.arms() == ((1.0, PROTOCOL.seeds), (3.0, tuple(range(6))))
@@ -46,7 +48,7 @@ def test_v3_failure_rule_and_p0_are_the_tabular_protocols():
 
 
 def test_protocol_sweep_has_both_arms_as_forest_cells(tmp_path):
-    sw = ex.protocol_sweep(out_dir=str(tmp_path / "exp"), cache_dir=str(tmp_path / "cache"))
+    sw = ex.protocol_sweep(PROTOCOL, out_dir=str(tmp_path / "exp"), cache_dir=str(tmp_path / "cache"))
     eng = ex.to_sweep(sw)
     assert len(eng.cells) == 12 + 6  # one forest per seed and arm
     assert {c.settings["lr_factor"] for c in eng.cells} == {1.0, 3.0}

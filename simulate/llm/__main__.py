@@ -125,21 +125,28 @@ def cmd_experiment(args) -> int:
     from simulate.llm import experiment as ex
     from simulate.llm.protocol import PROTOCOLS
 
-    if args.protocol_version not in PROTOCOLS:
+    key = int(args.protocol_version) if str(args.protocol_version).isdigit() else args.protocol_version
+    if key not in PROTOCOLS:
         raise ValueError(f"--protocol-version must be one of {', '.join(map(str, PROTOCOLS))}, got {args.protocol_version}")
-    PROTOCOL = PROTOCOLS[args.protocol_version]
+    PROTOCOL = PROTOCOLS[key]
+    if key == "gpu":
+        from simulate.llm.gpu_protocol import main as gpu_main
+
+        return gpu_main(out_dir=args.experiment_dir, budget_s=args.budget_s, dry_run=args.dry_run,
+                        workers=args.workers, overwrite=args.overwrite)
     base = checked_config(args)
     check_writable(args.experiment_dir, "--experiment-dir")
     if args.full:
         # the registered protocol on its --full seeds, every arm; no grid flag applies
         sweep = ex.protocol_sweep(PROTOCOL, full=True, out_dir=args.experiment_dir,
                                   cache_dir=base.cache_dir)
-        df = ex.run(sweep, root=args.cells, backend=args.backend,
+        df = ex.run(sweep, root=args.cells, backend=args.backend, overwrite=args.overwrite,
                     **({"n_workers": args.workers} if args.workers else {}))
         print(ex.table(df, PROTOCOL.metric))
         for r in ex.arm_results(df, PROTOCOL, full=True):
             print("\n".join(r.lines))
         print(ex.turning_table(sum((ex.turning_points(df, PROTOCOL, lr_factor=f) for f, _ in sweep.arm_list), [])))
+        _perturb(args, df, PROTOCOL)
         print(f"tidy results: {sweep.out_dir}/results.csv")
         return 0
     estimators = tuple(x for x in args.estimators.split(",") if x)
@@ -161,7 +168,7 @@ def cmd_experiment(args) -> int:
     sweep = ex.Sweep(estimators=estimators, delays=delays, seeds=seeds, base=base.replace(D=max(max(delays), base.D)),
                      out_dir=args.experiment_dir, pairs=PROTOCOL.runs() if is_protocol else None, arms=arms,
                      arm_pairs=PROTOCOL.arm_runs() if is_protocol else None)
-    opts = {"backend": args.backend}  # None: ex.run picks by device
+    opts = {"backend": args.backend, "overwrite": args.overwrite}  # backend None: ex.run picks by device
     if args.workers is not None:
         if args.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {args.workers}")
@@ -173,8 +180,33 @@ def cmd_experiment(args) -> int:
               "the lines below apply its comparisons to the runs present")
     for r in ex.arm_results(df, PROTOCOL, quick=len(seeds) < len(PROTOCOL.seeds)):
         print("\n".join(r.lines))
+    if PROTOCOL.version >= 4:
+        from simulate.llm import analysis
+
+        g = analysis.learning_gain(ex.arm(df, 1.0), PROTOCOL)
+        print(f"learning at d=0: gain {g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] ({g.get('interval', '')}, "
+              f"n={g['n']}); target +{g['target']:g} " + ("met" if g["met"] else "not met"))
+        print(analysis.regime_line(analysis.regime(ex.arm(df, 1.0), PROTOCOL), PROTOCOL.d_max))
+    if args.perturb:
+        if not is_protocol:
+            raise ValueError("--perturb re-runs the registered protocol's comparisons; run it on the protocol's grid "
+                             "(no grid flags)")
+        _perturb(args, df, PROTOCOL)
     print(f"tidy results: {sweep.out_dir}/results.csv (cells: {args.cells or os.path.join(sweep.out_dir, 'cells')})")
     return 0
+
+
+def _perturb(args, df, protocol) -> None:
+    """``--perturb``: the protocol's comparisons under the other CPU kernel paths (:mod:`simulate.llm.perturb`)."""
+    if not getattr(args, "perturb", False):
+        return
+    from simulate.llm import experiment as ex
+    from simulate.llm import perturb
+
+    if protocol.version < 4 or not protocol.perturb_seeds:
+        raise ValueError(f"--perturb needs a protocol with perturb_seeds (version 4), got version {protocol.version}")
+    res = perturb.perturb(ex.arm(df, 1.0), protocol, os.path.join(args.experiment_dir, "perturb"))
+    print(perturb.table(res))
 
 
 def cmd_gpu_check(args) -> int:
@@ -183,18 +215,31 @@ def cmd_gpu_check(args) -> int:
     return gpu_main(dry_run=args.dry_run, out_dir=args.experiment_dir, budget_s=args.budget_s)
 
 
-def _experiment_defaults(p: argparse.ArgumentParser) -> None:
-    """The experiment's run settings default to the pre-registered protocol's (read, not restated)."""
+def _experiment_defaults(p: argparse.ArgumentParser, protocol=None) -> None:
+    """The experiment's run settings default to the pre-registered protocol's (read, not restated): the one
+    ``--protocol-version`` names, else the current one."""
     from simulate.llm.experiment import protocol_base
+    from simulate.llm.protocol import PROTOCOL
 
-    b = protocol_base()
+    b = protocol_base(protocol or PROTOCOL)
     p.set_defaults(**{f.name: getattr(b, f.name) for f in dataclasses.fields(TrainConfig)
                       if f.name not in ("task", "warmstart", "cache_dir")},
                    task=b.task.task, digits=b.task.digits, n_eval=b.task.n_eval, warmstart_steps=b.warmstart.steps,
                    warmstart_eta=b.warmstart.eta, warmstart_batch_size=b.warmstart.batch_size)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _named_protocol(argv):
+    """The protocol ``--protocol-version``/``--protocol`` names in ``argv`` (``None``: the default or unknown,
+    which the command reports)."""
+    from simulate.llm.protocol import PROTOCOLS
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--protocol-version", "--protocol", dest="v", default=None)
+    v = pre.parse_known_args(list(argv or []))[0].v
+    return PROTOCOLS.get(int(v) if v and v.isdigit() else v) if v else None
+
+
+def build_parser(protocol=None) -> argparse.ArgumentParser:
     # light: torch is imported only by the cells
     from simulate.llm import experiment as ex_defaults
     from simulate.llm.protocol import PROTOCOL
@@ -217,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(_main=cmd_warmstart)
     p = sub.add_parser("experiment", help="C9 at LM scale: the pre-registered protocol (estimators x delays x seeds)")
     _add_config_args(p)
-    _experiment_defaults(p)
+    _experiment_defaults(p, protocol)
+    PROTOCOL = protocol or PROTOCOL
     p.add_argument("--estimators", default=",".join(PROTOCOL.estimators))
     p.add_argument("--delays", default=",".join(str(d) for d in PROTOCOL.delays))
     p.add_argument("--seeds", type=int, default=len(PROTOCOL.seeds), help="number of seeds 0..n-1")
@@ -226,12 +272,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"sweep engine backend (default {ex_defaults.DEFAULT_BACKEND} on CPU, serial on CUDA)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPUs)")
     p.add_argument("--cells", default=None, help="sweep cell store (default EXPERIMENT_DIR/cells); resume reuses it")
-    p.add_argument("--protocol-version", type=int, default=PROTOCOL.version,
-                   help=f"registered LM protocol whose comparisons apply (default {PROTOCOL.version}; 2 reproduces the v2 report)")
+    p.add_argument("--protocol-version", "--protocol", dest="protocol_version", default=str(PROTOCOL.version),
+                   help=f"registered LM protocol whose comparisons apply: 2, 3, 4 or gpu (default {PROTOCOL.version}; "
+                        f"2 and 3 reproduce the v2 and v3 reports; gpu: the GPU protocol, simulate/llm/gpu_protocol.py)")
+    p.add_argument("--perturb", action="store_true",
+                   help="v4: re-make the registered comparisons under the other ATEN_CPU_CAPABILITY kernel paths and "
+                        "list every fragile verdict (simulate/llm/perturb.py)")
+    p.add_argument("--budget-s", type=float, default=420.0,
+                   help="--protocol gpu: seconds for the runs; seeds are started while the next batch fits")
+    p.add_argument("--dry-run", action="store_true",
+                   help="--protocol gpu: the same path on CPU with the tiny preset in seconds")
     p.add_argument("--full", action="store_true",
                    help="run the registered protocol on its --full seeds (v3: 24 seeds, step-size arm 12); grid flags are ignored")
     p.add_argument("--lr-factor", type=float, default=None,
                    help="also run every seed at eta x this factor (a step-size arm); the protocol grid has its own")
+    p.add_argument("--overwrite", action="store_true",
+                   help="run into an EXPERIMENT_DIR that holds runs of other settings, replacing their folders")
     p.set_defaults(_main=cmd_experiment)
     p = sub.add_parser("gpu-check", help="< 5 min on one H200: bf16 Qwen3 'gpu' preset, throughput + accuracy-vs-delay")
     p.add_argument("--dry-run", "--tiny", dest="dry_run", action="store_true",
@@ -244,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_cli(build_parser(), argv)
+    argv = sys.argv[1:] if argv is None else argv
+    return run_cli(build_parser(_named_protocol(argv)), argv)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,10 @@ class TrainConfig:
     """AdamW step size ``η`` of the RL phase (1e-3 collapsed the tiny model's accuracy in one trial)."""
     weight_decay: float = 0.0
     """AdamW weight decay of the RL phase."""
+    warmup_steps: int = 0
+    """Linear step-size warm-up: update ``j`` (``j = 0, 1, …``) uses ``η·min(1, (j+1)/warmup_steps)``. AdamW's
+    first updates move every weight by about ``η`` whatever the gradient's signal-to-noise (its moments
+    start empty), which on RL's noisy gradients first undoes part of the warm start; ``0``: off (v3)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip (inf disables it); the pre-clip norm is logged."""
     length_normalize: bool = False
@@ -221,7 +225,7 @@ class TrainConfig:
             raise ValueError(f"cispo_clamp applies to estimator cispo only, not {self.estimator!r}")
         for name, low in (("G", 1), ("n_prompts", 1), ("steps", 1), ("d", 0), ("D", 0), ("n_actors", 1),
                           ("max_new_tokens", 1), ("eval_every", 1), ("checkpoint_every", 0), ("threads", 1),
-                          ("seed", 0)):
+                          ("seed", 0), ("warmup_steps", 0)):
             _check_int(self, name, low)
         if self.warmstart_seed is not None:
             _check_int(self, "warmstart_seed", 0)

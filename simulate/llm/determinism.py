@@ -12,13 +12,19 @@ from simulate.llm.config import TrainConfig
 def set_determinism(cfg: TrainConfig) -> None:
     """Fixed thread count and deterministic kernels: the same config gives the same numbers on CPU.
 
-    On CUDA, cuBLAS needs ``CUBLAS_WORKSPACE_CONFIG`` for determinism; ops without a deterministic
-    kernel only warn there (``warn_only``), so the GPU check runs but makes no reproducibility claim.
+    On CUDA, cuBLAS needs ``CUBLAS_WORKSPACE_CONFIG`` for determinism, and scaled-dot-product attention is
+    held to its math kernel (the flash, memory-efficient and cuDNN kernels have non-deterministic backward
+    passes; cuDNN's warned on the H200, issue 35); ops without a deterministic kernel only warn there
+    (``warn_only``), so a GPU run's reproducibility is a re-run comparison, not a guarantee.
     """
     if cfg.device == "cpu":
         torch.set_num_threads(cfg.threads)
     else:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.set_num_threads(cfg.threads)
+        for name in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp"):
+            if hasattr(torch.backends.cuda, name):  # older torch lacks the cuDNN switch
+                getattr(torch.backends.cuda, name)(False)
     torch.use_deterministic_algorithms(True, warn_only=cfg.device != "cpu")
 
 

@@ -10,7 +10,7 @@ report can include; until a device has run it the report says "GPU row: not run"
    ``|x_gpu − x_cpu| / max(|x_cpu|, 1e-6)`` ≤ :data:`PARITY_RTOL` (float32 kernels sum in other orders;
    TF32 matmuls are switched off for the check so the tolerance is float32's, not TF32's).
 2. **Throughput**: the harness sampler against ``transformers``' ``generate`` on CUDA
-   (:mod:`bench.bench_llm`'s rows), and the completion tokens per second of the training steps below.
+   (:mod:`simulate.llm.throughput`, the measurement ``bench llm`` prints), and the completion tokens per second of the training steps below.
 3. **Delay sweep**: the LM protocol's estimators at ``d ∈ {0, 8, 32}`` on the ``gpu`` preset (Qwen3
    architecture, ~85M parameters with the character vocabulary, bf16 weights, float32 log-probs),
    3-digit sums, 64 groups of 8 per step, 40 steps, through the same forest cells as the CPU protocol,
@@ -115,7 +115,7 @@ def main(dry_run: bool = False, out_dir: str = "results/llm/gpu_check", budget_s
     import pandas as pd
     import torch
 
-    from bench import bench_llm
+    from simulate.llm import throughput
     from simulate.llm import experiment as ex
     from simulate.llm.warmstart import warm_start
 
@@ -140,10 +140,10 @@ def main(dry_run: bool = False, out_dir: str = "results/llm/gpu_check", budget_s
     t0 = time.time()
     shapes = (("tiny", 16, 4, "bfloat16"),) if dry_run else (("tiny", 256, 8, "float32"), ("gpu", 512, 8, "bfloat16"),
                                                              ("gpu", 1024, 32, "bfloat16"))
-    bench = [bench_llm.measure(p, N, T, device=device, dtype=dt, repeats=1 if dry_run else 3) for p, N, T, dt in shapes]
+    bench = [throughput.measure(p, N, T, device=device, dtype=dt, repeats=1 if dry_run else 3) for p, N, T, dt in shapes]
     report["throughput"] = bench
     print(f"sampler throughput ({time.time() - t0:.1f} s):")
-    print(bench_llm.table(bench))
+    print(throughput.table(bench))
 
     # 3. the delay sweep, seed by seed within the budget
     base, estimators, delays, seeds = settings(dry_run, out_dir)
@@ -181,7 +181,7 @@ def main(dry_run: bool = False, out_dir: str = "results/llm/gpu_check", budget_s
     with open(os.path.join(out_dir, "gpu_check.md"), "w") as f:
         f.write(f"GPU check on {report['device']} (torch {report['torch']}), {report['total_seconds']:.0f} s\n\n")
         f.write("CPU-vs-GPU parity: " + ("pass" if report["parity_ok"] else "FAIL") + "\n\n")
-        f.write("```\n" + pd.DataFrame(par).to_string(index=False) + "\n\n" + bench_llm.table(bench) + "\n```\n\n")
+        f.write("```\n" + pd.DataFrame(par).to_string(index=False) + "\n\n" + throughput.table(bench) + "\n```\n\n")
         f.write(f"Training: {tps:.0f} completion tokens/s per learner step (median); seeds {done}\n\n```\n"
                 f"{report['table']}\n```\n")
     return 0 if report["parity_ok"] else 1

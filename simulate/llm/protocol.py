@@ -71,6 +71,30 @@ and why:
 
 ``--full`` (``full_seeds``: 24 seeds in the main arm, 12 in the step-size arm) is the same protocol on
 more seeds, for a machine with time; its verdicts use the same rule.
+
+**Version 4** (issue 35; :data:`PROTOCOL`). v3's row barely learnt (accuracy AUC ≈ 0.50 at ``d = 0`` from
+a 0.48 warm start), so it measured collapse-avoidance, not learning, and two of its statements flipped
+with the CPU's SIMD kernels. What changes and why:
+
+- *A task where RL learns*: the warm start runs 800 steps instead of 400 (held-out accuracy 0.555), the
+  RL step size ramps up linearly over the first ``warmup_steps = 10`` updates (AdamW's first updates move
+  every weight by ~η whatever the gradient's signal-to-noise, and undid part of the warm start), and the
+  advantages are group-normalised (``adv_norm``, GRPO's option). Chosen from exploratory runs of the
+  ``d = 0`` learner alone (onpolicy, seeds 0–6, final held-out accuracy − warm start +0.135 … +0.25,
+  2026-12-04); no comparison between estimators was looked at before this version was fixed.
+  ``min_gain = 0.15`` is the target the sidecar reports against (mean gain of the ``d = 0`` runs with its
+  95 % t-interval); it decides no verdict.
+- *Delays* ``(0, 2, 8, 32)`` and *no step-size arm* (``arm_seeds = ()``): the perturbation check below
+  re-runs the registered comparisons, and the LM part of ``make run`` has 8 minutes on 2 cores.
+- *The regime label from an interval* (``regime_level``): gmc's runs at ``d_max`` are in the *local*
+  overlap regime when the upper end of the 95 % t-interval of the geometric mean (over seeds) of their
+  learning-phase ``χ̂²`` is ≤ 1, *far* when its lower end is > 1, otherwise ``inconclusive`` — v3 read a
+  point (the median, 0.846 on one CPU and 1.26 on another).
+- *Perturbation* (``perturb_capabilities``, ``perturb_seeds``): the registered comparisons and rates at
+  ``d_max`` and the regime label are re-made under every other ATen CPU kernel path the machine has
+  (``ATEN_CPU_CAPABILITY``, warm start included, in subprocesses) on ``perturb_seeds`` (6 seeds, the
+  budget) and compared with the native run on the same seeds; a part whose verdict or label differs is
+  *fragile* (:mod:`simulate.llm.perturb`).
 """
 from __future__ import annotations
 
@@ -150,6 +174,24 @@ class LMProtocol:
     rate_premise_d0: bool = True
     """The tabular v3 rule (``training-claims-v3``): the failure-rate sub-claims are out of scope when the
     ``d = 0`` learner already fails in more than ``p0`` of its runs (here the shared ``d = 0`` run)."""
+    # version 4 (absent from the hash of versions < 4)
+    warmup_steps: int = 0
+    """Linear RL step-size warm-up over this many updates (:attr:`simulate.llm.config.TrainConfig.warmup_steps`)."""
+    adv_norm: bool = False
+    """Group-normalised advantages ``(R_i − R̄)/(std R + δ)``."""
+    warmstart_batch_size: int = 64
+    warmstart_eta: float = 3e-3
+    device: str = "cpu"
+    dtype: str = "float32"
+    max_new_tokens: int = 8
+    min_gain: float = 0.15
+    """Target: mean final held-out accuracy gain of the ``d = 0`` runs over the warm start (reported, decides nothing)."""
+    regime_level: float = 0.95
+    """Two-sided level of the interval the overlap-regime label is read from."""
+    perturb_capabilities: tuple[str, ...] = ()
+    """ATen CPU kernel paths (``ATEN_CPU_CAPABILITY``) the perturbation check re-runs under (those the CPU has)."""
+    perturb_seeds: tuple[int, ...] = ()
+    """Seeds of the perturbation check (a prefix of ``seeds``)."""
 
     def __post_init__(self) -> None:
         if self.metric not in ("auc", "final_acc"):
@@ -165,6 +207,14 @@ class LMProtocol:
         if len(set(self.seeds)) < 2:
             raise ValueError("seeds must hold at least 2 distinct seeds (paired t over seeds)")
 
+        if self.version >= 4:
+            if not set(self.perturb_seeds) <= set(self.seeds):
+                raise ValueError(f"perturb_seeds {self.perturb_seeds!r} must be among seeds {self.seeds!r}")
+            bad = [c for c in self.perturb_capabilities if c not in CPU_CAPABILITIES]
+            if bad:
+                raise ValueError(f"perturb_capabilities must be among {', '.join(CPU_CAPABILITIES)}, got {bad!r}")
+            if not 0 < self.regime_level < 1:
+                raise ValueError(f"regime_level must be in (0, 1), got {self.regime_level!r}")
         if self.version >= 3:
             if not (isinstance(self.arm_lr_factor, (int, float)) and self.arm_lr_factor > 0 and self.arm_lr_factor != 1):
                 raise ValueError(f"arm_lr_factor must be a number > 0 other than 1, got {self.arm_lr_factor!r}")
@@ -186,13 +236,14 @@ class LMProtocol:
             if self.version < 3:
                 raise ValueError(f"full: protocol version {self.version} has no --full variant (v3 and later)")
             return dataclasses.replace(self, seeds=tuple(range(self.full_seeds)),
-                                       arm_seeds=tuple(range(self.full_seeds // 2)), arm_delays=self.delays)
+                                       arm_seeds=tuple(range(self.full_seeds // 2)) if self.arm_seeds else (),
+                                       arm_delays=self.delays)
         return self
 
     def arms(self, quick: bool = False) -> tuple[tuple[float, tuple[int, ...]], ...]:
         """``((lr_factor, seeds), …)``: the main arm at ``η`` and, from version 3, the step-size arm."""
         main = (1.0, self.quick_seeds if quick else self.seeds)
-        if self.version < 3:
+        if self.version < 3 or not self.arm_seeds:  # v4: no step-size arm
             return (main,)
         return (main, (float(self.arm_lr_factor), self.quick_arm_seeds if quick else self.arm_seeds))
 
@@ -229,9 +280,8 @@ class LMProtocol:
         """Plain dict (JSON-serialisable, tuples as lists). Versions < 3 leave out the fields v3 added, so
         :data:`PROTOCOL_V2` keeps the hash it was registered under."""
         out = json.loads(json.dumps(dataclasses.asdict(self)))
-        if self.version < 3:
-            for f in V3_FIELDS:
-                out.pop(f)
+        for f in (V3_FIELDS if self.version < 3 else ()) + (V4_FIELDS if self.version < 4 else ()):
+            out.pop(f)
         return out
 
     def content_hash(self) -> str:
@@ -242,10 +292,27 @@ class LMProtocol:
 #: Fields added by version 3 (absent from the canonical JSON, hence the hash, of earlier versions).
 V3_FIELDS: tuple[str, ...] = ("arm_lr_factor", "arm_seeds", "arm_delays", "full_seeds", "quick_arm_seeds", "rate_premise_d0")
 
+#: Fields added by version 4 (absent from the canonical JSON, hence the hash, of earlier versions).
+V4_FIELDS: tuple[str, ...] = ("warmup_steps", "adv_norm", "warmstart_batch_size", "warmstart_eta", "device", "dtype",
+                              "max_new_tokens", "min_gain", "regime_level", "perturb_capabilities", "perturb_seeds")
+#: ATen's CPU kernel paths (``ATEN_CPU_CAPABILITY`` values), slowest first.
+CPU_CAPABILITIES: tuple[str, ...] = ("default", "avx2", "avx512")
+
 #: Version 2 (the report of commit 33b6c64), reproducible under its registered hash ``f2493e03beb8c517``:
 #: three delays, 16 groups per step, no step-size arm.
 PROTOCOL_V2 = LMProtocol(version=2, delays=(0, 8, 32), n_prompts=16)
-#: The protocol of the report (version 3).
-PROTOCOL = LMProtocol()
-#: Registered protocols by version (``python -m simulate.llm experiment --protocol-version``).
-PROTOCOLS: dict[int, LMProtocol] = {2: PROTOCOL_V2, 3: PROTOCOL}
+#: Version 3 (the report of commit 6ea58be), reproducible under its hash.
+PROTOCOL_V3 = LMProtocol()
+#: The protocol of the report (version 4, module docstring).
+PROTOCOL = LMProtocol(version=4, delays=(0, 2, 8, 32), arm_seeds=(), arm_delays=(), warmstart_steps=800,
+                      warmup_steps=10, adv_norm=True, perturb_capabilities=CPU_CAPABILITIES,
+                      perturb_seeds=tuple(range(6)))
+#: The GPU protocol (``experiment --protocol gpu``, :mod:`simulate.llm.gpu_protocol`): the same rules on the
+#: ``gpu`` preset (~85M parameters, bf16, 3-digit sums) at v3's six delays; seeds run while the budget lasts.
+PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 32), arm_seeds=(), arm_delays=(),
+                          preset="gpu", device="cuda", dtype="bfloat16", digits=3, n_prompts=32, eta=1e-4,
+                          warmstart_steps=600, warmstart_batch_size=256, warmstart_eta=1e-3, n_eval=500, threads=1,
+                          quick_seeds=(0, 1), quick_delays=(0, 2), quick_steps=3, quick_n_prompts=4,
+                          quick_warmstart_steps=5, quick_n_eval=16)
+#: Registered protocols (``python -m simulate.llm experiment --protocol-version``).
+PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL, "gpu": PROTOCOL_GPU}

@@ -112,6 +112,21 @@ def update_step(model, opt, loss: torch.Tensor, max_grad_norm: float) -> tuple[f
     return norm, None
 
 
+def kept_versions(cfg: TrainConfig) -> int:
+    """How many versions back the snapshots are kept: ``D``, or ``min(D, d)`` for the fixed model, which
+    never reads a version older than ``version − d`` (a forest's short-delay branches then hold a few
+    snapshots, not ``D + 1``: the ``gpu`` preset's are 170 MB each)."""
+    return min(cfg.D, cfg.d) if cfg.delay == "fixed" else cfg.D
+
+
+def step_size(cfg: TrainConfig, version: int) -> float:
+    """AdamW step size of the update that makes version ``version + 1``: ``η·min(1, (version+1)/warmup_steps)``
+    (linear warm-up over the applied updates; ``η`` when ``warmup_steps = 0``)."""
+    if cfg.warmup_steps <= 0:
+        return cfg.eta
+    return cfg.eta * min(1.0, (version + 1) / cfg.warmup_steps)
+
+
 # ----------------------------------------------------------------------------- diagnostics
 
 
@@ -302,11 +317,14 @@ def rl_step(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, delays, los
                       eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G,
                       length_normalize=cfg.length_normalize, **loss_opts)
     loss, loss_metrics = _split_loss(out)
+    lr = step_size(cfg, st.version)
+    for group in st.opt.param_groups:  # the warm-up's step size for this update (η itself when it is off)
+        group["lr"] = lr
     grad_norm, skipped = update_step(model, st.opt, loss, cfg.max_grad_norm)
     if skipped is None:
         st.version += 1
         st.snapshots[st.version] = _snapshot(model)
-        for old in [v for v in st.snapshots if v < st.version - cfg.D]:
+        for old in [v for v in st.snapshots if v < st.version - kept_versions(cfg)]:
             del st.snapshots[old]
 
     # 4. metrics
@@ -315,7 +333,7 @@ def rl_step(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, delays, los
     row = {
         "step": k, "version": st.version, "behaviour_version": behaviour_version, "delay": d,
         "reward": float(R.mean()), "loss": float(loss.detach()), "grad_norm": grad_norm,
-        "skipped": skipped, "completion_tokens": n_tok, "mean_len": n_tok / len(batch),
+        "skipped": skipped, "lr": lr, "completion_tokens": n_tok, "mean_len": n_tok / len(batch),
         "gen_tokens_per_s": n_tok / max(t_gen, 1e-9),
         "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9),
         **ratio_stats(cfg, tok_ell, ro.mask, adv),
@@ -344,10 +362,43 @@ def summarise_run(cfg: TrainConfig, rows: list[dict], last_acc, warm_info: dict)
     }
 
 
+def _write_config(cfg: TrainConfig, ck: dict | None, start: int, end: int) -> None:
+    """``config.json``: the config the steps are trained with. A resume appends to ``resume_history`` which
+    steps it trains and every key whose value differs from the checkpoint's config (``--force``), so the
+    file never claims a value for steps that did not use it; a resume with nothing left to train leaves
+    the file as it is (with a warning)."""
+    import warnings
+
+    from simulate.llm.config import config_diff
+    from simulate.llm.run_files import LOCATION_KEYS
+
+    path = os.path.join(cfg.out_dir, "config.json")
+    out = cfg.to_dict()
+    if ck is not None:
+        if end <= start:
+            warnings.warn(f"resume: the run in {cfg.out_dir} already has {start} of {cfg.steps} steps; nothing to "
+                          f"train, config.json left as it is", stacklevel=3)
+            return
+        saved = {k: v for k, v in dict(ck.get("config", {})).items() if k not in LOCATION_KEYS}
+        now = {k: v for k, v in out.items() if k not in LOCATION_KEYS}
+        history = []
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    history = list(json.load(f).get("resume_history", []))
+            except (ValueError, OSError, AttributeError):
+                history = []
+        history.append({"first_step": start, "last_step": end - 1,
+                        "changed": {k: {"before": a, "after": b} for k, a, b in config_diff(saved, now)}})
+        out["resume_history"] = history
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)
+
+
 def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) -> dict:
     set_determinism(cfg)
-    with open(os.path.join(cfg.out_dir, "config.json"), "w") as f:
-        json.dump(cfg.to_dict(), f, indent=2)
+    if ck is None:
+        _write_config(cfg, None, 0, cfg.steps)
     warm_info = {}
     if model is None:
         model, tok, warm_info = warm_start(cfg, progress=progress)
@@ -377,6 +428,8 @@ def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) ->
     st.last_acc = acc0 if acc0 is not None else next((r["heldout_acc"] for r in reversed(st.rows)
                                                        if r.get("heldout_acc") is not None), None)
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at + 1)
+    if ck is not None:
+        _write_config(cfg, ck, start, end)
     bar = tqdm(range(start, end), desc=f"{cfg.estimator} {cfg.delay_label}", disable=not progress)
     for k in bar:
         row = rl_step(cfg, st, k, tok=tok, evalset=evalset, delays=delays, loss_opts=loss_opts, on_step=on_step)

@@ -36,6 +36,7 @@ from simulate.llm.train import (
     _loss_options,
     copy_state,
     delay_schedule,
+    kept_versions,
     new_state,
     rl_step,
     sample_batch,
@@ -141,7 +142,10 @@ def _train_tree(cfgs, model0, tok, evalset, acc0, batches, warm_info) -> list[di
         if k == 0:
             row["heldout_acc_start"] = acc0
         for i in fork_at.get(k, ()):
-            states[i] = (k, copy_state(trunk, st))
+            branch = copy_state(trunk, st)
+            for v in [v for v in branch.snapshots if v < branch.version - kept_versions(cfgs[i])]:
+                del branch.snapshots[v]  # versions the branch's delay never reads (train.kept_versions)
+            states[i] = (k, branch)
     states[order[0]] = (K - 1, st)
     summaries = [None] * len(cfgs)
     for i in order:
