@@ -38,11 +38,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,15 +224,9 @@ def _expand(tests: list[str], src: Path) -> list[str]:
 def _config(target: str, tests: list[str], timeout: float) -> str:
     cmd = f"{sys.executable} -m pytest -x -q -p no:cacheprovider -o addopts= -m 'not slow' " + " ".join(tests)
     excl = ", ".join(f"'{e}'" for e in EXCLUDED_OPERATORS)
-    return (
-        "[cosmic-ray]\n"
-        f"module-path = \"{target}\"\n"
-        f"timeout = {timeout}\n"
-        "excluded-modules = []\n"
-        f"test-command = \"{cmd}\"\n"
-        "[cosmic-ray.distributor]\nname = \"local\"\n"
-        f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excl}]\n"
-    )
+    return (f"[cosmic-ray]\nmodule-path = \"{target}\"\ntimeout = {timeout}\nexcluded-modules = []\n"
+            f"test-command = \"{cmd}\"\n[cosmic-ray.distributor]\nname = \"local\"\n"
+            f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excl}]\n")
 
 
 def _tag(target: str) -> str:
@@ -337,6 +333,9 @@ def run_target(target: str, workdir: Path, timeout: float, count_only: bool = Fa
     print(f"{target}: {pending} mutants to run, {n_eq} listed as equivalent", flush=True)
     if count_only:
         return
+    if target in JIT_ON:  # fill the Numba cache once (a cold compile takes minutes), outside the per-mutant timeout
+        test_cmd = tomllib.loads(cfg.read_text())["cosmic-ray"]["test-command"]
+        subprocess.run(shlex.split(test_cmd), cwd=src, env=_env(src), capture_output=True)
     base = _cr(["cosmic-ray", "baseline", str(cfg)], src, capture_output=True, text=True)
     if base.returncode != 0:
         sys.exit(f"{target}: the related tests fail on unmutated code; fix that first\n{base.stdout}{base.stderr}")
