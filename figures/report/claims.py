@@ -118,7 +118,8 @@ def c7(rep: dict) -> tuple[str, str, str]:
     evs = rep["evidence"].get("C7", [])
     if not evs:
         return (vd.HOLDS if rep["theory"]["C7"].get("ok") else vd.INCONCLUSIVE), "symbolic only", ""
-    verdicts, parts, notes = [], [], []
+    # a refuted row is never hidden, whatever it measures
+    verdicts, parts, notes = [vd.REFUTED for ev in judged(rep, "C7") if ev.get("verdict") == vd.REFUTED], [], []
     peak = next((ev for ev in evs if "G at its peak" in ev.get("quantity", "")), None)
     if peak:
         top = _note_value(peak.get("note"), r"peak ([0-9.eE+-]+),")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import re
 from pathlib import Path
 
 CLAIM_IDS = ("C1", "C2", "C3", "C4", "C5", "C5-T", "C6", "C7", "C8", "C9")
@@ -141,6 +142,15 @@ def per_G(ess, G):
     if not finite(ess) or not finite(G):
         return None
     return float(ess) / float(G)
+
+
+_LEAK = re.compile(r"(?<![\w`.])(None|nan|NaN)(?![\w`])")
+
+
+def clean(text) -> str:
+    """Free text from a sidecar with a Python ``None``/``nan`` leaked into it: each shown as ``— (missing)``
+    (the figure should not write them; tests/test_report.py fails on any that reaches the report)."""
+    return _LEAK.sub("— (missing)", str(text or ""))
 
 
 def md_cell(s) -> str:

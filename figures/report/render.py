@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from figures.report import answer, claims, findings, guidance, training
-from figures.report.data import CLAIM_IDS, DASH, INFO, LM_FIGURE, REGIME_FIGURE, build, md_cell
+from figures.report.data import CLAIM_IDS, DASH, INFO, LM_FIGURE, REGIME_FIGURE, build, clean, md_cell
 from figures.stats import fmt
 from simulate import verdicts as vd
 
@@ -40,7 +40,7 @@ RULE = ("**How verdicts are decided** (one rule, simulate/verdicts.py). Numbers 
         "with the measurement. Across instances: `holds` on ≥ 3/4 of the in-scope instances and refuted on none, "
         "`refuted` on a strict majority, otherwise `inconclusive`. Qualifiers (exact identity, underpowered, assumption "
         "check) are in the note column, never in the verdict.")
-LABELS = {"C4": "C4 (bound)", "C4-rate": "C4 (rate)"}
+LABELS = {"C4": " (bound)", "C4-rate": " (rate)"}
 
 
 def _head(rep: dict) -> list:
@@ -78,7 +78,7 @@ def claim_rows(rep: dict) -> list[list[str]]:
         kind = "rate" if label == "C4-rate" else "bound" if label == "C4" else th.get("kind", "")
         if label == "C6":
             kind = "assumption check"
-        out.append([f"**{LABELS.get(label, label)}** {th.get('title', '')}", kind, v, note or DASH, key])
+        out.append([f"**{cid}**{LABELS.get(label, '')} {th.get('title', '')}", kind, v, note or DASH, key])
     return out
 
 
@@ -159,7 +159,7 @@ def detail_blocks(rep: dict) -> list:
             ev_rows.append(["", ev.get("quantity", ""), ev.get("point", ""), fmt(ev.get("measured"), ev.get("se")),
                             fmt(ev.get("bound")), DASH if v == INFO else v,
                             "; ".join(x for x in (("reported, no verdict" if v == INFO else ""),
-                                                  (f"k = {k:.3g}" if k and v != INFO else ""), ev.get("note", "")) if x)])
+                                                  (f"k = {k:.3g}" if k and v != INFO else ""), clean(ev.get("note"))) if x)])
     b += [("h2", "Evidence per claim"),
           ("details", "Every measured check (Monte Carlo: estimate [95 % normal interval, ±1.96 s.e.]; k: the one "
                       "looseness, bound / (measured + 3 s.e.))",

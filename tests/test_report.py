@@ -1,0 +1,138 @@
+"""The one-screen report (issue 34): the answer table built from hand-made sidecars (with and without the optional
+``answer`` key), the vocabulary and None/nan checks, the first screen and the size limit, on hand-made text, on a
+report rebuilt from the committed sidecars, and on the committed figures/REPORT.md itself."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from figures.report import answer, check, render
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "figures" / "out"
+
+
+def _side(tmp_path: Path, name: str, **keys) -> None:
+    (tmp_path / f"{name}.json").write_text(json.dumps({"figure": name, "evidence": [], **keys}))
+
+
+def _entry(group, rival, d, delta, lo, hi, setting="s", **kw):
+    return dict(group=group, setting=setting, d=d, rival=rival, arm="", metric="nAUC", delta=delta, lo=lo, hi=hi,
+                interval="95 % paired t, 8 seeds", n=8, **kw)
+
+
+def _rep(tmp_path: Path) -> dict:
+    return render.build(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
+
+
+# ----------------------------------------------------------------------------- the answer table
+def test_answer_table_from_the_answer_key_names_the_strongest_rival_and_ranges_over_instances(tmp_path):
+    ents = [_entry("tabular", "onpolicy", 8, -0.10, -0.15, -0.05, "a"), _entry("tabular", "onpolicy", 8, 0.03, 0.01,
+                                                                             0.05, "b"),
+            _entry("cpu-lm", "tis", 32, 0.05, 0.01, 0.09), _entry("cpu-lm", "tic", 32, 0.02, -0.01, 0.05),
+            _entry("cpu-lm", "verl_seq_tis", 32, 0.04, 0.00, 0.08), _entry("cpu-lm", "trl_seq_mask", 32, -0.03, -0.05,
+                                                                           -0.01),
+            _entry("user-mdp", "onpolicy", 32, 0.2, 0.1, 0.3)]
+    _side(tmp_path, "figA", answer=ents)
+    header, rows, note = answer.table(_rep(tmp_path))
+    by = {r[0].split(" [")[0]: dict(zip(header, r)) for r in rows}
+    tab = by[answer.GROUPS["tabular"]]
+    assert tab["gmc − onpolicy, d = 8"] == "−0.10 … +0.03 (↑1 ↓1 of 2)"
+    assert tab["gmc − onpolicy, d = 32"] == "—"  # not measured there, said so
+    lm = by[answer.GROUPS["cpu-lm"]]
+    assert lm["gmc − tis/tic (stronger), d = 32"] == "+0.020 [−0.010, +0.050] (tic)"  # the rival with the larger mean
+    assert lm["gmc − best peer correction, d = 32"] == "−0.030 [−0.050, −0.010] (trl_seq_mask)"
+    assert by[answer.GROUPS["user-mdp"]]["gmc − onpolicy, d = 32"].startswith("+0.200")
+    assert set(by[answer.GROUPS["gpu-lm"]].values()) == {answer.GROUPS["gpu-lm"], "not run"}
+    assert answer.GROUPS["toy-lm-faithful"] not in by  # an optional row appears only when reported
+    assert "95 % paired t, 8 seeds" in note
+
+
+def test_answer_table_is_derived_from_todays_structures_when_the_key_is_absent(tmp_path):
+    proto = dict(primary=dict(eps=0.2, G=8, d=8), margin=0.02)
+    c9 = dict(comparisons=[dict(instance="a", name="gmc − is (d=8, tuned η)", estimate=0.01, lo=-0.02, hi=0.04),
+                           dict(instance="a", name="gmc − grpo (d=8, common η)", estimate=0.5, lo=0.4, hi=0.6)])
+    rm = dict(settings=dict(primary_G=8, primary_eps=0.2), interval="95 % paired t",
+              comparisons=[dict(instance="a", d=d, G=8, eps=0.2, arm="tuned", eta_factor=1.0, comparison="gmc − onpolicy",
+                                estimate=-0.1, lo=-0.2, hi=-0.05, n=24) for d in (8, 32)])
+    runs = [dict(estimator=e, d=32, seed=s, lr_factor=1.0, auc=a + 0.01 * s, failure="none")
+            for e, a in (("gmc", 0.5), ("onpolicy", 0.2)) for s in range(4)]
+    _side(tmp_path, "fig_c9_protocol", protocol=proto, c9=c9)
+    _side(tmp_path, "fig_regime_map", **rm)
+    _side(tmp_path, "fig_llm_delay", runs=runs)
+    rep = _rep(tmp_path)
+    ents = answer.entries(rep)
+    assert {(e["group"], e["rival"], e["d"]) for e in ents} == {
+        ("tabular", "onpolicy", 8), ("tabular", "onpolicy", 32), ("tabular", "is", 8), ("cpu-lm", "onpolicy", 32)}
+    lm = next(e for e in ents if e["group"] == "cpu-lm")
+    assert lm["delta"] == pytest.approx(0.3) and lm["lo"] == pytest.approx(0.3)  # paired: no spread in the difference
+    lines = answer.recommendation(rep, ents)
+    assert "significantly behind on 2 and ahead on none" in lines[0] and "use **gmc** here" in lines[1]
+
+
+def test_answer_table_with_no_data_still_renders_and_bad_entries_name_the_field(tmp_path):
+    header, rows, _ = answer.table(_rep(tmp_path))
+    assert [r[0] for r in rows] == [answer.GROUPS["gpu-lm"]] and len(header) == 11
+    _side(tmp_path, "figB", answer=[_entry("tabular", "onpolicy", 8, 0.1, 0.2, 0.3)])  # delta below lo
+    with pytest.raises(ValueError, match="lo <= delta <= hi"):
+        answer.entries(_rep(tmp_path))
+    _side(tmp_path, "figB", answer=[_entry("mars", "onpolicy", 8, 0.1, 0.0, 0.3)])
+    with pytest.raises(ValueError, match="group must be one of"):
+        answer.entries(_rep(tmp_path))
+
+
+def test_broken_lm_arm_is_out_of_scope_not_a_verdict():
+    runs = [dict(estimator=e, d=d, lr_factor=3.0, failure="collapsed") for e in ("onpolicy", "gmc") for d in (0, 32)]
+    runs += [dict(estimator="gmc", d=0, lr_factor=1.0, failure="none")]
+    assert list(answer.broken_arms({"runs": runs})) == [3.0]
+    runs[0]["failure"] = "none"  # the d = 0 control learns: the arm is not broken
+    assert answer.broken_arms({"runs": runs}) == {}
+
+
+# ----------------------------------------------------------------------------- the text checks
+def test_checker_flags_undefined_verdict_words_qualifiers_and_python_leaks():
+    text = ("| claim | verdict | note |\n|---|---|---|\n| C8 | holds (exact) | |\n| C9 | refuted | |\n"
+            "| C5 | inconclusive (underpowered) | |\n| C1 | holds, bound loose ×5.5 | exact identity |\n\n"
+            "value None and nan here\n")
+    got = check.problems(text)
+    assert "undefined verdict word 'holds (exact)'" in got
+    assert "undefined verdict word 'inconclusive (underpowered)'" in got
+    assert sum("leaked" in p for p in got) == 2
+    assert not any(p.startswith("undefined") and ("refuted" in p or "×5.5" in p) for p in got)
+    assert check.problems("| sub-claim | a | aggregate |\n|---|---|---|\n| x | holds | out of scope |\n") == []
+    assert check.problems("| sub-claim | a |\n|---|---|\n| x | fine |\n") == ["undefined verdict word 'fine'"]
+
+
+def test_first_screen_and_size_checks():
+    good = "# t\n\n| setting | gmc − onpolicy, d = 8 |\n|---|---|\n\nour reconstruction … not the paper\n"
+    assert check.first_screen_problems(good) == []
+    assert len(check.first_screen_problems("\n" * 61 + good)) == 2
+    assert check.size_problems("x" * 40_000) == [] and check.size_problems("é" * 20_001) != []
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    """The report rebuilt from the committed sidecars (no figure re-run, no sympy)."""
+    if not (OUT / "fig_c9_protocol.json").exists():
+        pytest.fail("figures/out lacks the committed sidecars")
+    p = tmp_path_factory.mktemp("rep") / "REPORT.md"
+    md, _, rep = render.write(OUT, p, run_checks=False, provenance={"commit": "abc", "dirty": False})
+    return md.read_text(), md.with_name("REPORT-details.md").read_text(), rep
+
+
+def test_report_from_the_committed_sidecars_passes_every_check(rebuilt):
+    text, details, rep = rebuilt
+    assert check.problems(text) == [] and check.problems(details) == []
+    assert check.first_screen_problems(text) == [] and check.size_problems(text) == []
+    head = text.splitlines()[:60]
+    assert any(line.startswith("| tiny LM on CPU") for line in head)
+    assert any(line.startswith("| LM on a GPU") and "not run" in line for line in head)
+
+
+def test_the_committed_report_passes_every_check():
+    """figures/REPORT.md as committed (regenerated by `make run`): fails on a report written before issue 34."""
+    text = (REPO / "figures" / "REPORT.md").read_text()
+    bad = check.problems(text) + check.first_screen_problems(text) + check.size_problems(text)
+    assert not bad, f"{len(bad)} problems, e.g. {bad[:3]}: regenerate with `make run`"
