@@ -197,3 +197,43 @@ def test_rate_power_is_exact_and_interval_power_matches_simulation():
     got = np.mean(est + st.norm.ppf(1 - vd.ALPHA) * se < effect / 2)
     power = vd.interval_power(effect, se)
     assert abs(got - power) <= 4 * np.sqrt(power * (1 - power) / reps)
+
+
+# ----------------------------------------------------------------------------- vocabulary (issue 34)
+def test_every_verdict_word_is_defined_once_and_qualifiers_are_not_verdicts():
+    assert set(vd.DEFINITIONS) == {*vd.VERDICTS, vd.LOOSE_PREFIX + "k"}
+    for word in ("holds (exact)", "derived ✓", "inconclusive (underpowered)", "out of scope (underpowered)",
+                 "holds, bound loose ×", "violated"):
+        assert not vd.is_verdict(word), word
+    assert vd.is_verdict("holds, bound loose ×5.5") and vd.exact_verdict(1.0, 0.1, 1.2) == vd.HOLDS
+    assert all(not vd.is_verdict(n) for n in vd.NOTES)
+
+
+def test_looseness_is_bound_over_the_upper_three_se_limit():
+    assert vd.looseness(0.1, 0.01, 1.0) == pytest.approx(1.0 / 0.13)
+    assert vd.looseness(9.3e-7, 5.5e-7, 1.7e-3) == pytest.approx(1.7e-3 / (9.3e-7 + 3 * 5.5e-7))  # finite near 0
+    assert vd.looseness(-1.0, 0.1, 1.0) is None and vd.looseness(1.0, None, 0.0) is None
+    assert vd.loose_word(1.9) == vd.HOLDS and vd.loose_word(5.55) == "holds, bound loose ×5.55"
+
+
+@pytest.mark.parametrize("est, se, margin, want", [
+    (0.0, 0.01, 0.05, "holds"),         # well inside ±margin
+    (0.045, 0.01, 0.05, "inconclusive"),  # the interval crosses +margin
+    (0.2, 0.01, 0.05, "refuted"),       # entirely outside: not constant
+    (-0.2, 0.01, 0.05, "refuted"),      # falling counts as much as rising (two-sided)
+])
+def test_equivalence_tost_three_zones(est, se, margin, want):
+    v, p, lo, hi = vd.equivalence(est, se, margin)
+    assert v == want
+    z = stats.norm.ppf(0.95)
+    assert lo == pytest.approx(est - z * se) and hi == pytest.approx(est + z * se)
+    assert p == pytest.approx(max(stats.norm.sf((est + margin) / se), stats.norm.cdf((est - margin) / se)))
+
+
+def test_equivalence_size_at_the_margin_is_alpha():
+    """At a true effect exactly on the margin TOST says `holds` with probability ≤ α (fixed seed; the tolerance is
+    3 binomial s.e. of the rejection rate)."""
+    rng = np.random.default_rng(7)
+    n, se = 20_000, 0.01
+    hits = sum(vd.equivalence(float(x), se, 0.03)[0] == "holds" for x in rng.normal(0.03, se, n))
+    assert hits / n <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / n)
