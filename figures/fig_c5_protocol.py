@@ -35,10 +35,11 @@ def panel_data(res) -> list[dict]:
     p = res.protocol
     per = res.c5.get("per_instance", {})
     out = []
+    arms = ((res.fixed, "fixed"),) if retired(p) else ((res.c5_table, "tuned"), (res.fixed, "fixed"))
     for inst in p.instances:
         series = []
         for e in p.c5["estimators"]:
-            for table, kind in ((res.c5_table, "tuned"), (res.fixed, "fixed")):
+            for table, kind in arms:
                 t = table[table.instance == inst] if table is not None and len(table) else table
                 if t is None or t.empty:
                     continue
@@ -48,6 +49,11 @@ def panel_data(res) -> list[dict]:
         r = per.get(inst, {})
         out.append(dict(instance=inst, chi2=r.get("chi2_median"), verdict=r.get("verdict", "—"), series=series))
     return out
+
+
+def retired(p) -> bool:
+    """Test B retired by the protocol (v4): only test A's fixed-η series exist."""
+    return p.c5.get("test_b", "run") == "retired"
 
 
 def predicted(G, mean, estimator: str):
@@ -78,11 +84,12 @@ def plot(panels: list[dict], Gs, *, d, K):
                         yerr=[sr["mean"] - sr["lo"], sr["hi"] - sr["mean"]], color=style.color(e), ls=ls,
                         marker=style.marker(e), ms=3.5, capsize=2, lw=1.2,
                         label=f"{e}, {'tuned η (test B)' if kind == 'tuned' else 'fixed η (test A)'}")
-            if kind == "tuned":
+            anchor = "tuned" if any(x["kind"] == "tuned" for x in pan["series"]) else "fixed"
+            if kind == anchor:
                 y = predicted(g_fine, sr["mean"], e)
                 if y is not None:
-                    what = (f"C5 prediction for gmc: ∝ $G^{{-2/5}}$ through gmc (tuned) at G = {Gs[0]:g}" if e == "gmc"
-                            else f"C5 prediction for tic: flat through tic (tuned) at G = {Gs[0]:g}")
+                    what = (f"C5 prediction for gmc: ∝ $G^{{-2/5}}$ through gmc ({kind}) at G = {Gs[0]:g}" if e == "gmc"
+                            else f"C5 prediction for tic: flat through tic ({kind}) at G = {Gs[0]:g}")
                     ax.plot(g_fine, y, ls=":", lw=1.6, color=style.color(e), label=what, zorder=4)
         ax.set_xscale("log", base=2)
         plots.ticks_at(ax, Gs, "{:g}")
@@ -115,4 +122,19 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
     meta = common.sidecar(NAME, quick=quick, settings=dict(protocol=protocol_data.protocol_meta(res)),
                           seeds=dict(tune=list(p.tune_seeds), eval=list(p.eval_seeds)), evidence=ev)
     meta.update(caption=CAPTION, protocol=protocol_data.protocol_meta(res), c5=c5)
+    if retired(p):  # v4: test B retired; the report prints why (computed from the theory and v3's s.e.)
+        from simulate.protocol.c5 import test_b_retired
+
+        b = test_b_retired(p)
+        meta["test_b_retired"] = b
+        rows = [[inst, f"{r.get('chi2_median', float('nan')):.3g}" if r.get("chi2_median") is not None else "—",
+                 "in scope" if r.get("in_scope") else "out of scope", r["verdict"]] for inst, r in per.items()]
+        meta["sections"] = [dict(title="C5-T (delay cost against G) under protocol v4",
+                                 paragraphs=[f"Test B (η re-tuned per G) is {b['reason']}. C5-T is judged by test A "
+                                             f"(fixed η) where C9's regime is local; aggregate: "
+                                             f"{res.c5.get('verdict', vd.OUT_OF_SCOPE)}."],
+                                 tables=[dict(title="C5-T per instance", columns=["instance", "χ² (C9 regime)", "premise",
+                                                                                  "verdict"], rows=rows,
+                                              note="χ²: gmc's learning-phase median at C9's primary cell, the one "
+                                                   "premise of C9 and C5-T.")])]
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

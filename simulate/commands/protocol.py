@@ -1,11 +1,30 @@
-"""``protocol``: run the pre-registered training-claims protocol (C5, C9) and print its verdicts."""
+"""``protocol``: run the pre-registered training-claims protocol (C5, C9) and print its verdicts.
+
+``--instance-file my_mdp.npz`` (or ``.json``) runs it on your own deterministic tabular MDP instead of the
+registered instances (in-process, not cached). The file holds the arrays of
+:class:`simulate.protocol.instances.TrainingInstance`:
+
+- ``next_state``: integers ``(T, S, V)``, ``s_{t+1} = next_state[t, s_t, a_t]``;
+- ``reward``: ``(S,)`` terminal reward ``R_T(s_T)``; returns must lie in ``[0, 1]``;
+- ``s0``: the initial state (an integer);
+- optional ``step_reward`` ``(T, S, V)``, ``features`` ``(T·S·V, p)`` (a log-linear policy), ``bernoulli``
+  (true: the learner sees ``R ~ Bernoulli(E R(τ))``), ``name`` and ``description`` (strings).
+
+A malformed file is refused with one message naming the file and the offending key.
+"""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+
+import numpy as np
 
 NAME = "protocol"
 HELP = "run the pre-registered C5/C9 training protocol (docs/protocol.md) and print the verdict tables"
+#: The keys of an instance file: required, then optional.
+REQUIRED = ("next_state", "reward", "s0")
+OPTIONAL = ("step_reward", "features", "bernoulli", "name", "description")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,9 +36,78 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(same rules; not a verdict)")
     p.add_argument("--instance", default=None,
                    help=f"comma list of registered instances (default: the protocol's; known: {', '.join(INSTANCES)})")
+    p.add_argument("--instance-file", type=Path, default=None,
+                   help="your own tabular MDP as .npz or .json (keys next_state, reward, s0; optional step_reward, "
+                        "features, bernoulli, name, description): run the protocol on it instead")
     p.add_argument("--cells", type=Path, default=Path("results") / "cells", help="sweep cell cache root")
     p.add_argument("--out", type=Path, default=None, help="write the run table and verdicts as CSV here")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _bad(path: Path, what: str) -> ValueError:
+    return ValueError(f"--instance-file {path}: {what}")
+
+
+def load_instance_file(path: Path):
+    """A :class:`~simulate.protocol.instances.TrainingInstance` from ``path`` (``.npz`` or ``.json``, module
+    docstring); every defect is a ``ValueError`` naming the file and the key."""
+    from simulate.protocol.instances import TrainingInstance
+
+    path = Path(path)
+    if not path.is_file():
+        raise _bad(path, "no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        elif suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise _bad(path, "the JSON must be an object with keys " + ", ".join(REQUIRED))
+        else:
+            raise _bad(path, f"must end in .npz or .json, got {suffix or 'no suffix'!r}")
+    except ValueError as e:
+        if str(e).startswith("--instance-file"):
+            raise
+        raise _bad(path, f"unreadable ({e})") from None
+    except (OSError, EOFError) as e:
+        raise _bad(path, f"unreadable ({e})") from None
+    missing = [k for k in REQUIRED if k not in data]
+    unknown = sorted(set(data) - set(REQUIRED) - set(OPTIONAL))
+    if missing or unknown:
+        raise _bad(path, (f"lacks {missing}" if missing else "") + ("; " if missing and unknown else "")
+                   + (f"unknown key(s) {unknown}" if unknown else "") + f"; valid keys: {', '.join(REQUIRED + OPTIONAL)}")
+
+    def arr(k, dtype, ndim):
+        try:
+            a = np.asarray(data[k])
+            if a.dtype == object or a.ndim != ndim:
+                raise ValueError
+            if dtype is np.int64 and not (np.issubdtype(a.dtype, np.integer)
+                                          or (np.issubdtype(a.dtype, np.floating) and np.all(a == np.round(a)))):
+                raise ValueError
+            return a.astype(dtype)
+        except (ValueError, TypeError):
+            kind = "integers" if dtype is np.int64 else "numbers"
+            raise _bad(path, f"{k} must be an array of {kind} with {ndim} dimension(s)") from None
+
+    s0 = np.asarray(data["s0"])
+    if s0.ndim != 0 or not np.issubdtype(s0.dtype, np.integer):
+        raise _bad(path, f"s0 must be one integer, got {data['s0']!r}")
+    kw = dict(step_reward=arr("step_reward", np.float64, 3) if "step_reward" in data else None,
+              features=arr("features", np.float64, 2) if "features" in data else None)
+    b = data.get("bernoulli", False)
+    b = b.item() if isinstance(b, np.ndarray) and b.ndim == 0 else b
+    if not isinstance(b, (bool, np.bool_)):
+        raise _bad(path, f"bernoulli must be true or false, got {b!r}")
+    name = str(data.get("name", path.stem))
+    try:
+        return TrainingInstance(name, str(data.get("description", f"user instance from {path.name}")),
+                                arr("next_state", np.int64, 3), arr("reward", np.float64, 1), int(s0),
+                                bernoulli=bool(b), **kw)
+    except ValueError as e:
+        raise _bad(path, str(e)) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -28,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
     from simulate.protocol import INSTANCES, run_protocol
 
     insts = None
+    if args.instance is not None and args.instance_file is not None:
+        raise ValueError("--instance and --instance-file exclude each other: name registered instances or give a file")
     if args.instance is not None:
         insts = [s.strip() for s in args.instance.split(",") if s.strip()]
         if not insts:
@@ -35,6 +125,11 @@ def main(args: argparse.Namespace) -> int:
         unknown = sorted(set(insts) - set(INSTANCES))
         if unknown:
             raise ValueError(f"--instance: unknown {unknown}; known: {', '.join(INSTANCES)}")
+        dup = sorted({i for i in insts if insts.count(i) > 1})
+        if dup:  # a repeated instance doubles n and can flip a verdict (issue 38)
+            raise ValueError(f"--instance: each instance once; repeated {dup}")
+    if args.instance_file is not None:
+        insts = [load_instance_file(args.instance_file)]
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
     res = run_protocol(args.protocol, quick=args.quick, instances=insts, root=args.cells,
@@ -47,6 +142,12 @@ def main(args: argparse.Namespace) -> int:
         print(res.c9["matrix"].fillna("—").to_string())
         print("\nC9 aggregate: " + "; ".join(f"{k}: {v}" for k, v in res.c9["aggregate"].items())
               + f"  →  C9 {res.c9['verdict']}")
+        if "sensitivity" in res.c9:
+            print(f"C9 at η/√2 (sensitivity line): {res.c9['sensitivity']['verdict']}")
+        if "heldout" in res.c9 and len(res.c9["heldout"]):
+            h = res.c9["heldout"]
+            print(f"cells whose held-out nAUC fell more than {p.heldout_margin:g} below tuning: "
+                  f"{int(h.flagged.sum())}/{len(h)}")
         if res.c5:
             print("\nC5 per instance:")
             for inst, r in res.c5["per_instance"].items():
