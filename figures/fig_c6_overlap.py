@@ -92,22 +92,22 @@ def plot(df, s):
             ax.fill_between(lo.index, lo.to_numpy(), hi.to_numpy(), color="black", alpha=0.12, lw=0,
                             label="σ²: 10–90 % of steps")
             ax.set_xscale("log", base=2)
-            # symlog: σ² (log₁₀ around 0) and the bound (log₁₀ up to ~10³) on one readable axis
-            ax.set_yscale("symlog", linthresh=10, linscale=1.5)
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # the log₁₀ values themselves
+            # the data are already log₁₀ values: a linear axis (a symlog axis of logs would make a tick "100" read
+            # as 10¹⁰⁰ at a non-uniform spacing); ticks say the power of ten they stand for
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"1e{v:g}" if v else "1"))
             ax.set_xticks(s["d"])
             ax.set_xticklabels([str(d) for d in s["d"]])
             ax.minorticks_off()
             if i == 0:
                 kap = float(df[df.instance == inst].kappa.iloc[0])
                 ax.set_title(f"{textwrap.fill(inst, 22)}\nκ = {kap:.3g}, η₀ = {s['eta0'][inst]:.3g}", fontsize=7)
-            ax.set_ylabel(f"{e}: log₁₀ value" if j == 0 else "log₁₀ value", fontsize=6.5)
+            ax.set_ylabel(f"{e}: value (log₁₀ axis)" if j == 0 else "value (log₁₀ axis)", fontsize=6.5)
             if i == len(ests) - 1:
                 ax.set_xlabel("delay d (steps)", fontsize=7)
             ax.tick_params(labelsize=6.5)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.035), ncol=3, fontsize=6.5, frameon=False)
-    fig.text(0.5, 0.005, "y: log₁₀ of the median over steps with σ² > 0 (symmetric-log axis, linear between −10 and 10)",
+    fig.text(0.5, 0.005, "y: median over steps with σ² > 0, plotted as log₁₀ on a linear axis (tick 1e100 = 10¹⁰⁰)",
              ha="center", va="bottom", fontsize=6)
     fig.subplots_adjust(left=0.1, right=0.99, top=0.87, bottom=0.2, wspace=0.38, hspace=0.12)
     return fig, axes

@@ -1,4 +1,4 @@
-"""Figure 7 (C6, C4): what the delay does to the ratios — ``χ²(π_θ‖μ)`` and ``E𝔅`` against d.
+"""Figure 5 (C6, C4): what the delay does to the ratios — ``χ²(π_θ‖μ)`` and ``E𝔅`` against d.
 
 One sweep cell per delay ``d`` (:func:`simulate.montecarlo.bias_table`, token MDP, fixed G, ε).
 Left: the measured ``χ²`` (exact by dynamic programming as open markers) with its log-log slope;
@@ -14,7 +14,7 @@ from asyncgrpo import estimators as est
 from sweep import Sweep
 from figures import common, plots, stats, style
 
-NAME = "fig7_delay"
+NAME = "fig5_delay"
 TITLE = "χ² and E[𝔅] against the delay (C6, C4)"
 CLAIMS = ("C6", "C4")
 INSTANCE, G, EPS, SEED = "token-mdp", 8, 0.1, 0
@@ -97,6 +97,6 @@ CAPTION = ("Staleness on the token MDP: (a) the realised χ²(π_θ‖μ) agains
 
 
 def main(out_dir, quick: bool = False, *, sweep_opts: dict | None = None) -> common.FigureResult:
-    """Run the delay sweep (cached), draw figure 7, return C6/C4 evidence."""
+    """Run the delay sweep (cached), draw figure 5, return C6/C4 evidence."""
     return common.sweep_figure(NAME, out_dir, quick, sweep(quick), plot, evidence, settings=settings(quick), seeds=[SEED],
                                sweep_opts=sweep_opts, caption=CAPTION)

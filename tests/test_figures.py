@@ -303,7 +303,7 @@ def test_sidecars_carry_the_tree_state_at_the_start_of_the_run(tmp_path):
     r = subprocess.run([sys.executable, "-m", "figures", "--only", "fig_second_moment,fig_heatmap", "--quick", "--out",
                         str(out), "--no-progress"], cwd=clone, capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    for name in ("fig3_second_moment", "fig6_eps_G_heatmap"):
+    for name in ("fig3_second_moment", "fig4_eps_G_heatmap"):
         meta = json.loads((out / f"{name}.json").read_text())
         assert not meta["git_commit"].endswith("-dirty"), (name, meta["git_commit"])
         if head is not None:

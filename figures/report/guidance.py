@@ -23,8 +23,27 @@ def _best(cs: list[dict], key: str) -> dict[str, float]:
     return out
 
 
+def theory_sentence(rep: dict) -> str:
+    """The tuned C5 bound at the training's ε and G (fig_heatmap's ``training_point``), when present."""
+    tp = next((m["training_point"] for m in rep["sidecars"] if m.get("training_point")), None)
+    if not tp:
+        return ""
+    est = tp.get("estimators") or {}
+    return (f"Theory (tuned C5 bound, d = {tp.get('d'):g}, other constants the heat map's defaults, not measured): at "
+            f"G = {tp['G']} the bound's best ε is " + ", ".join(f"{e:.2g} for {n}" for n, e in
+                                                               ((n, v["eps_star"]) for n, v in est.items()))
+            + f"; the training's ε = {tp['eps']} costs a factor " + ", ".join(
+                f"{v['cost_factor']:.3g} ({n})" for n, v in est.items()) + " in the bound.")
+
+
 def sentences(rep: dict) -> list[str]:
-    """One sentence per regime on choosing ε and G (empty when the regime map or C9's regimes are absent)."""
+    """One sentence per regime on choosing ε and G, then the bound's view (empty when nothing is measured)."""
+    out = _measured(rep)
+    t = theory_sentence(rep)
+    return out + ([t] if t else [])
+
+
+def _measured(rep: dict) -> list[str]:
     rm = rep.get("regime_map") or {}
     st = rm.get("settings") or {}
     c9 = rep.get("c9") or {}
