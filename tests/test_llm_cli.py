@@ -72,6 +72,15 @@ def test_gpu_check_dry_run_end_to_end(tmp_path, capsys):
     df = pd.read_csv(tmp_path / "dry" / "results.csv")
     assert len(df) == 4 and set(df.estimator) == {"gmc", "tic"} and set(df.d) == {0, 2}
     assert df["final_acc"].between(0, 1).all()
+    assert rep["cached_seeds"] == [] and "measured in this call" in rep["train_throughput_source"]
+    assert rep["train_tokens_per_s"] > 0
+    # issue 38 item 11: a second call into the same folder loads the runs from the cells; it must not report
+    # their step rates as measured now
+    assert main(["gpu-check", "--dry-run", "--experiment-dir", str(tmp_path)]) == 0
+    assert "cached" in capsys.readouterr().out
+    rep = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert rep["cached_seeds"] == [0] and rep["train_throughput_source"].startswith("cached")
+    assert rep["train_tokens_per_s"] != rep["train_tokens_per_s"]  # NaN: nothing measured in this call
 
 
 def _table(gmc, others, d0=None, seeds=8, init=0.3):

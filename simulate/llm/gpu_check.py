@@ -151,8 +151,10 @@ def main(dry_run: bool = False, out_dir: str = "results/llm/gpu_check", budget_s
     _, _, info = warm_start(base, progress=True)
     print(f"warm start: {base.warmstart.steps} steps, held-out accuracy {info['heldout_accuracy']:.3f} "
           f"({time.time() - t0:.1f} s incl. cache)")
+    from sweep import load_cells
+
     t_sweep = time.time()
-    done, frames = [], []
+    done, frames, fresh = [], [], []
     sweep_dir = os.path.join(out_dir, "dry" if dry_run else "full")
     for s in seeds:
         if done and time.time() - t_sweep > budget_s * len(done) / (len(done) + 1):
@@ -161,19 +163,31 @@ def main(dry_run: bool = False, out_dir: str = "results/llm/gpu_check", budget_s
         sweep = ex.Sweep(estimators=estimators, delays=delays, seeds=(s,), base=base, out_dir=sweep_dir,
                          pairs=((estimators[0], 0),) + tuple((x, d) for d in delays if d > 0 for x in estimators)
                          if not dry_run else None)
+        cached = load_cells(ex.to_sweep(sweep), os.path.join(sweep_dir, "cells"))
         frames.append(ex.run(sweep, backend="serial"))
         done.append(s)
+        if not cached:  # computed in this call: its runs' step rates are measurements of this call
+            fresh.append(s)
     df = pd.concat(frames, ignore_index=True)
-    metrics = pd.concat([pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
-                         for _, cfg in ex.grid(ex.Sweep(estimators=estimators, delays=delays, seeds=tuple(done),
-                                                        base=base, out_dir=sweep_dir))
-                         if os.path.exists(os.path.join(cfg.out_dir, "metrics.csv"))])
-    tps, gps = float(metrics["tokens_per_s"].median()), float(metrics["gen_tokens_per_s"].median())
-    print(f"throughput: {tps:.0f} completion tokens/s per learner step (median), sampling alone {gps:.0f} tokens/s")
+    # step rates of runs computed in this call only: a cached cell's rates were measured by an earlier call
+    frames_m = [pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
+                for _, cfg in (ex.grid(ex.Sweep(estimators=estimators, delays=delays, seeds=tuple(fresh), base=base,
+                                                out_dir=sweep_dir)) if fresh else [])
+                if os.path.exists(os.path.join(cfg.out_dir, "metrics.csv"))]
+    if frames_m:
+        metrics = pd.concat(frames_m)
+        tps, gps = float(metrics["tokens_per_s"].median()), float(metrics["gen_tokens_per_s"].median())
+        tp_note = f"measured in this call (seeds {fresh})"
+        print(f"throughput: {tps:.0f} completion tokens/s per learner step (median), sampling alone {gps:.0f} "
+              f"tokens/s ({tp_note})")
+    else:
+        tps = gps = float("nan")
+        tp_note = "cached: every seed's runs were computed by an earlier call; no training throughput measured now"
+        print(f"throughput: — ({tp_note})")
     print(ex.table(df))
     print(ex.c9_verdict(df, quick=True))  # few seeds, three delays: a path and throughput check, not a verdict
     report.update(sweep_seeds=done, sweep_seconds=time.time() - t_sweep, train_tokens_per_s=tps,
-                  gen_tokens_per_s=gps, table=ex.table(df), runs=df[[c for c in ex.ROW_COLUMNS if c in df]].to_dict("records"),
+                  gen_tokens_per_s=gps, train_throughput_source=tp_note, cached_seeds=[x for x in done if x not in fresh], table=ex.table(df), runs=df[[c for c in ex.ROW_COLUMNS if c in df]].to_dict("records"),
                   total_seconds=time.time() - t_all)
     print(f"total {report['total_seconds']:.1f} s")
     with open(os.path.join(out_dir, "gpu_check.json"), "w") as f:
@@ -182,6 +196,6 @@ def main(dry_run: bool = False, out_dir: str = "results/llm/gpu_check", budget_s
         f.write(f"GPU check on {report['device']} (torch {report['torch']}), {report['total_seconds']:.0f} s\n\n")
         f.write("CPU-vs-GPU parity: " + ("pass" if report["parity_ok"] else "FAIL") + "\n\n")
         f.write("```\n" + pd.DataFrame(par).to_string(index=False) + "\n\n" + throughput.table(bench) + "\n```\n\n")
-        f.write(f"Training: {tps:.0f} completion tokens/s per learner step (median); seeds {done}\n\n```\n"
+        f.write(f"Training: {tps:.0f} completion tokens/s per learner step (median, {tp_note}); seeds {done}\n\n```\n"
                 f"{report['table']}\n```\n")
     return 0 if report["parity_ok"] else 1
