@@ -162,6 +162,15 @@ def test_sigma2_floor_at_below_and_above():
     assert df.link1.tolist() == [True, True, False] and df.holds.tolist() == [True, True, False]
 
 
+def test_zero_sigma2_is_below_any_bound_even_an_undefined_one():
+    """σ² = 0 (log −inf) satisfies σ² ≤ b for every b, NaN included (module contract of the log-space
+    comparison); a positive σ² against an undefined bound (M = NaN) does not."""
+    df = ov.run_steps(fake_run([1, 1], [0.1, 0.2], L=[0.1, 0.1], chi2=[0.0, 1e-3]), kappa=1.0, M=math.nan)
+    assert np.isnan(df.log_b_theory).all()
+    assert df.holds.tolist() == [True, False]
+    assert not df.premise.any()  # ‖Δw‖ ≤ NaN is not met
+
+
 def test_link1_at_below_and_above_its_bound():
     """σ² against (e^L − 1)²: equal (round-off apart) holds; 1e−6 above fails; below holds."""
     L = np.array([0.3, 0.3, 0.3, 40.0, 40.0])
