@@ -145,3 +145,29 @@ def test_a_kernel_not_defined_at_module_level_is_refused(load_plugins):
     maps = "(Estimator('p39_inner', 'trajectory', numpy=lw, numba=njit(lambda ell, eps, out: out), torch=lw_torch),)"
     with pytest.raises(ValueError, match="'p39_inner'.*module-level"):
         load_plugins(a=maps)
+
+
+@pytest.mark.parametrize("code", [-1, -100, True, 1.0, "3"])
+def test_an_estimator_code_must_be_a_non_negative_int(code):
+    tis = registry.entry("tis")
+    with pytest.raises(ValueError, match="code must be an int"):
+        registry.Estimator("p39_code", "trajectory", numpy=tis.numpy, numba=tis.numba, torch=tis.torch, code=code)
+    assert registry.Estimator("p39_code", "trajectory", numpy=tis.numpy, numba=tis.numba, torch=tis.torch,
+                              code=0).code == 0
+
+
+def test_the_dispatch_is_content_addressed_under_numbas_cache_directory():
+    """The generated dispatch module is named by a hash of its source (16 hex digits of SHA-256) and written
+    under Numba's cache directory (registry docstring), so a changed registry never reuses a stale kernel."""
+    import hashlib
+    from pathlib import Path
+
+    import numba
+
+    mod = registry.dispatch()
+    src = registry.dispatch_source()
+    assert mod.__name__ == "asyncgrpo_dispatch_" + hashlib.sha256(src.encode()).hexdigest()[:16]
+    path = Path(mod.__file__)
+    assert path.read_text() == src
+    assert numba.config.CACHE_DIR, "asyncgrpo configures Numba's cache directory at import"
+    assert path.parent == Path(numba.config.CACHE_DIR) / "dispatch"
