@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test test-slow bench install clean
+.PHONY: run test test-slow test-portable bench install clean
 
 $(STAMP): pyproject.toml constraints/cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,29 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+# Float-sensitive tests rerun on other CPUs' kernels (docs/portability.md): the torch ones under every
+# ATEN_CPU_CAPABILITY this machine supports (default, avx2, avx512: torch can only go down from its own),
+# the Numba ones with NUMBA_CPU_NAME=generic (no host-specific instructions, no FMA contraction).
+TORCH_FLOAT_TESTS = tests/test_integration_trl.py tests/test_integration_verl.py tests/test_loss_parity.py \
+	tests/test_peer_corrections.py tests/test_peer_losses.py tests/test_peer_metrics.py tests/test_token_level.py \
+	tests/test_estimators.py tests/faults/test_policy_loss_faults.py tests/faults/test_policy_loss_overflow.py \
+	tests/faults/test_torch_validation.py tests/faults/test_weight_cap_dtypes.py
+NUMBA_FLOAT_TESTS = tests/test_core_contracts.py tests/test_estimators.py tests/test_token_level.py \
+	tests/test_montecarlo.py tests/test_montecarlo_exact.py tests/test_montecarlo_scaling.py \
+	tests/test_bench_training.py tests/test_training.py
+CAPABILITIES = $(shell $(PY) -c "import torch; c = torch.backends.cpu.get_cpu_capability().lower(); \
+	print({'avx512': 'default avx2 avx512', 'avx2': 'default avx2'}.get(c, 'default' if c == 'default' else 'default ' + c))" 2>/dev/null || echo default)
+
+test-portable: $(STAMP)
+	@for cap in $(CAPABILITIES); do \
+	  got=$$(ATEN_CPU_CAPABILITY=$$cap $(PY) -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"); \
+	  [ "$$got" = "$$cap" ] || { echo "ATEN_CPU_CAPABILITY=$$cap not honoured (torch runs $$got)"; exit 1; }; \
+	  echo "== torch float tests, ATEN_CPU_CAPABILITY=$$cap"; \
+	  ATEN_CPU_CAPABILITY=$$cap $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(TORCH_FLOAT_TESTS) || exit 1; \
+	done
+	@echo "== Numba float tests, NUMBA_CPU_NAME=generic"
+	NUMBA_CPU_NAME=generic $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(NUMBA_FLOAT_TESTS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # exit 5: no test selected

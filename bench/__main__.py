@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         if name not in mods:
             print(f"error: unknown benchmark {name[6:]!r}; known: {', '.join(m[6:] for m in mods)}", file=sys.stderr)
             return 2
+    twice = sorted({n[6:] for n in chosen if chosen.count(n) > 1})
+    if twice:  # a benchmark named twice would run (and print its timings) twice
+        print(f"error: benchmark {', '.join(map(repr, twice))} named more than once; name each once", file=sys.stderr)
+        return 2
     for name in chosen:
         mod = importlib.import_module(f"bench.{name}")
         t0 = time.perf_counter()

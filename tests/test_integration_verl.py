@@ -11,6 +11,8 @@ from asyncgrpo import estimators as est
 from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.integrations import verl as av
 
+from _tol import assert_close
+
 G, N_GROUPS, T = 4, 3, 6
 
 
@@ -81,7 +83,7 @@ def test_loss_equals_policy_loss_with_groups(mode, name):
                       eps=0.2, group_size=G, loss_agg_mode=mode)
     (ref_grad,) = torch.autograd.grad(ref, lp)
     assert float(loss.detach()) == pytest.approx(float(ref.detach()), rel=1e-10, abs=1e-12)
-    torch.testing.assert_close(grad[order], ref_grad, rtol=1e-10, atol=1e-12)
+    assert_close(grad[order], ref_grad, 64)  # float64 per-token w·A/n: a few roundings each
     assert metrics["actor/traj_is/weight_max"] > 0
 
 

@@ -6,6 +6,8 @@ import pytest
 from simulate import instances as ins
 from simulate import montecarlo as mc
 
+from _tol import assert_close
+
 ALL = ["onpolicy", "is", "tis", "tic", "gmc", "snis"]
 
 
@@ -25,8 +27,9 @@ def test_gram_and_vector_routes_agree(pair, G):
     for q in mc.EST_QUANTITIES:
         np.testing.assert_allclose(a.mean[q], b.mean[q], rtol=1e-12, atol=1e-15, err_msg=q)
         np.testing.assert_allclose(a.se[q], b.se[q], rtol=1e-8, atol=1e-15, err_msg=q)
-    np.testing.assert_allclose(a.cell, b.cell, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(a.row, b.row, rtol=0, atol=1e-12)
+    # per-cell sums over 256 groups, formed through a Gram matrix vs vectors: rounding ≤ n·eps·max term
+    assert_close(a.cell, b.cell, 1024)
+    assert_close(a.row, b.row, 1024)
     assert np.all(a.mean["sq_norm"] > 0) if G > 1 else np.all(a.mean["sq_norm"] == 0)  # G = 1: A = 0, ĝ = 0
 
 
@@ -57,7 +60,7 @@ def test_batch_count_does_not_change_the_mean(pair):
     b = mc.run_mc(mdp, theta, theta_mu, ["gmc", "is"], [0.2], 8, 512, seed=9, n_chunks=16, n_batches=2)
     for q in mc.EST_QUANTITIES:
         np.testing.assert_array_equal(a.mean[q], b.mean[q])  # scalar sums are per chunk either way
-    np.testing.assert_allclose(a.grad_mean, b.grad_mean, rtol=0, atol=1e-14)
+    assert_close(a.grad_mean, b.grad_mean, 1024)  # sums of 512 groups in another batching
     with pytest.raises(ValueError, match="n_batches"):
         mc.run_mc(mdp, theta, theta_mu, ["gmc"], [0.2], 8, 512, n_chunks=16, n_batches=3)
 
