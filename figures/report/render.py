@@ -127,7 +127,9 @@ def blocks(rep: dict) -> list:
     guide = guidance.sentences(rep)
     if guide:
         b += [("h2", "Choosing ε and G (measured on the regime map's slices)"), ("ul", guide)]
-    b += [("h2", "Key findings"), ("ul", findings.key_findings(rep))]
+    kf = findings.key_findings(rep)  # the long sentences (C9, regime map, LM) are the appendix's
+    b += [("h2", "Key findings"), ("ul", kf[:2] + (["The long-form findings on C9, the regime map and the LM row: "
+                                                   "the appendix."] if kf[2:] else []))]
     b += [blk for blk in training.training_blocks(rep) if blk[0] != "details"]
     b.append(("h2", "Other figures"))
     for meta in rep["sidecars"]:
@@ -164,6 +166,9 @@ def detail_blocks(rep: dict) -> list:
           ("details", "Every measured check (Monte Carlo: estimate [95 % normal interval, ±1.96 s.e.]; k: the one "
                       "looseness, bound / (measured + 3 s.e.))",
            ["claim", "quantity", "at", "measured", "bound", "verdict", "note"], ev_rows)]
+    kf = findings.key_findings(rep)[2:]
+    if kf:
+        b += [("h2", "Key findings, long form"), ("ul", kf)]
     b += [blk for blk in training.training_blocks(rep) if blk[0] == "details"]
     for meta in rep["sidecars"]:
         for t in meta.get("appendix_tables") or []:
