@@ -72,6 +72,16 @@ def test_answer_table_is_derived_from_todays_structures_when_the_key_is_absent(t
     assert "significantly behind on 2 and ahead on none" in lines[0] and "use **gmc** here" in lines[1]
 
 
+def test_an_instance_range_never_mixes_step_size_arms(tmp_path):
+    ents = [_entry("tabular", "onpolicy", 8, -0.1, -0.2, -0.05, "a", ), _entry("tabular", "onpolicy", 8, 0.1, 0.05, 0.2,
+                                                                                "a")]
+    ents[0]["arm"], ents[1]["arm"] = "tuned η", "common η"
+    _side(tmp_path, "figA", answer=ents)
+    header, rows, _ = answer.table(_rep(tmp_path))
+    tab = dict(zip(header, rows[0]))
+    assert tab["gmc − onpolicy, d = 8"] == "−0.100 [−0.200, −0.050]" and "tuned η" in tab["setting"]
+
+
 def test_answer_table_with_no_data_still_renders_and_bad_entries_name_the_field(tmp_path):
     header, rows, _ = answer.table(_rep(tmp_path))
     assert [r[0] for r in rows] == [answer.GROUPS["gpu-lm"]] and len(header) == 11

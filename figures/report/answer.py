@@ -167,9 +167,21 @@ def cell_text(es: list[dict] | None, col: str) -> str:
     return f"{signed(min(ds), 2)} … {signed(max(ds), 2)} (↑{up} ↓{down} of {len(es)})"
 
 
+def one_arm(ents: list[dict]) -> list[dict]:
+    """Per group, the entries of one step-size arm: ``tuned η`` where a group reports it, else its first arm (so an
+    instance range never mixes arms)."""
+    out = []
+    for g in dict.fromkeys(e["group"] for e in ents):
+        es = [e for e in ents if e["group"] == g]
+        arms = list(dict.fromkeys(e.get("arm", "") for e in es))
+        arm = "tuned η" if "tuned η" in arms else arms[0]
+        out += [e for e in es if e.get("arm", "") == arm]
+    return out
+
+
 def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[list[str]], str]:
-    """``(header, rows, note)`` of the one answer table."""
-    ents = entries(rep) if ents is None else ents
+    """``(header, rows, note)`` of the one answer table (one step-size arm per group, named in the row)."""
+    ents = one_arm(entries(rep) if ents is None else ents)
     cs = cells(ents)
     header = ["setting", *[f"{COLUMN_TITLES[c]}, d = {d}" for c in COLUMNS for d in DELAYS]]
     rows = []
@@ -181,7 +193,8 @@ def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[li
             rows.append([label, *["not run"] * (len(header) - 1)])
             continue
         metric = next((e.get("metric") for e in ents if e["group"] == g and e.get("metric")), "")
-        rows.append([f"{label}" + (f" [{metric}]" if metric else ""),
+        arm = next((e.get("arm") for e in ents if e["group"] == g and e.get("arm")), "")
+        rows.append([f"{label}" + (f" [{', '.join(x for x in (metric, arm) if x)}]" if metric or arm else ""),
                      *[cell_text(cs.get((g, c, d)), c) for c in COLUMNS for d in DELAYS]])
     intervals = sorted({f"{GROUPS[e['group']].split(' (')[0]}: {e['interval']}" for e in ents if e.get("interval")})
     peers = ", ".join(peer_corrections())
@@ -207,7 +220,7 @@ def _stance(es: list[dict], margin: float) -> dict:
 
 def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
     """Three computed lines: what to do on tabular-like problems, on the LM, and what the numbers do not say."""
-    ents = entries(rep) if ents is None else ents
+    ents = one_arm(entries(rep) if ents is None else ents)
     margin = float((rep.get("protocol") or {}).get("margin") or 0.02)
     lines = []
     tab = [e for e in ents if e["group"] == "tabular" and e["rival"] == "onpolicy"]

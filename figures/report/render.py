@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from figures.report import answer, claims, findings, guidance, training
-from figures.report.data import CLAIM_IDS, DASH, INFO, LM_FIGURE, REGIME_FIGURE, build, clean, md_cell
+from figures.report.data import CLAIM_IDS, DASH, INFO, LM_FIGURE, REGIME_FIGURE, build, clean, finite, md_cell
 from figures.stats import fmt
 from simulate import verdicts as vd
 
@@ -82,10 +82,15 @@ def claim_rows(rep: dict) -> list[list[str]]:
     return out
 
 
+def _cells(rows) -> list[list]:
+    """A sidecar table's rows with missing or non-finite numbers shown as ``—``, never as ``None``/``nan``."""
+    return [[x if finite(x) or isinstance(x, str) else DASH for x in r] for r in rows]
+
+
 def _section(s: dict) -> list:
     b = [("h3", s.get("title", ""))] + [("p", p) for p in s.get("paragraphs") or []]
     for t in s.get("tables") or []:
-        b += ([("p", f"*{t['title']}*")] if t.get("title") else []) + [("table", t["columns"], t["rows"])]
+        b += ([("p", f"*{t['title']}*")] if t.get("title") else []) + [("table", t["columns"], _cells(t["rows"]))]
         b += [("p", t["note"])] if t.get("note") else []
     return b
 
@@ -172,7 +177,7 @@ def detail_blocks(rep: dict) -> list:
     b += [blk for blk in training.training_blocks(rep) if blk[0] == "details"]
     for meta in rep["sidecars"]:
         for t in meta.get("appendix_tables") or []:
-            b += [("details", t.get("title", meta["figure"]), t["columns"], t["rows"])]
+            b += [("details", t.get("title", meta["figure"]), t["columns"], _cells(t["rows"]))]
             b += [("p", t["note"])] if t.get("note") else []
     if rep["timings"]:
         b += [("h2", "Timings"), ("table", ["figure", "seconds"], [[k, f"{v:.1f}"] for k, v in rep["timings"].items()])]
