@@ -216,6 +216,8 @@ def gpu_rows() -> tuple[list[dict], str]:
         return [], "GPU row: not run (no committed GPU results, figures/out/llm_gpu.json)."
     with open(GPU_RESULTS) as f:
         g = json.load(f)
+    if g.get("dry_run"):
+        return [], "GPU row: not run (figures/out/llm_gpu.json holds a dry run on CPU, not a GPU result)."
     protocol = protocol_from_dict(g["protocol"])
     df = pd.DataFrame(g["runs"])
     res = analysis.c9_result(df, protocol)
