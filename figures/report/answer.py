@@ -236,8 +236,8 @@ def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
             verb = f"**gmc beats no correction**: significantly ahead on {up}, behind on none"
         else:
             verb = f"**no single winner**: gmc significantly ahead on {up}, behind on {down}"
-        lines.append(f"Small tabular policies (learner's score cancels within a state): {verb} of the "
-                     f"{len(tab)} instance × delay cells ({n_inst} instances, d ∈ {ds}, nAUC, η tuned).")
+        lines.append(f"Tabular softmax instances ({n_inst} toy MDPs, nAUC, η tuned per estimator): {verb} of the "
+                     f"{len(tab)} instance × delay cells (d ∈ {ds}).")
     for g in ("toy-lm-faithful", "user-mdp", "cpu-lm", "gpu-lm"):
         es = [e for e in ents if e["group"] == g]
         if not es:
