@@ -146,3 +146,12 @@ def test_the_committed_report_passes_every_check():
     text = (REPO / "figures" / "REPORT.md").read_text()
     bad = check.problems(text) + check.first_screen_problems(text) + check.size_problems(text)
     assert not bad, f"{len(bad)} problems, e.g. {bad[:3]}: regenerate with `make run`"
+
+
+def test_a_renamed_figures_stale_sidecar_is_ignored_once_the_new_one_exists(tmp_path):
+    from figures.report.data import load_sidecars
+
+    _side(tmp_path, "fig7_delay")
+    assert [m["figure"] for m in load_sidecars(tmp_path)] == ["fig7_delay"]  # today's committed name still read
+    _side(tmp_path, "fig5_delay")
+    assert [m["figure"] for m in load_sidecars(tmp_path)] == ["fig5_delay"]

@@ -57,10 +57,17 @@ def theory_rows(run_checks: bool = True) -> dict[str, dict]:
     return rows
 
 
+#: Figures renamed (issue 34: numbering 1–5); an old sidecar is ignored once its new one exists beside it.
+RENAMED = {"fig6_eps_G_heatmap": "fig4_eps_G_heatmap", "fig7_delay": "fig5_delay"}
+
+
 def load_sidecars(out_dir) -> list[dict]:
-    """Every figure sidecar ``*.json`` in ``out_dir`` that names a figure, in name order."""
+    """Every figure sidecar ``*.json`` in ``out_dir`` that names a figure, in name order (a renamed figure's
+    stale sidecar left out when the new one is there)."""
     out = []
     for p in sorted(Path(out_dir).glob("*.json")):
+        if p.stem in RENAMED and (p.parent / f"{RENAMED[p.stem]}.json").exists():
+            continue
         try:
             meta = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
