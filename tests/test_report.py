@@ -80,6 +80,11 @@ def test_an_instance_range_never_mixes_step_size_arms(tmp_path):
     header, rows, _ = answer.table(_rep(tmp_path))
     tab = dict(zip(header, rows[0]))
     assert tab["gmc − onpolicy, d = 8"] == "−0.100 [−0.200, −0.050]" and "tuned η" in tab["setting"]
+    ents.append(_entry("tabular", "is", 32, 0.1, 0.05, 0.2, "a"))  # d = 32 measured on the common arm only
+    ents[-1]["arm"] = "common η"
+    _side(tmp_path, "figA", answer=ents)
+    header, rows, _ = answer.table(_rep(tmp_path))
+    assert dict(zip(header, rows[0]))["gmc − is, d = 32"] == "+0.100 [+0.050, +0.200] [common η]"
 
 
 def test_answer_table_with_no_data_still_renders_and_bad_entries_name_the_field(tmp_path):

@@ -58,16 +58,17 @@ def check_entry(e: dict, where: str = "answer") -> dict:
 
 
 def entries(rep: dict) -> list[dict]:
-    """Every answer entry: the sidecars' ``answer`` keys, plus the tabular and CPU-LM rows derived from today's
-    C9 / regime-map / LM structures for a group no sidecar reports."""
+    """Every answer entry: the sidecars' ``answer`` keys, plus the rows derived from today's C9 / regime-map / LM
+    structures for the (group, setting, d, rival, arm) no sidecar reports (CPU LM: only when no LM row is given)."""
     given = [check_entry(dict(e), m["figure"]) for m in rep["sidecars"] for e in (m.get("answer") or [])]
-    have = {e["group"] for e in given}
-    out = list(given)
-    if "tabular" not in have:
-        out += derive_tabular(rep)
-    if "cpu-lm" not in have:
-        out += derive_lm(rep)
-    return out
+
+    def key(e):
+        return e["group"], e["setting"], e["d"], e["rival"], e.get("arm", "")
+
+    have = {key(e) for e in given}
+    lm_given = any(e["group"] == "cpu-lm" for e in given)  # the LM figure's own rows replace the derived ones
+    derived = derive_tabular(rep) + ([] if lm_given else derive_lm(rep))
+    return given + [e for e in derived if key(e) not in have]
 
 
 def derive_tabular(rep: dict) -> list[dict]:
@@ -167,16 +168,20 @@ def cell_text(es: list[dict] | None, col: str) -> str:
     return f"{signed(min(ds), 2)} … {signed(max(ds), 2)} (↑{up} ↓{down} of {len(es)})"
 
 
-def one_arm(ents: list[dict]) -> list[dict]:
-    """Per group, the entries of one step-size arm: ``tuned η`` where a group reports it, else its first arm (so an
-    instance range never mixes arms)."""
-    out = []
-    for g in dict.fromkeys(e["group"] for e in ents):
-        es = [e for e in ents if e["group"] == g]
-        arms = list(dict.fromkeys(e.get("arm", "") for e in es))
-        arm = "tuned η" if "tuned η" in arms else arms[0]
-        out += [e for e in es if e.get("arm", "") == arm]
-    return out
+def one_arm(ents: list[dict], peers=None) -> list[dict]:
+    """Per cell (group, column, d), the entries of one step-size arm: ``tuned η`` where the cell has it, else its
+    first arm — so an instance range never mixes arms, and a cell measured only on the common arm still shows."""
+    peers = peer_corrections() if peers is None else peers
+    arms: dict = {}
+    for e in ents:
+        arms.setdefault((e["group"], _column(e["rival"], peers), e["d"]), []).append(e.get("arm", ""))
+    pick = {k: ("tuned η" if "tuned η" in v else v[0]) for k, v in arms.items()}
+    return [e for e in ents if e.get("arm", "") == pick[(e["group"], _column(e["rival"], peers), e["d"])]]
+
+
+def _main_arm(ents: list[dict], g: str) -> str:
+    arms = list(dict.fromkeys(e.get("arm", "") for e in ents if e["group"] == g))
+    return "tuned η" if "tuned η" in arms else (arms[0] if arms else "")
 
 
 def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[list[str]], str]:
@@ -193,13 +198,19 @@ def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[li
             rows.append([label, *["not run"] * (len(header) - 1)])
             continue
         metric = next((e.get("metric") for e in ents if e["group"] == g and e.get("metric")), "")
-        arm = next((e.get("arm") for e in ents if e["group"] == g and e.get("arm")), "")
-        rows.append([f"{label}" + (f" [{', '.join(x for x in (metric, arm) if x)}]" if metric or arm else ""),
-                     *[cell_text(cs.get((g, c, d)), c) for c in COLUMNS for d in DELAYS]])
+        arm = _main_arm(ents, g)
+        row = [f"{label}" + (f" [{', '.join(x for x in (metric, arm) if x)}]" if metric or arm else "")]
+        for c in COLUMNS:
+            for d in DELAYS:
+                es = cs.get((g, c, d))
+                other = {e.get("arm", "") for e in es or []} - {arm}
+                row.append(cell_text(es, c) + (f" [{', '.join(sorted(other))}]" if other else ""))
+        rows.append(row)
     intervals = sorted({f"{GROUPS[e['group']].split(' (')[0]}: {e['interval']}" for e in ents if e.get("interval")})
     peers = ", ".join(peer_corrections())
     note = ("Positive: gmc better. One setting: mean [interval]; several (tabular instances): range of the means over "
-            "instances, ↑k / ↓k = instances whose interval lies entirely above / below 0. Intervals: "
+            "instances, ↑k / ↓k = instances whose interval lies entirely above / below 0; a cell measured only on "
+            "another step-size arm than its row's names it in brackets. Intervals: "
             + "; ".join(dict.fromkeys(intervals)) + f". tis/tic and best peer ({peers}): the rival with the largest mean, "
             "named. —: not measured at that d; not run: no results yet.")
     return header, rows, note
