@@ -23,8 +23,9 @@ Three tables come out of :func:`regime_map` (a :class:`RegimeMap`):
   mechanism columns (learning-phase χ², early ESS, final entropy, lock-in rate);
 - ``comparisons`` (tidy, one row per ``(instance, d, G, ε, arm, f, comparison)``):
   ``Δ_s = nAUC_s(gmc) − nAUC_s(X)`` paired over seeds s, with X = onpolicy (``kind="superiority"``: the
-  claim "gmc helps" is ``E Δ > +δ``) and X = the best *other stable* estimator of the cell
-  (``kind="noninferiority"``: "gmc best or tied" is ``E Δ > −δ``, as C9); δ = the protocol's margin.
+  claim "gmc helps" is ``E Δ > +δ``) and X = the best other estimator of the cell (``kind="noninferiority"``:
+  "gmc best or tied" is ``E Δ > −δ``, as C9; v4 ``gmc − best rival``: every rival, a failed run keeps its
+  nAUC; v2/v3 ``gmc − best stable``: among the rivals failing in at most p₀); δ = the protocol's margin.
   Estimate, s.e., the two-sided 95 % t-interval ``Δ̄ ± t_{n−1,0.975}·s/√n``, the verdict against the
   threshold (:func:`simulate.verdicts.paired_comparison`, a family of one) and a sign label against 0:
   ``gmc ahead`` (lo > 0), ``gmc behind`` (hi < 0), ``n.s.``. No multiplicity correction over the map:
@@ -37,7 +38,11 @@ Cost (measured, one Numba thread): 8 delays × 24 held-out seeds at G = 8 take 0
 five small instances, 4.3 on count-long-bernoulli and 9.2 on feature-lm-bernoulli, so the default map
 (G = 8, ε = 0.2, every d and f, 7 instances: 175 sweep cells, 1400 evaluations) is ~450 CPU-s, ~4 min on
 2 cores; the full grid of the issue (``G=FULL_G, eps=FULL_EPS``) is ~7× that (G = 4 costs 1.8×, G = 32
-0.35× of G = 8; tis/tic/gmc run at 3 ε): ~3100 CPU-s.
+0.35× of G = 8; tis/tic/gmc run at 3 ε): ~3100 CPU-s. Under protocol v4 a tuned cell costs ~1.8× v3's (16
+tuning seeds, η/√2 evaluated too), so the standard map's tuned arm runs at :data:`TUNED_DELAYS` only.
+
+Every axis is validated before any cell runs (:func:`simulate.protocol.spec.check_axes`): no repeats, integer
+d, G and seeds, G dividing the budget, known instances.
 """
 from __future__ import annotations
 
@@ -329,8 +334,8 @@ def regime_map(instances=None, delays=DELAYS, eta_factors=ETA_FACTORS, G=DEFAULT
                tuned_arm=(), tuned_delays=None, progress: bool = False, **sweep_kw) -> RegimeMap:
     """The regime map (module docstring) on ``instances`` (default: the protocol's), common-η arm
     ``η = f·η₀(instance, G)`` for ``f`` in ``eta_factors``, on ``seeds`` (default the protocol's held-out
-    seeds). ``proto``: a :class:`Protocol`, a path, or ``None`` (the committed v2 file; ``quick`` overlays
-    its ``[quick]`` table). ``sweep_kw`` go to :func:`sweep.run_sweep` (``root``, ``backend``,
+    seeds). ``proto``: a :class:`Protocol`, a path, or ``None`` (the current committed file,
+    :data:`~simulate.protocol.spec.DEFAULT_PATH`; ``quick`` overlays its ``[quick]`` table). ``sweep_kw`` go to :func:`sweep.run_sweep` (``root``, ``backend``,
     ``n_workers``…; default ``backend="serial"``). Every cell is cached: a second call computes nothing.
     ``G=FULL_G, eps=FULL_EPS`` is the issue's full grid. ``tuned_arm``: estimators (each in ``estimators``)
     that also get the tuned arm at every ``d``, ``G``, ``ε`` (:func:`tuned_arm_runs`; the protocol's held-out

@@ -1,6 +1,7 @@
 """The protocol as a frozen object read from the committed, hashed data file (docs/protocol.md).
 
-:func:`load_protocol` reads ``protocol.toml`` (or a user's file), validates every field and
+:func:`load_protocol` reads the current ``protocol-v4.toml`` (:data:`DEFAULT_PATH`; or an earlier version,
+or a user's file), validates every field — the ``[quick]`` overlay included, at every load — and
 returns a :class:`Protocol`; ``quick=True`` overlays the file's ``[quick]`` table (fewer seeds, a
 smaller grid, the same rules). ``Protocol.sha256`` is the hash of the file's bytes, printed in the
 report, so a reader can tell which pre-registered rules produced a verdict.
@@ -264,7 +265,7 @@ def _table_keys(data: dict, name: str, required: set, optional: set = frozenset(
 
 
 def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protocol:
-    """Read and validate the protocol file (default: the committed ``protocol-v3.toml``).
+    """Read and validate the protocol file (default: the committed ``protocol-v4.toml``).
 
     Every field is checked at load (one message naming the field and its valid range); unknown or
     misspelled keys are errors; ``[quick]`` may override only :data:`QUICK_KEYS`.
