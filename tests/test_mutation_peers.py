@@ -110,6 +110,10 @@ def test_trl_seq_mask_map_floors_the_length_at_one():
     assert k[:, 0].tolist() == [1.0, 0.0, 1.0, 1.0]
     kt = e.torch(torch.tensor(ell), torch.tensor(mask), torch.tensor(adv), torch.tensor(T_i).clamp(min=1.0), p)
     assert kt[:, 0].tolist() == [1.0, 0.0, 1.0, 1.0]
+    # the Numba kernel (c = k/T_i, 0 off the mask) on the same rows: the empty row is all 0, no 0/0
+    out = np.full(ell.shape, np.nan)
+    e.numba(ell, mask, adv, 0.2, 0.2, 0.04, math.inf, 0, out)
+    np.testing.assert_array_equal(out, [[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.5, 0.5]])
 
 
 @settings(max_examples=60, deadline=None)
