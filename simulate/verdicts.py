@@ -402,10 +402,8 @@ def exact_verdict(measured: float, se: float, predicted: float, z: float = 3.0) 
 
 
 def comparison_power(n: int, sd: float, margin: float, level: float) -> float:
-    """Power of one paired comparison at ``n`` seeds with paired-difference s.d. ``sd``: the smaller of
-    ``P(holds | Δ = c + δ)`` and ``P(refuted | Δ = c − δ)`` (``δ = margin``: the true effect one margin on
-    either side of the threshold), each a one-sided t-test at ``level`` (the comparison's Holm level),
-    so ``P = 1 − F_{nct}(t_{1−level, n−1}; n−1, δ√n/sd)`` (``scipy.stats.nct``). ``sd = 0`` gives 1."""
+    """Power of a paired comparison (``n`` seeds, difference s.d. ``sd``) one margin δ either side of the threshold,
+    one-sided t at ``level``: ``1 − F_{nct}(t_{1−level, n−1}; n−1, δ√n/sd)`` (``scipy.stats.nct``); ``sd = 0`` → 1."""
     if not (isinstance(n, (int, np.integer)) and n >= 2):
         raise ValueError(f"n must be an integer >= 2, got {n!r}")
     if not (math.isfinite(sd) and sd >= 0):
@@ -420,9 +418,8 @@ def comparison_power(n: int, sd: float, margin: float, level: float) -> float:
 
 
 def rate_power(n: int, p0: float, direction: str, alpha: float = ALPHA) -> float:
-    """Power of :func:`rate_check` at ``n`` runs, exact by summing the binomial law: the smaller of
-    ``P(holds)`` at the claim's alternative and ``P(refuted)`` at the negation's, with the alternatives
-    ``p0/4`` (a rare failure) and ``min(2·p0, 1)`` (twice the threshold)."""
+    """Power of :func:`rate_check` at ``n`` runs (exact binomial sum): the smaller of ``P(holds)`` and ``P(refuted)``
+    at the alternatives ``p0/4`` and ``min(2·p0, 1)``."""
     alpha = _check_alpha(alpha)
     if direction not in ("above", "below"):
         raise ValueError(f"direction must be 'above' or 'below', got {direction!r}")
