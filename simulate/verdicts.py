@@ -42,11 +42,8 @@ LOOSE_PREFIX = "holds, bound loose ×"
 EXACT = HOLDS
 KINDS = ("superiority", "noninferiority")
 ALPHA = 0.05
-#: A bound is refuted only when the measurement minus ``Z_REFUTE`` standard errors exceeds it (few false
-#: alarms over many cells); the looseness ``k`` uses the same ``Z_REFUTE`` on the other side.
-Z_REFUTE = 3.0
-#: Looseness above which a holding bound reads ``holds, bound loose ×k``.
-LOOSE_MIN = 2.0
+Z_REFUTE = 3.0  #: a bound is refuted iff measured − 3 s.e. exceeds it; the looseness uses the same 3 s.e.
+LOOSE_MIN = 2.0  #: looseness above which a holding bound reads ``holds, bound loose ×k``
 
 #: Each verdict word, defined once (the report prints this glossary; tests/test_report_vocabulary.py fails on
 #: any verdict cell outside it). Qualifiers go in a separate note column (:data:`NOTES`), never in the word.
@@ -394,8 +391,7 @@ def bound_verdict(measured: float, upper: float, bound: float) -> str:
 
 
 def exact_verdict(measured: float, se: float, predicted: float, z: float = 3.0) -> str:
-    """An exact identity (measured = predicted): ``holds`` (note: exact identity) when
-    ``|measured − predicted| ≤ z·se``, else ``refuted`` (the same 3 s.e. as the bound checks' refutation)."""
+    """An exact identity: ``holds`` (note: exact identity) iff ``|measured − predicted| ≤ z·se``, else ``refuted``."""
     if not all(math.isfinite(v) for v in (measured, se, predicted)) or se < 0:
         raise ValueError("measured, se and predicted must be finite, se >= 0")
     return EXACT if abs(measured - predicted) <= z * se else REFUTED
