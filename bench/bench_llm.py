@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 
-from simulate.llm.throughput import measure, table  # the one measurement, shared with the GPU check
+from simulate.llm.throughput import measure, table, training  # the one measurement, shared with the GPU check
 
-__all__ = ["measure", "rows", "run", "table"]
+__all__ = ["measure", "rows", "run", "table", "training"]
 
 
 def rows(quick: bool = False) -> list[dict]:
@@ -52,4 +52,21 @@ def run(quick: bool = False) -> str:
     note = (f"generated tokens/s (real completion tokens incl. EOS / wall s, best of repeats after a warm-up); "
             f"CPU at 1 thread; load average {load:.2f} on {os.cpu_count()} CPUs"
             + ("" if any(r["device"] == "cuda" for r in rs) else "; no CUDA device: CPU rows only"))
-    return table(rs) + "\n" + note
+    tr = []
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        tr.append(training("tiny", steps=3 if quick else 6))
+        if torch.cuda.is_available():
+            tr.append(training("gpu", steps=6, n_prompts=32, device="cuda", dtype="bfloat16"))
+    finally:
+        torch.set_num_threads(before)
+    lines = ["", "training (one run at a time; the batched forest of issue 35 is not built): completion tokens/s per "
+             "learner step (median) and MFU = 6·N·(batch tokens)/step time ÷ the measured peak of an n×n matrix "
+             "product on the same device and dtype (sampling FLOPs left out: a lower bound)"]
+    lines += [f"  {r['device']:<5} {r['preset']:<5} {r['mode']}: {r['tokens_per_s']:,.0f} tokens/s, "
+              f"{r['model_flops_per_s'] / 1e9:.3g} GFLOP/s of {r['peak_flops_per_s'] / 1e9:.3g} → MFU {r['mfu']:.2%} "
+              f"(N = {r['params']:,} parameters)" for r in tr]
+    return table(rs) + "\n" + note + "\n".join(lines)

@@ -181,3 +181,11 @@ def test_gpu_run_script_fails_fast_without_torch(tmp_path):
     script = os.path.join(os.path.dirname(__file__), "..", "simulate", "llm", "gpu_run.sh")
     p = subprocess.run(["bash", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 3 and "cannot import torch" in p.stderr
+
+
+def test_bench_llm_training_row_reports_tokens_and_mfu():
+    from simulate.llm.throughput import training
+
+    r = training("tiny", steps=2, n_prompts=2, G=4)
+    assert r["tokens_per_s"] > 0 and r["params"] > 0 and r["peak_flops_per_s"] > 0
+    assert 0 < r["mfu"] < 1  # 6N FLOPs per token leave sampling out: a lower bound of a fraction of the peak

@@ -12,6 +12,7 @@ of ``repeats`` calls after one warm-up call. The harness also records ``log μ``
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -98,3 +99,50 @@ def table(rs: list[dict]) -> str:
         lines.append(f"{r['device']:<6} {r['preset']:<6} {r['dtype']:<9} {r['N']:>5} {r['T']:>3}  "
                      f"{r['harness_tok_s']:>14,.0f} {r['generate_tok_s']:>15,.0f} {r['ratio']:>16.2f}×")
     return "\n".join(lines)
+
+
+def matmul_peak(device: str = "cpu", dtype: str = "float32", n: int = 1024, repeats: int = 5) -> float:
+    """The stated peak for MFU: FLOP/s of the fastest of ``repeats`` ``n×n×n`` matrix products (``2n³``
+    FLOPs) in ``dtype`` on ``device`` (CPU at the caller's thread count): what this machine's kernels reach
+    on the densest work, not a data-sheet number."""
+    import torch
+
+    dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    a = torch.randn(n, n, device=device).to(dt)
+    b = torch.randn(n, n, device=device).to(dt)
+    _, _, best = best_rate(lambda: int((a @ b).shape[0]), repeats, device)
+    return 2.0 * n ** 3 / best
+
+
+def training(preset: str = "tiny", steps: int = 4, n_prompts: int = 8, G: int = 8, device: str = "cpu",
+             dtype: str = "float32", cache_dir: str | None = None) -> dict:
+    """Training throughput of one run (one-run-at-a-time, the harness's path): completion tokens per second
+    of the learner steps (median over ``steps`` steps after a short warm start; sampling, learner forward
+    and backward, AdamW, the held-out evaluation at the last step) and the model FLOP utilisation
+    ``MFU = 6·N·(tokens of the learner batch, prompt and completion) / step time ÷`` :func:`matmul_peak`
+    (``N`` parameters; ``6N`` per token is the forward + backward model FLOPs, sampling left out, so the
+    MFU is a lower bound)."""
+    import tempfile
+
+    import pandas as pd
+
+    from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
+    from simulate.llm.tree import train_forest
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = TrainConfig(preset=preset, device=device, dtype=dtype, steps=steps, n_prompts=n_prompts, G=G,
+                          eval_every=1000, length_normalize=True, task=TaskConfig(n_eval=16),
+                          warmstart=WarmStartConfig(steps=5, batch_size=16), cache_dir=cache_dir or tmp,
+                          out_dir=os.path.join(tmp, "run"))
+        train_forest([cfg])
+        m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
+        from simulate.llm.model import build_model
+        from simulate.llm.tokenizer import CharTokenizer
+
+        n_params = sum(p.numel() for p in build_model(preset, CharTokenizer().vocab_size, seed=0).parameters())
+    step_s = m["completion_tokens"] / m["tokens_per_s"]
+    seq_tokens = m["completion_tokens"] + n_prompts * G * 8  # + the prompt: BOS and "A12+34=" are 8 tokens a row
+    flops = float((6.0 * n_params * seq_tokens / step_s).median())
+    peak = matmul_peak(device, dtype)
+    return dict(device=device, preset=preset, mode="one run", tokens_per_s=float(m["tokens_per_s"].median()),
+                model_flops_per_s=flops, peak_flops_per_s=peak, mfu=flops / peak, params=n_params)
