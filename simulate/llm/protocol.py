@@ -92,7 +92,7 @@ with the CPU's SIMD kernels. What changes and why:
   point (the median, 0.846 on one CPU and 1.26 on another).
 - *Perturbation* (``perturb_capabilities``, ``perturb_seeds``): the registered comparisons and rates at
   ``d_max`` and the regime label are re-made under every other ATen CPU kernel path the machine has
-  (``ATEN_CPU_CAPABILITY``, warm start included, in subprocesses) on ``perturb_seeds`` (6 seeds, the
+  (``ATEN_CPU_CAPABILITY``, warm start included, in subprocesses) on ``perturb_seeds`` (4 seeds, the
   budget) and compared with the native run on the same seeds; a part whose verdict or label differs is
   *fragile* (:mod:`simulate.llm.perturb`).
 """
@@ -306,7 +306,7 @@ PROTOCOL_V3 = LMProtocol()
 #: The protocol of the report (version 4, module docstring).
 PROTOCOL = LMProtocol(version=4, delays=(0, 2, 8, 32), arm_seeds=(), arm_delays=(), warmstart_steps=800,
                       warmup_steps=10, adv_norm=True, perturb_capabilities=CPU_CAPABILITIES,
-                      perturb_seeds=tuple(range(6)))
+                      perturb_seeds=tuple(range(4)))
 #: The GPU protocol (``experiment --protocol gpu``, :mod:`simulate.llm.gpu_protocol`): the same rules on the
 #: ``gpu`` preset (~85M parameters, bf16, 3-digit sums) at v3's six delays; seeds run while the budget lasts.
 PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 32), arm_seeds=(), arm_delays=(),
