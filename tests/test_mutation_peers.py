@@ -151,6 +151,14 @@ def test_verl_seq_rs_keeps_both_ends_of_its_band():
     np.testing.assert_array_equal(m.log_weights(ell) == -np.inf, ~np.asarray(kept))
 
 
+def test_verl_seq_rs_band_is_symmetric():
+    """a·b = 1 ("0.5_2.0"), and exactly so in float64: log ½ == −log 2. mutation/equivalent.txt relies on it
+    (the sign of verl's k1 = −ℓ_i cannot matter); a preset with a·b ≠ 1 would make it matter."""
+    from asyncgrpo.estimators.maps import verl_rollout_corr as v
+
+    assert v.SEQ_RS_LOWER * v.SEQ_RS_UPPER == 1.0 and math.log(v.SEQ_RS_LOWER) == -math.log(v.SEQ_RS_UPPER)
+
+
 def _metrics(name, ell, mask, adv=None, mode="token-mean"):
     ell_t, mask_t = torch.tensor(ell), torch.tensor(mask)
     adv_t = torch.ones(ell.shape[0], dtype=torch.float64) if adv is None else torch.tensor(adv)
@@ -220,6 +228,26 @@ def test_verl_geo_rs_band_and_clamp():
     m = _metrics("verl_geo_rs", ell, mask)
     assert m["rs_seq_masked_frac"] == pytest.approx(2 / 8, rel=4 * EPS)
     assert m["rs_masked_frac"] == pytest.approx(3 / int(T_i.sum()), rel=4 * EPS)
+
+
+def test_verl_geo_rs_divides_by_T_plus_1e8_as_verl():
+    """verl's masked_mean divides the row's sum by ``T_i + 1e-8``: a row whose plain mean is up to 1e-8/T_i
+    (relative) beyond a band end is still kept, as in verl. Rows of T equal tokens at (1 ± ½·1e-8/T) and
+    (1 + 1.5·1e-8/T) times each end (margins ~1e6 times the float64 resolution)."""
+    hi, lo = math.log(1.001), math.log(0.999)
+    toks, kept = [], []
+    for T in (1, 2, 3):
+        for end in (hi, lo):
+            for f, keep in ((1 + 0.5e-8 / T, True), (1 - 0.5e-8 / T, True), (1 + 1.5e-8 / T, False)):
+                toks.append([-end * f] * T)  # mean −ℓ = end·f
+                kept.append(keep)
+    ell, mask = rows(*toks)
+    T_i = mask.sum(1)
+    stat = -(ell * mask).sum(1) / (T_i + 1e-8)  # verl's statistic, transcribed
+    assert ((stat >= lo) & (stat <= hi)).tolist() == kept
+    expect = np.where(mask & np.asarray(kept)[:, None], (len(kept) / sum(kept)) / T_i[:, None], 0.0)
+    for backend, c in coefs("verl_geo_rs", ell, mask, np.ones(len(kept))).items():
+        np.testing.assert_allclose(c, expect, rtol=4 * EPS, atol=0, err_msg=backend)
 
 
 # ----------------------------------------------------------------------------- luspo
