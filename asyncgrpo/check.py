@@ -13,7 +13,7 @@ purity (the input is left unchanged).
 Exit status: 0 only if every property holds (a member, robust, pure, the C2 minimiser, and every
 applicable structure row), 1 if one is refuted or membership could not be established, 2 with one line on
 stderr for a usage error: the module cannot be imported (missing, syntax error, raises on import), no
-such attribute, not callable, bad ε.
+such attribute, not callable, bad ε, or the map calls ``sys.exit`` while being checked.
 """
 from __future__ import annotations
 
@@ -83,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
                                   batched=True if args.batched else None)
     except ValueError as exc:
         print(f"python -m asyncgrpo.check: error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:
+        # the map (or its import) ended the process: without this, sys.exit(0) inside it read as a pass
+        print(f"python -m asyncgrpo.check: error: {args.map} called sys.exit({exc.code!r}) instead of returning "
+              "weights; nothing was checked", file=sys.stderr)
         return 2
     if args.format == "table":
         print(report)

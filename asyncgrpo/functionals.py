@@ -105,15 +105,25 @@ def ess(log_w) -> float:
 def advantages(rewards, normalize: bool = False, delta: float = 1e-6) -> np.ndarray:
     """``A_i = R_i − R̄`` (THEORY §1); with ``normalize``, ``A_i = (R_i − R̄)/(std(R) + δ)``.
 
-    ``std`` is the population standard deviation of the group's rewards.
+    ``std`` is the population standard deviation of the group's rewards. Where ``R̄``, ``A`` or ``std``
+    would overflow (rewards near the float64 limit: ``std([0, 1e308])`` is inf and every ``A`` would be a
+    silent 0), it is computed on ``R/m``, ``m = max|R|``: ``A/(std + δ) = (r − r̄)/(std(r) + δ/m)`` with
+    ``r = R/m``; an unnormalised ``A`` that exceeds float64 raises ``ValueError``. ``δ``: finite, ``> 0``.
     """
     R = check_real_array(rewards, "rewards")
     if R.ndim != 1 or R.size == 0:
         raise ValueError(f"rewards must be a non-empty 1-D array (one group, G >= 1), got shape {R.shape}")
     check_finite(R, "rewards")
-    A = R - R.mean()
+    if normalize and (isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating))
+                      or not 0 < delta < np.inf):
+        raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        A = R - R.mean()
+        sd = R.std() if normalize else 0.0
+    if np.isfinite(A).all() and np.isfinite(sd):  # the direct formula (bit for bit the earlier results)
+        return A / (sd + delta) if normalize else A
+    m = float(np.max(np.abs(R)))
+    a = R / m - (R / m).mean()  # |a| ≤ 2
     if normalize:
-        if not delta > 0:
-            raise ValueError(f"delta must be > 0, got {delta!r}")
-        A = A / (R.std() + delta)
-    return A
+        return a / ((R / m).std() + float(delta) / m)
+    raise ValueError(f"advantages R − mean(R) exceed float64 for rewards up to {m:.3g}; normalize=True scales them")

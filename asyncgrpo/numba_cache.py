@@ -9,14 +9,17 @@ can never run. It must run before the first ``@njit(cache=True)`` decorator exec
 ``$XDG_CACHE_HOME/asyncgrpo-numba`` (``~/.cache/asyncgrpo-numba``).
 
 Extra estimator modules named in ``$ASYNCGRPO_ESTIMATORS`` (:mod:`asyncgrpo.estimators.registry`) live
-outside the packages; their files join the hash, since the registry's generated Numba dispatch (and every
-kernel that calls it) compiles their kernels in.
+outside the packages; their source fingerprint (:func:`asyncgrpo.plugins.plugin_fingerprint`) joins the
+hash, since the registry's generated Numba dispatch (and every kernel that calls it) compiles their
+kernels in.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 from pathlib import Path
+
+from asyncgrpo.plugins import plugin_fingerprint
 
 _DONE: dict[str, str] = {}
 
@@ -30,34 +33,6 @@ def sources_hash(roots) -> str:
             data = f.read_bytes()
             if b"njit" in data:
                 h.update(str(f.relative_to(root.parent)).encode() + b"\0" + data + b"\0")
-    return h.hexdigest()[:16]
-
-
-def plugin_sources() -> list[Path]:
-    """Files (or package folders) of the modules named in ``$ASYNCGRPO_ESTIMATORS``, found without importing
-    them; a name that cannot be found is skipped here (the registry raises naming it)."""
-    import importlib.util
-
-    out = []
-    for name in (m.strip() for m in os.environ.get("ASYNCGRPO_ESTIMATORS", "").split(",")):
-        if not name:
-            continue
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.origin and os.path.isfile(spec.origin):
-            origin = Path(spec.origin)
-            out.append(origin.parent if origin.name == "__init__.py" else origin)
-    return out
-
-
-def _files_hash(paths) -> str:
-    h = hashlib.sha256()
-    for p in sorted(Path(x).resolve() for x in paths):
-        for f in (sorted(p.rglob("*.py")) if p.is_dir() else [p]):
-            # name and bytes, not the folder: the same module copied elsewhere reuses its kernels
-            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -76,9 +51,9 @@ def configure(roots=None) -> str:
     user = os.environ.get("NUMBA_CACHE_DIR")
     base = Path(user) if user else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asyncgrpo-numba"
     name = sources_hash(roots)
-    extra = plugin_sources()
-    if extra:
-        name += "-" + _files_hash(extra)
+    plugins = plugin_fingerprint(strict=False)  # a module not found: the registry raises naming it
+    if plugins:
+        name += "-" + hashlib.sha256("".join(f"{m}={d};" for m, d in sorted(plugins.items())).encode()).hexdigest()[:16]
     path = str(base / name)
     numba.config.CACHE_DIR = path
     _DONE[key] = path

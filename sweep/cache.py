@@ -81,17 +81,33 @@ def code_version(packages: Iterable[str] = DEFAULT_CODE_PACKAGES) -> str:
 def sweep_version(fn_ref: str, packages: Iterable[str] | None = None) -> str:
     """The code version of a sweep whose cell function is ``fn_ref`` (``"module:function"``).
 
-    :func:`code_version` of ``packages`` (default :data:`DEFAULT_CODE_PACKAGES`), plus the hash of
+    :func:`code_version` of ``packages`` (default :data:`DEFAULT_CODE_PACKAGES`) and of the estimator plugins
+    named in ``$ASYNCGRPO_ESTIMATORS`` (:func:`asyncgrpo.plugins.plugin_fingerprint`), plus the hash of
     the cell function's own module when its top-level package is not among them (a cell function
     may live in ``figures/`` or a notebook without making every plot edit recompute everything).
     """
     pk = DEFAULT_CODE_PACKAGES if packages is None else tuple(packages)
     mod = fn_ref.partition(":")[0]
+    version = code_version(pk) + _plugins_version(pk)
     if mod.split(".")[0] in pk:
-        return code_version(pk)
+        return version
     spec = importlib.util.find_spec(mod)
     src = Path(spec.origin).read_bytes() if spec is not None and spec.origin else mod.encode()
-    return f"{code_version(pk)}-{hashlib.sha256(src).hexdigest()[:8]}"
+    return f"{version}-{hashlib.sha256(src).hexdigest()[:8]}"
+
+
+def _plugins_version(packages: tuple[str, ...]) -> str:
+    """``"-p<hash>"`` of the estimator plugins' sources (``$ASYNCGRPO_ESTIMATORS``) when ``asyncgrpo`` is
+    among ``packages`` and a plugin is named, else ``""``: a plugin changes what asyncgrpo computes, so an
+    edit to its formula must not reuse cells computed with the old one (issue 38 item 2)."""
+    if "asyncgrpo" not in packages or not os.environ.get("ASYNCGRPO_ESTIMATORS", "").strip():
+        return ""  # no plugin named: nothing to add, and asyncgrpo (Numba) is not imported for nothing
+    from asyncgrpo.plugins import plugin_fingerprint
+
+    fp = plugin_fingerprint()
+    if not fp:
+        return ""
+    return "-p" + hashlib.sha256("".join(f"{m}={d};" for m, d in sorted(fp.items())).encode()).hexdigest()[:12]
 
 
 def git_commit() -> str:

@@ -151,7 +151,8 @@ def clamped_ess(log_ratio, mask, threshold: float, level: str = "sequence") -> f
     ``r = exp(ℓ_{i,t})`` (``level="token"``); ``log_ratio`` and ``mask`` are ``[N, T]`` tensors, ``thr > 1``.
     The clamp is applied to ``ℓ`` in log space, so it is exact for any ``|ℓ|`` (verl's ±20 safety clamp of
     ``ℓ`` acts outside ``[−log thr, log thr]`` and changes nothing); verl also adds 1e-8 to the mean
-    (relative effect ≤ 2e-8·thr), this does not. Rows without a real token carry no weight.
+    (relative effect ≤ 2e-8·thr), this does not. Rows without a real token carry no weight; a ``mask`` without
+    any real token raises ``ValueError``.
     """
     import torch
 
@@ -161,6 +162,8 @@ def clamped_ess(log_ratio, mask, threshold: float, level: str = "sequence") -> f
     if level not in ("sequence", "token"):
         raise ValueError(f"level must be 'sequence' or 'token' (verl's rollout_is), got {level!r}")
     mask = mask.to(torch.bool)
+    if not bool(mask.any()):
+        raise ValueError("mask has no real token: the ESS of an empty batch is undefined")
     ell = torch.where(mask, log_ratio.to(torch.float64), torch.zeros((), dtype=torch.float64, device=mask.device))
     if level == "sequence":
         ell = ell.sum(dim=1, keepdim=True).expand_as(ell)

@@ -5,7 +5,9 @@ Every map lives in one module (``asyncgrpo/estimators/maps/``) holding its NumPy
 side by side and ending with ``MAPS = (Estimator(...), ...)``. This module lists those modules (one line
 each, :data:`MODULES`), plus any named in the environment variable ``ASYNCGRPO_ESTIMATORS`` (a comma
 list of importable module names, read when :mod:`asyncgrpo` is first imported: Numba's cache is keyed by
-their sources too, so it must be set before Python starts), and builds:
+their sources too, so it must be set before Python starts; :func:`plugin_fingerprint` names those sources for
+any other cache; each plugin's backends pass :func:`asyncgrpo.estimators.plugin_checks.check_backends` before
+they register), and builds:
 
 * the per-name records (:func:`entry`, :func:`names`) the NumPy/torch wrappers dispatch on;
 * the Numba dispatch :func:`dispatch` — a generated module with ``log_weights_nb(code, ell, eps, out)``,
@@ -37,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from asyncgrpo.plugins import ENV_VAR, plugin_fingerprint, plugin_modules
+
 #: The modules that define the built-in estimators, in registry order (one line per module).
 MODULES: tuple[str, ...] = (
     "asyncgrpo.estimators.maps.onpolicy",
@@ -52,8 +56,6 @@ MODULES: tuple[str, ...] = (
     "asyncgrpo.estimators.maps.gpg",
     "asyncgrpo.estimators.maps.luspo",
 )
-#: Environment variable naming extra estimator modules (comma list), read at first import of asyncgrpo.
-ENV_VAR = "ASYNCGRPO_ESTIMATORS"
 LEVELS = ("trajectory", "token")
 #: What the learner's clip fraction compares a token's coefficient with (token level): nothing (NaN), the
 #: token ratio ``r_{i,t}``, the sequence ratio ``exp(ℓ_i/T)``, or 1 (masks: the fraction of dropped tokens).
@@ -61,6 +63,8 @@ CLIP_RATIOS = ("none", "token", "sequence", "unit")
 #: Codes handed to extra modules' estimators that do not fix one (trajectory level first free from 100,
 #: token level from 200): disjoint from the built-ins.
 _PLUGIN_BASE = {"trajectory": 100, "token": 200}
+#: Codes are literals in the generated Numba dispatch, compared with an int64 argument: below 2**31.
+MAX_CODE = 2**31
 
 
 class TokenParams(NamedTuple):
@@ -121,8 +125,9 @@ class Estimator:
             raise ValueError(f"Estimator {self.name!r}: level must be one of {LEVELS}, got {self.level!r}")
         if self.clip_ratio not in CLIP_RATIOS:
             raise ValueError(f"Estimator {self.name!r}: clip_ratio must be one of {CLIP_RATIOS}, got {self.clip_ratio!r}")
-        if self.code is not None and (isinstance(self.code, bool) or not isinstance(self.code, int) or self.code < 0):
-            raise ValueError(f"Estimator {self.name!r}: code must be an int >= 0 or None, got {self.code!r}")
+        if self.code is not None and (isinstance(self.code, bool) or not isinstance(self.code, int)
+                                      or not 0 <= self.code < MAX_CODE):
+            raise ValueError(f"Estimator {self.name!r}: code must be an int in [0, 2**31) or None, got {self.code!r}")
         for backend in ("numpy", "torch"):
             if not callable(getattr(self, backend)):
                 raise ValueError(f"Estimator {self.name!r}: {backend} must be callable")
@@ -133,11 +138,6 @@ class Estimator:
 _ENTRIES: dict[str, Estimator] | None = None
 
 
-def plugin_modules() -> tuple[str, ...]:
-    """Module names from ``$ASYNCGRPO_ESTIMATORS`` (comma list; empty when unset)."""
-    return tuple(m.strip() for m in os.environ.get(ENV_VAR, "").split(",") if m.strip())
-
-
 def _load() -> dict[str, Estimator]:
     global _ENTRIES
     if _ENTRIES is not None:
@@ -145,9 +145,16 @@ def _load() -> dict[str, Estimator]:
     out: dict[str, Estimator] = {}
     used: set[int] = set()
     pending = []
-    for mod_name in MODULES + plugin_modules():
+    plugins = plugin_modules()
+    for mod_name in MODULES + plugins:
         try:
             mod = importlib.import_module(mod_name)
+        except SystemExit as exc:
+            # a plugin ending the process at import would end every entry point with its status and no
+            # word: say which module did it, once, and exit 2 (a usage error)
+            print(f"asyncgrpo: error: estimator module {mod_name!r} (from ${ENV_VAR}) called sys.exit({exc.code!r}) "
+                  f"while being imported", file=sys.stderr)
+            raise SystemExit(2) from None
         except Exception as exc:  # noqa: BLE001 - name the module and the variable that listed it
             raise ImportError(f"estimator module {mod_name!r} (from {ENV_VAR} or registry.MODULES) cannot be "
                               f"imported: {type(exc).__name__}: {exc}") from exc
@@ -166,14 +173,19 @@ def _load() -> dict[str, Estimator]:
                     raise ValueError(f"estimator {e.name!r}: code {e.code} is already used")
                 used.add(e.code)
             out[e.name] = e
-            pending.append(e)
-    for e in pending:
+            pending.append((e, mod_name))
+    for e, _ in pending:
         if e.code is None:
             c = _PLUGIN_BASE[e.level]
             while c in used:
                 c += 1
             used.add(c)
             out[e.name] = _replace_code(e, c)
+    from asyncgrpo.estimators.plugin_checks import check_backends
+
+    for e, mod_name in pending:
+        if mod_name in plugins:  # the built-ins are checked by the test suite, not at every import
+            check_backends(out[e.name], mod_name, TokenParams(0.2, 0.28, 0.04, math.inf, "upper", 0))
     _ENTRIES = out
     return out
 
@@ -316,4 +328,4 @@ def dispatch():
 
 
 __all__ = ["MODULES", "ENV_VAR", "LEVELS", "CLIP_RATIOS", "Estimator", "TokenParams", "entries", "names", "entry",
-           "code", "plugin_modules", "dispatch", "dispatch_source"]
+           "code", "plugin_modules", "plugin_fingerprint", "dispatch", "dispatch_source", "MAX_CODE"]

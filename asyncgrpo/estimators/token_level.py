@@ -57,6 +57,7 @@ from numba import njit
 
 from asyncgrpo.estimators import registry
 from asyncgrpo.estimators.clip_bounds import cispo_log_bounds
+from asyncgrpo.estimators.plugin_checks import check_torch_output
 from asyncgrpo.estimators.aggregation import (
     AGG_MODES,
     LOSS_AGG_MODES,
@@ -369,6 +370,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     # is 0, so a weight that overflows (is, ℓ = 1e4) next to A = 0 gives exactly 0, never inf × 0 = NaN.
     if token:
         k = _token_weights_torch(name, tok_ell, mask, adv, eps_low_v, eps_high_v, tau_v, log_c, cispo_clamp)
+        check_torch_output(name, "k", k, mask)
         w = None
         nu_wide = _kept_normaliser(name, mode, mask, k != 0, nu_wide, agg_kw)
         active = mask & (adv_wide != 0) & (k != 0)
@@ -382,6 +384,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
         live = rmask.any(dim=1)  # a group with no real row has no weights to compute
         if bool(live.any()):
             logw[live] = torch_backend.log_weights(name, ell[live].to(wide), eps, rmask[live])
+            check_torch_output(name, "log w", logw, rmask)
             w_wide[live] = torch_backend.wide_weights(name, ell[live], eps, rmask[live]).to(wide)
         logw = logw.reshape(N)[:, None].expand_as(tok_ell)
         w_wide = w_wide.reshape(N)[:, None].expand_as(tok_ell)

@@ -60,7 +60,10 @@ METRIC_PREFIX = "traj_is"
 def group_index(uid) -> tuple[np.ndarray, np.ndarray]:
     """``(group, slot)``: for each row, its group number (order of first appearance) and position in it.
 
-    ``uid`` is verl's ``non_tensor_batch["uid"]`` (one id per row; rows of a prompt share it).
+    ``uid`` is verl's ``non_tensor_batch["uid"]`` (one id per row; rows of a prompt share it). Ids are
+    grouped as verl groups them (``defaultdict`` keys in ``compute_grpo_outcome_advantage``): by Python
+    equality, so ``1``, ``1.0`` and ``True`` are one group there and here. A NaN id is refused: it is not
+    equal to itself, so verl would put it in one group or in several depending on object identity.
     """
     uid = np.asarray(uid, dtype=object)
     if uid.ndim != 1 or uid.size == 0:
@@ -70,12 +73,21 @@ def group_index(uid) -> tuple[np.ndarray, np.ndarray]:
     counts: list[int] = []
     slot = np.empty(uid.size, dtype=np.int64)
     for i, u in enumerate(uid.tolist()):
+        if _is_nan(u):
+            raise ValueError(f"uid of row {i} is {u!r}: a NaN id is not equal to itself and names no group")
         g = first.setdefault(u, len(first))
         if g == len(counts):
             counts.append(0)
         group[i], slot[i] = g, counts[g]
         counts[g] += 1
     return group, slot
+
+
+def _is_nan(u) -> bool:
+    try:
+        return bool(u != u)
+    except Exception:  # noqa: BLE001 - an id whose comparison fails is not NaN; the dict lookup will say more
+        return False
 
 
 def trajectory_log_ratios(old_log_prob: torch.Tensor, rollout_log_prob: torch.Tensor,
@@ -123,6 +135,9 @@ def compute_trajectory_weights(old_log_prob: torch.Tensor, rollout_log_prob: tor
     group, slot = group_index(uid)
     n_groups, width = int(group.max()) + 1, int(slot.max()) + 1
     real = response_mask.detach().bool().any(dim=1).cpu()
+    if not bool(real.any()):
+        raise ValueError("response_mask has no response token in any row: no trajectory to weight "
+                         f"(batch of {bs} rows)")
     g_t, s_t = torch.as_tensor(group), torch.as_tensor(slot)
     padded = torch.zeros(n_groups, width, dtype=torch.float64)
     mask = torch.zeros(n_groups, width, dtype=torch.bool)

@@ -33,13 +33,15 @@ keyword, or for ``c2_minimiser`` the map is not a member of ``𝒲_ε``). Runs a
 The C2 minimum is computed independently of the closed form: ``w = ρ·u`` with
 ``min_u (1/G)Σρ_i(1−u_i)²`` s.t. ``0 ≤ u ≤ 1``, ``Σρ_i u_i ≤ G(1+ε)``, solved by
 ``scipy.optimize.minimize(method="SLSQP")``.
+
+Split by concept: this module is the battery (hypothesis runs and verdicts); the report and the
+properties' names in :mod:`asyncgrpo.testing.report`, calling the user's map in
+:mod:`asyncgrpo.testing.calling`, the C2 minimum in :mod:`asyncgrpo.testing.c2_qp`.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
-from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -49,256 +51,20 @@ from hypothesis.errors import Flaky
 
 from asyncgrpo import functionals
 from asyncgrpo.testing import strategies as ags
+from asyncgrpo.testing.c2_qp import c2_minimum_qp
+from asyncgrpo.testing.calling import _accepts_mask, _call, _finite_call, _NoOutput, _NotReal, _probe, _Violation
+from asyncgrpo.testing.report import (
+    DESCRIPTIONS,
+    HOLDS,
+    KINDS,
+    MEMBERSHIP,
+    ORDER,
+    OUT_OF_SCOPE,
+    REFUTED,
+    PropertyResult,
+    WeightMapReport,
+)
 from asyncgrpo.validation import check_eps
-
-#: Properties whose failure means ``fn`` is not a member of ``𝒲_ε`` (judged where its output is finite).
-MEMBERSHIP = ("real_valued", "nonnegative", "w_le_rho", "mean_le_1_plus_eps")
-#: The kind of each property: membership, numerics, purity, structure, C2 (one summary line each but structure).
-KINDS = {"real_valued": "membership", "nonnegative": "membership", "w_le_rho": "membership",
-         "mean_le_1_plus_eps": "membership", "finite": "numerics", "purity": "purity",
-         "permutation": "structure", "padding": "structure", "batch_shape": "structure", "c2_minimiser": "C2"}
-
-DESCRIPTIONS = {
-    "real_valued": "the weights are real numbers (not complex, strings or other objects)",
-    "finite": "numerical robustness: every weight is a finite number for log-ratios up to ±1e4",
-    "nonnegative": "every (finite) weight is >= 0",
-    "w_le_rho": "no trajectory gets more weight than its ratio: w_i <= rho_i",
-    "mean_le_1_plus_eps": "the group's mean weight is at most 1+eps (membership of W_eps, C1)",
-    "purity": "fn does not modify its input (called with read-only arrays, compared before/after)",
-    "permutation": "reordering the group reorders the weights the same way (permutation equivariance)",
-    "padding": "padded entries get weight 0 and do not change the real entries' weights",
-    "batch_shape": "a [n_groups, G] call agrees with one call per group (and [1, G] with [G])",
-    "c2_minimiser": "for members of W_eps: the bias functional B(w; rho) equals the C2 minimum (scipy QP)",
-}
-
-#: The rows of a report, in order.
-ORDER = MEMBERSHIP + ("finite", "purity", "permutation", "padding", "batch_shape", "c2_minimiser")
-
-HOLDS, REFUTED, OUT_OF_SCOPE = "holds", "refuted", "out of scope"
-
-
-@dataclass
-class PropertyResult:
-    """One row of the report."""
-
-    property: str
-    description: str
-    verdict: str
-    membership: bool
-    examples: int
-    detail: str = ""
-    counterexample: dict[str, Any] | None = None
-    kind: str = ""
-
-
-@dataclass
-class WeightMapReport:
-    """What :func:`check_weight_map` found: one :class:`PropertyResult` per property.
-
-    Four separate answers: :attr:`is_member` (``𝒲_ε``), :attr:`is_robust` (finite for ``|ℓ| ≤ 1e4``;
-    :attr:`unsafe_from` the first failing ``ℓ``), the ``c2_minimiser`` row, :attr:`is_pure`; :attr:`all_hold`
-    is what the CLI's exit status reports.
-    """
-
-    name: str
-    eps: float | None
-    rows: list[PropertyResult] = field(default_factory=list)
-    unsafe_from: float | None = None
-
-    def __getitem__(self, prop: str) -> PropertyResult:
-        for r in self.rows:
-            if r.property == prop:
-                return r
-        raise KeyError(prop)
-
-    @property
-    def is_member(self) -> bool:
-        """Whether every membership property holds (the map lies in ``𝒲_ε`` wherever its output is finite)."""
-        return all(self[p].verdict == HOLDS for p in MEMBERSHIP)
-
-    @property
-    def is_robust(self) -> bool:
-        """Whether every weight was finite for ``|ℓ_i| ≤ 1e4``."""
-        return self["finite"].verdict == HOLDS
-
-    @property
-    def is_pure(self) -> bool:
-        """Whether ``fn`` left its (read-only) input unchanged."""
-        return self["purity"].verdict == HOLDS
-
-    @property
-    def refuted(self) -> list[str]:
-        """Names of the refuted properties."""
-        return [r.property for r in self.rows if r.verdict == REFUTED]
-
-    @property
-    def all_hold(self) -> bool:
-        """No property refuted and the map a member (``out of scope`` structure rows do not count)."""
-        return self.is_member and not self.refuted
-
-    def to_frame(self):
-        """The report as a ``pandas.DataFrame`` (one row per property)."""
-        import pandas as pd
-
-        return pd.DataFrame([asdict(r) for r in self.rows]).set_index("property")
-
-    def summary(self) -> list[str]:
-        """One line per question: membership, numerical robustness, C2, purity."""
-        failed = [p for p in MEMBERSHIP if self[p].verdict == REFUTED] or \
-            [p for p in MEMBERSHIP if self[p].verdict != HOLDS]
-        lines = ["member of 𝒲_ε" if not failed else
-                 f"NOT a member of 𝒲_ε ({', '.join(f'{p} {self[p].verdict}' for p in failed)})"]
-        fin = self["finite"]
-        if fin.verdict == HOLDS:
-            lines.append("numerically safe: finite weights for |ℓ| ≤ 1e4")
-        elif self.unsafe_from is not None:
-            side = "≥" if self.unsafe_from > 0 else "≤" if self.unsafe_from < 0 else "="
-            lines.append(f"numerically unsafe for ℓ {side} {self.unsafe_from:.6g} (non-finite weights there; "
-                         "compute in log space)")
-        else:
-            lines.append(f"numerical robustness {fin.verdict}: {fin.detail}")
-        c2 = self["c2_minimiser"]
-        if c2.verdict == HOLDS:
-            lines.append("C2: the minimiser of the bias functional over 𝒲_ε")
-        elif c2.verdict == REFUTED:
-            lines.append(f"C2: {c2.detail}")
-        else:
-            lines.append(f"C2: out of scope ({c2.detail})")
-        pur = self["purity"]
-        lines.append("pure: leaves its input unchanged" if pur.verdict == HOLDS else
-                     f"NOT pure: {pur.detail}" if pur.verdict == REFUTED else f"purity out of scope ({pur.detail})")
-        return lines
-
-    def __str__(self) -> str:
-        eps = "drawn by hypothesis" if self.eps is None else f"{self.eps:g}"
-        lines = [f"weight map {self.name}  (eps = {eps})"]
-        w = max(len(r.property) for r in self.rows)
-        for r in self.rows:
-            lines.append(f"  {r.property:<{w}}  {r.verdict:<12}  {r.description}")
-            if r.detail:
-                lines.append(f"  {'':<{w}}  {'':<12}  {r.detail}")
-            if r.counterexample is not None:
-                lines.append(f"  {'':<{w}}  {'':<12}  counterexample: {_fmt_example(r.counterexample)}")
-        lines += [f"  => {line}" for line in self.summary()]
-        return "\n".join(lines)
-
-
-def _fmt_example(ex: dict[str, Any]) -> str:
-    parts = []
-    for k, v in ex.items():
-        if isinstance(v, np.ndarray):
-            v = np.array2string(v, precision=17, separator=", ", threshold=40, max_line_width=10**6)
-        parts.append(f"{k}={v}")
-    return ", ".join(parts)
-
-
-# --------------------------------------------------------------------------- calling the user's map
-class _Violation(AssertionError):
-    """A property does not hold on one example."""
-
-
-class _NotReal(_Violation):
-    """``fn`` returned something other than real numbers."""
-
-
-class _NoOutput(Exception):
-    """``fn`` raised or returned non-finite weights: the example is not judged (``finite`` reports it)."""
-
-
-def _to_numpy(out) -> np.ndarray:
-    """``out`` as float64, refusing complex, string and object outputs (NumPy would drop ``1e6j`` or parse ``"1.2"``)."""
-    if hasattr(out, "detach"):  # torch tensor
-        if out.is_complex() or not (out.is_floating_point() or out.dtype.is_signed or str(out.dtype) in
-                                    ("torch.bool", "torch.uint8")):
-            raise _NotReal(f"fn returned a tensor of dtype {out.dtype}, not real numbers")
-        out = out.detach().cpu().double().numpy()
-    arr = np.asarray(out)
-    if arr.dtype.kind not in "fiub":
-        what = {"c": "complex numbers", "U": "strings", "S": "bytes", "O": "Python objects"}.get(arr.dtype.kind,
-                                                                                            f"dtype {arr.dtype}")
-        raise _NotReal(f"fn returned {what} (dtype {arr.dtype}), not real numbers")
-    return arr.astype(np.float64)
-
-
-def _call(fn, ell, eps, **kw) -> np.ndarray:
-    """``fn(copy of ell, eps, **kw)`` as float64; :class:`_NoOutput` if ``fn`` raises."""
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # overflow warnings of a naive map are expected here
-            out = fn(np.array(ell, dtype=np.float64), eps, **kw)
-    except Exception as exc:  # noqa: BLE001 - a map that crashes gives no output to judge
-        raise _NoOutput(f"fn raised {type(exc).__name__}: {exc}") from exc
-    w = _to_numpy(out)
-    if w.shape != np.shape(ell):
-        raise _Violation(f"fn returned shape {w.shape} for log-ratios of shape {np.shape(ell)}")
-    return w
-
-
-def _finite_call(fn, ell, eps, **kw) -> np.ndarray:
-    """:func:`_call`, with :class:`_NoOutput` also for non-finite weights (membership is judged where finite)."""
-    w = _call(fn, ell, eps, **kw)
-    if not np.isfinite(w).all():
-        raise _NoOutput("non-finite weights")
-    return w
-
-
-def _accepts_mask(fn) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return "mask" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-def _probe(fn, eps, **kw) -> str | None:
-    """``None`` if ``fn`` takes a ``[n_groups, G]`` input (with ``kw``), else why not."""
-    ell = np.array([[0.1, -0.2, 0.3], [0.0, 0.5, -1.0]])
-    try:
-        out = _to_numpy(fn(ell, eps, **{k: v[: len(ell)] for k, v in kw.items()}))
-    except Exception as exc:  # noqa: BLE001 - any refusal means "not supported", reported as such
-        return f"fn does not take [n_groups, G] input{' with mask=' if kw else ''} ({type(exc).__name__}: {exc})"
-    return None if out.ndim == 2 else f"fn returned shape {out.shape} for a [2, 3] input"
-
-
-# --------------------------------------------------------------------------- the C2 minimum by QP
-def c2_minimum_qp(log_ratios, eps: float) -> float:
-    """``min_{w ∈ 𝒲_ε(ρ)} 𝔅(w;ρ)`` by SLSQP (independent of the closed form ``(ρ̄−1−ε)₊²/ρ̄``).
-
-    With ``w = ρ·u``: ``min (1/G)Σρ_i(1−u_i)²`` s.t. ``0 ≤ u_i ≤ 1`` and ``Σρ_i u_i ≤ G(1+ε)``; ρ is
-    rescaled by its maximum so the problem is well conditioned. Raises ``RuntimeError`` if the
-    solver does not converge (a verdict must never rest on a failed solve).
-    """
-    from scipy.optimize import minimize
-
-    ell = np.asarray(log_ratios, dtype=np.float64)
-    eps = check_eps(eps)
-    G = ell.size
-    top = float(ell.max())
-    r = np.exp(ell - top)  # ρ / max ρ
-    cap = G * (1.0 + eps) * math.exp(-top)  # G(1+ε) / max ρ
-    best = None
-    # two starts (all-zero, and full weight scaled onto the constraint); SLSQP's "positive
-    # directional derivative" stop (status 8) means no further progress, accepted if feasible
-    for u0 in (np.zeros(G), np.full(G, min(1.0, cap / float(r.sum())))):
-        res = minimize(
-            lambda u: float(np.sum(r * (1 - u) ** 2)),
-            u0,
-            jac=lambda u: -2 * r * (1 - u),
-            bounds=[(0.0, 1.0)] * G,
-            constraints=[{"type": "ineq", "fun": lambda u: cap - float(r @ u), "jac": lambda u: -r}],
-            method="SLSQP",
-            options={"ftol": 1e-14, "maxiter": 1000},
-        )
-        u = np.clip(res.x, 0.0, 1.0)
-        feasible = float(r @ u) <= cap * (1 + 1e-9) + 1e-300
-        if res.status in (0, 8) and feasible:
-            val = float(np.sum(r * (1 - u) ** 2))
-            best = val if best is None else min(best, val)
-            if res.status == 0:
-                break
-    if best is None:
-        raise RuntimeError(f"SLSQP did not converge for log_ratios={ell.tolist()}, eps={eps}: {res.message}")
-    return best * math.exp(top) / G
 
 
 # --------------------------------------------------------------------------- the battery

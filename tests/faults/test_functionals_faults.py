@@ -106,7 +106,7 @@ def test_advantages_constant_rewards_normalised_are_zero_not_nan():
 
 @pytest.mark.parametrize("delta", [0.0, -1e-6, float("nan")])
 def test_advantages_delta_guard(delta):
-    with pytest.raises(ValueError, match="delta must be > 0"):
+    with pytest.raises(ValueError, match="delta must be a finite number > 0"):
         advantages([0.0, 1.0], normalize=True, delta=delta)
 
 
