@@ -5,7 +5,7 @@ Same rules as the CPU protocol (:mod:`simulate.llm.protocol`: the Holm family of
 ``d_max``, the rate checks, the regime label from an interval, the turning points), on the ``gpu`` preset
 (~85M parameters, bf16 weights, float32 log-probs, 3-digit sums) at ``d ∈ {0, 2, 4, 8, 16, 32}``. One warm
 start is shared by every seed (``warmstart_seed``) and computed first; the seeds' forests
-(:mod:`simulate.llm.tree`) then run ``workers`` at a time as separate processes on the one device (the
+(:mod:`simulate.llm.tree`) then run ``workers`` (default 6) at a time as separate processes on the one device (the
 harness is Python-bound: a forest keeps the card ~1 % busy, issue 35), batch after batch while the next
 batch is predicted to fit in ``budget_s``. The seeds that ran are stated in the results; the verdicts use
 those seeds (12 planned).
@@ -72,7 +72,7 @@ def main(out_dir: str = "results/llm/gpu_protocol", budget_s: float = 420.0, dry
     t_all = time.perf_counter()
     protocol = PROTOCOL_GPU.variant(quick=dry_run)
     seeds = tuple(PROTOCOL_GPU.quick_seeds if dry_run else PROTOCOL_GPU.seeds)
-    workers = workers or (1 if dry_run else 8)
+    workers = workers or (1 if dry_run else 6)  # ~11 GB of snapshots and states per process on the gpu preset
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     device = "cpu" if dry_run else "cuda"

@@ -4,9 +4,11 @@
 #     bash simulate/llm/gpu_run.sh            # OUT=/some/dir bash simulate/llm/gpu_run.sh
 #
 # Runs `python -m simulate.llm experiment --protocol gpu` (simulate/llm/gpu_protocol.py: CPU-vs-GPU parity,
-# the shared warm start, the seeds' forests 8 processes at a time while the budget lasts) and writes
+# the shared warm start, the seeds' forests 6 processes at a time while the budget lasts) and writes
 # under "$OUT" (default results/llm/gpu_run): llm_gpu.json (commit it as figures/out/llm_gpu.json: the
-# report's "gpu-lm" row), parity.csv, log.txt, timings.txt. Expected wall time on one H200: about 7-8 min.
+# report's "gpu-lm" row), parity.csv, log.txt, timings.txt. Expected wall time on one H200: about 7-8 min
+# (unmeasured: parity ~0.5 min, warm start ~1 min, one batch of 6 seeds within BUDGET_S; a second batch of 6
+# starts only if it is predicted to fit, so expect 6 of the 12 planned seeds; the results state which ran).
 # Works offline: it uses the python3 that already holds torch (+CUDA) and transformers; when torch is
 # missing it tries `pip install -e '.[llm]'` (no CPU constraints file, so pip picks a CUDA build) and
 # fails fast with a clear message when that is not possible (no network).

@@ -125,7 +125,12 @@ def train_forest(cfgs: list[TrainConfig], *, progress: bool = False) -> list[dic
 
 
 def _train_tree(cfgs, model0, tok, evalset, acc0, batches, warm_info) -> list[dict]:
-    """One estimator and step size, several delays: the trunk (largest ``d``) and a branch per other delay."""
+    """One estimator and step size, several delays: the trunk (largest ``d``) and a branch per other delay.
+
+    A branch is finished as soon as it is forked (the trunk waits), so at most two states are alive at
+    once (each holds its snapshots: 33 of 170 MB for the ``gpu`` preset's trunk); the numbers do not depend
+    on the order, since a branch shares nothing mutable with the trunk but the version-0 batches, which are
+    a function of the warm start and the step."""
     order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].d)
     trunk = cfgs[order[0]]
     K = trunk.steps
@@ -133,7 +138,16 @@ def _train_tree(cfgs, model0, tok, evalset, acc0, batches, warm_info) -> list[di
     fork_at: dict[int, list[int]] = {}
     for i in order[1:]:
         fork_at.setdefault(min(cfgs[i].d, K - 1), []).append(i)
-    states = {}
+    summaries = [None] * len(cfgs)
+
+    def finish(i: int, s, done: int) -> None:
+        cfg = cfgs[i]
+        sched = delay_schedule(cfg)
+        for k in range(done + 1, K):
+            rl_step(cfg, s, k, tok=tok, evalset=evalset, delays=sched, loss_opts=loss_opts, batch_source=batches)
+        summaries[i] = summarise_run(cfg, s.rows, s.last_acc, warm_info)
+        _write(cfg, s.rows, summaries[i])
+
     st = new_state(trunk, copy.deepcopy(model0))
     st.last_acc = acc0
     sched = delay_schedule(trunk)
@@ -145,15 +159,6 @@ def _train_tree(cfgs, model0, tok, evalset, acc0, batches, warm_info) -> list[di
             branch = copy_state(trunk, st)
             for v in [v for v in branch.snapshots if v < branch.version - kept_versions(cfgs[i])]:
                 del branch.snapshots[v]  # versions the branch's delay never reads (train.kept_versions)
-            states[i] = (k, branch)
-    states[order[0]] = (K - 1, st)
-    summaries = [None] * len(cfgs)
-    for i in order:
-        cfg = cfgs[i]
-        done, s = states[i]
-        sched = delay_schedule(cfg)
-        for k in range(done + 1, K):
-            rl_step(cfg, s, k, tok=tok, evalset=evalset, delays=sched, loss_opts=loss_opts, batch_source=batches)
-        summaries[i] = summarise_run(cfg, s.rows, s.last_acc, warm_info)
-        _write(cfg, s.rows, summaries[i])
+            finish(i, branch, k)
+    finish(order[0], st, K - 1)
     return summaries
