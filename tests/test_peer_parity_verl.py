@@ -1,0 +1,119 @@
+"""verl's corrections and gpg against verl's OWN functions (verl 0.9.1 from PyPI, loaded by tests/_peer_verl.py).
+
+Not transcriptions: ``compute_rollout_correction_weights``, ``compute_rollout_rejection_mask``,
+``compute_policy_loss_vanilla``, ``compute_policy_loss_gpg`` and ``agg_loss`` are verl's code, run on CPU.
+The setting is verl's decoupled mode at ``π_old = π_θ`` (one update per batch, PPO ratio 1), verl's
+response mask an integer tensor as in its trainer (``attention_mask`` slice), ``token-mean`` aggregation
+over the rejection-modified mask (``compute_rollout_correction_and_add_to_batch`` rewrites
+``response_mask``). Compared: the loss and its gradient with respect to ``log π_θ``.
+
+Tolerances from the dtype (tests/_tol.py): both sides sum the same ≤ N·T terms in another order, so
+``k = 8·(N·T)`` ulps of the largest term; bf16 inputs are compared at bf16's eps (the toolkit computes in
+float32 or float64, verl in the input dtype).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from asyncgrpo import estimators as est
+from asyncgrpo.estimators import token_level as tl
+
+import _peer_verl
+from _tol import assert_close
+
+CA, RCH, VF = _peer_verl.load()
+
+CASES = ("spread_1e-3", "spread_1", "big_20", "big_25", "big_1e3", "empty_rows", "length_1", "adv_0", "n_1")
+SEEDS = (0, 1, 2, 3)
+
+
+def batch(case, seed):
+    """``(logp_rollout, ell, adv, mask)`` in float64; ``ell`` the token log-ratios log π_θ − log π_rollout."""
+    rng = np.random.default_rng([seed, CASES.index(case)])
+    N = 1 if case == "n_1" else int(rng.integers(3, 10))
+    T = 1 if case == "length_1" else int(rng.integers(2, 20))
+    lengths = rng.integers(1, T + 1, N)
+    mask = np.arange(T)[None, :] < lengths[:, None]
+    if case == "empty_rows":
+        mask[rng.random(N) < 0.4] = False
+        mask[0, 0] = True
+    scale = 1e-3 if case == "spread_1e-3" else (1e-2 if case.startswith("big") else 1.0)
+    ell = rng.normal(0.0, scale, (N, T))
+    if case.startswith("big"):
+        big = {"big_20": 20.0, "big_25": 25.0, "big_1e3": 1e3}[case]
+        ell[rng.random((N, T)) < 0.2] = big * rng.choice([-1.0, 1.0])
+    adv = rng.uniform(-2, 2, N)
+    if case == "adv_0":
+        adv[:] = 0.0
+    else:
+        adv[rng.random(N) < 0.2] = 0.0
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    return t(rng.normal(-2, 0.7, (N, T))), t(np.where(mask, ell, 0.0)), t(adv), torch.tensor(mask)
+
+
+VERL = {  # toolkit name → verl's rollout-correction options (the presets in verl/trainer/config/algorithm.py)
+    "verl_tok_tis": dict(rollout_is="token", rollout_is_threshold=2.0),
+    "verl_seq_tis": dict(rollout_is="sequence", rollout_is_threshold=2.0),
+    "verl_seq_rs": dict(rollout_is="sequence", rollout_is_threshold=2.0, rollout_rs="seq_sum_k1",
+                        rollout_rs_threshold="0.5_2.0"),
+    "verl_geo_rs": dict(rollout_rs="seq_mean_k1", rollout_rs_threshold="0.999_1.001"),
+}
+
+
+def verl_loss(name, logp_roll, ell, adv, mask, dtype=torch.float64):
+    """verl's loss and gradient wrt log π_θ (decoupled mode, π_old = π_θ, token-mean), computed by verl."""
+    logp = (logp_roll + ell).to(dtype).clone().requires_grad_(True)
+    resp = mask.long()  # verl's response_mask is an integer slice of attention_mask
+    log_ratio = (logp.detach() - logp_roll.to(dtype))
+    opts = VERL.get(name, {})
+    w = None
+    if opts.get("rollout_is"):
+        w, _ = RCH.compute_rollout_correction_weights(log_ratio, resp, opts["rollout_is"],
+                                                      opts["rollout_is_threshold"])
+    if opts.get("rollout_rs"):
+        resp, _ = RCH.compute_rollout_rejection_mask(log_ratio, resp, opts["rollout_rs"],
+                                                     opts["rollout_rs_threshold"])
+    cfg = _peer_verl.Cfg(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0,
+                         global_batch_info={})
+    A = adv.to(dtype)[:, None].expand_as(logp)
+    fn = CA.compute_policy_loss_gpg if name == "gpg" else CA.compute_policy_loss_vanilla
+    loss, _ = fn(logp.detach(), logp, A, resp, loss_agg_mode="token-mean", config=cfg, rollout_is_weights=w)
+    if not resp.any():
+        return loss.detach(), torch.zeros_like(logp)
+    loss.backward()
+    return loss.detach(), logp.grad
+
+
+def toolkit_loss(name, logp_roll, ell, adv, mask, dtype=torch.float64, mode="token-mean"):
+    lp = (logp_roll + ell).to(dtype).clone().requires_grad_(True)
+    kw = dict(group_size=1) if name in est.TRAJECTORY_ESTIMATORS else {}
+    loss = tl.policy_loss(name, lp, logp_roll.to(dtype), adv.to(dtype), mask, loss_agg_mode=mode, **kw)
+    loss.backward()
+    return loss.detach(), lp.grad
+
+
+def _k(mask):
+    return 8.0 * max(int(mask.numel()), 1)
+
+
+NAMES = tuple(VERL) + ("gpg",)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("name", NAMES)
+def test_loss_and_gradient_equal_verls_own_functions(name, case):
+    """At ``token-mean``: the toolkit's gradient is verl's, every seed; the loss too where verl's is defined.
+
+    The loss compared is the gradient-carrying surrogate, so gpg (verl: ``−A·log π``) is compared as a value
+    and the corrections (verl: ``−A·w·ratio``, value ``−A·w``) through their gradient and their value."""
+    for seed in SEEDS:
+        lr, ell, adv, mask = batch(case, seed)
+        v_loss, v_grad = verl_loss(name, lr, ell, adv, mask)
+        t_loss, t_grad = toolkit_loss(name, lr, ell, adv, mask)
+        assert_close(t_grad, v_grad, _k(mask), scale=max(float(v_grad.abs().max()), 1.0) * 2.0,
+                     msg=f"{name} {case} seed {seed}: gradient")
+        if name == "gpg":
+            assert_close(t_loss, v_loss, _k(mask), scale=float((adv[:, None] * (lr + ell)).abs().max()),
+                         msg=f"{name} {case} seed {seed}: loss")
