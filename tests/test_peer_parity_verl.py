@@ -117,3 +117,51 @@ def test_loss_and_gradient_equal_verls_own_functions(name, case):
         if name == "gpg":
             assert_close(t_loss, v_loss, _k(mask), scale=float((adv[:, None] * (lr + ell)).abs().max()),
                          msg=f"{name} {case} seed {seed}: loss")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bf16_inputs_agree_with_verl_at_bf16_resolution(name):
+    """bf16 log-probs: verl computes in bf16, the toolkit in float32 (docs/losses.md); they agree to a few bf16
+    ulps of the largest gradient entry (``k = 8``: the weights' exp and the clamp round once each in bf16)."""
+    for seed in SEEDS:
+        lr, ell, adv, mask = batch("spread_1", seed)
+        lr, ell = lr.to(torch.bfloat16).double(), ell.to(torch.bfloat16).double()  # bf16-representable inputs
+        v_loss, v_grad = verl_loss(name, lr, ell, adv, mask, dtype=torch.bfloat16)
+        t_loss, t_grad = toolkit_loss(name, lr, ell, adv, mask, dtype=torch.bfloat16)
+        assert_close(t_grad.double(), v_grad.double(), 8.0, dtype=torch.bfloat16,
+                     scale=float(v_grad.double().abs().max()), msg=f"{name} seed {seed}: bf16 gradient")
+
+
+def _geo_edge_row(T):
+    """One row whose mean k1 statistic sits just above ``log 1.001`` (relative 5e-10), so dividing its sum by
+    ``T + 1e-8`` instead of ``T`` moves it inside verl's band."""
+    x = -np.log(1.001) * (1 + 5e-10)
+    return torch.full((1, T), x, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("T", (3, 7, 50))
+def test_geo_rs_at_the_band_edge_divides_by_T_as_verl(T):
+    """verl's ``masked_mean`` adds 1e-8 to the integer mask's count, in float32, where it vanishes: verl divides
+    by ``T``. The toolkit's verl_geo_rs must reject the edge row as verl's own ``compute_rollout_rejection_mask``."""
+    ell = _geo_edge_row(T)
+    mask = torch.ones_like(ell, dtype=torch.bool)
+    kept, _ = RCH.compute_rollout_rejection_mask(ell, mask.long(), "seq_mean_k1", "0.999_1.001")
+    want = bool(kept.bool().any())
+    k = tl.token_coefficients_torch("verl_geo_rs", ell, mask, torch.ones(1, dtype=torch.float64))
+    assert bool((k > 0).any()) == want, ("torch", k, kept)
+    for backend in (tl.token_coefficients, tl.token_coefficients_numba):
+        k = backend("verl_geo_rs", ell.numpy(), mask.numpy(), np.ones(1))
+        assert bool((np.asarray(k) > 0).any()) == want, (backend.__name__, k, kept)
+
+
+@pytest.mark.xfail(strict=True, reason="known difference, issue 36: verl_seq_rs is a trajectory map of "
+                   "ℓ_i = Σ_t ℓ_{i,t} and cannot clamp per token; needs a token-level map (left for later)")
+def test_seq_rs_clamps_each_token_as_verl():
+    """verl's ``seq_sum_k1`` clamps each token's ℓ to ±20 before summing: ℓ = [25, −20] has statistic 0 (kept,
+    IS weight min(e^5, 2) = 2). The toolkit's trajectory map sees only ℓ_i = 5 and rejects the row."""
+    ell = torch.tensor([[25.0, -20.0]], dtype=torch.float64)
+    mask = torch.ones_like(ell, dtype=torch.bool)
+    lr = torch.zeros_like(ell)
+    v_loss, v_grad = verl_loss("verl_seq_rs", lr, ell, torch.ones(1, dtype=torch.float64), mask)
+    t_loss, t_grad = toolkit_loss("verl_seq_rs", lr, ell, torch.ones(1, dtype=torch.float64), mask)
+    assert_close(t_grad, v_grad, 8.0, scale=1.0)

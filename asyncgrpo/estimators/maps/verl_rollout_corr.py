@@ -112,9 +112,10 @@ def tok_tis_k_torch(ell, mask, adv, T_i, p):
 
 # --------------------------------------------------------------------------- geometric-mean rejection (Geo-RS)
 def _geo_keep(ell, mask):
-    # verl's masked_mean divides by (T_i + 1e-8); kept so that a statistic on a threshold lands as in verl
+    # verl's masked_mean writes mask.sum() + 1e-8, but its response_mask is an integer tensor: the count
+    # becomes float32, where T + 1e-8 == T, so verl divides by T exactly (a row on the band edge lands as there)
     stat = np.where(mask, -np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND), 0.0).sum(axis=1, keepdims=True)
-    stat = stat / (mask.sum(axis=1, keepdims=True) + 1e-8)
+    stat = stat / np.maximum(mask.sum(axis=1, keepdims=True), 1)
     return (stat >= _GEO_LO) & (stat <= _GEO_HI)
 
 
@@ -132,7 +133,7 @@ def geo_rs_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_m
             if mask[i, t]:
                 Ti += 1
                 s += -min(max(tok_ell[i, t], -SAFETY_BOUND), SAFETY_BOUND)
-        stat = s / (Ti + 1e-8)
+        stat = s / max(Ti, 1)  # verl divides by T (its 1e-8 vanishes in float32; see _geo_keep)
         c = 1.0 if (stat >= _GEO_LO and stat <= _GEO_HI) else 0.0
         for t in range(T):
             out[i, t] = c / Ti if mask[i, t] else 0.0
@@ -142,7 +143,7 @@ def geo_rs_k_torch(ell, mask, adv, T_i, p):
     import torch
 
     x = torch.where(mask, -torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND), torch.zeros_like(ell))
-    stat = x.sum(dim=1, keepdim=True) / (mask.sum(dim=1, keepdim=True).to(ell.dtype) + 1e-8)
+    stat = x.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1).to(ell.dtype)  # T, as verl
     keep = (stat >= _GEO_LO) & (stat <= _GEO_HI)
     return torch.where(keep, torch.ones_like(stat), torch.zeros_like(stat)).expand_as(ell)
 
