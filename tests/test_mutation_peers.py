@@ -339,3 +339,12 @@ def test_sapo_objective_is_the_gate_the_peers_log():
     want = -adv.numpy()[:, None] * expit(tau * (np.exp(ell.numpy()) - 1)) * 4 / tau
     np.testing.assert_allclose(got, want, rtol=16 * EPS, atol=0)
     assert np.all(got[2] == 0.0)
+
+
+def test_the_peers_codes_are_fixed():
+    """Built-in records fix their code "to keep it stable across registries" (docs/estimators.md): the Numba
+    dispatch and the learner's run records name an estimator by it, so a code that moves is a change of
+    format, never silent. Below the plugins' base (100, 200)."""
+    fixed = {"verl_seq_tis": 7, "verl_seq_rs": 8, "verl_tok_tis": 14, "verl_geo_rs": 15, "trl_seq_mask": 16,
+             "sapo": 17, "gpg": 18, "luspo": 19}
+    assert {n: registry.code(n) for n in fixed} == fixed
