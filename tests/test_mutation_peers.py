@@ -343,8 +343,8 @@ def test_sapo_objective_is_the_gate_the_peers_log():
 
 def test_the_peers_codes_are_fixed():
     """Built-in records fix their code "to keep it stable across registries" (docs/estimators.md): the Numba
-    dispatch and the learner's run records name an estimator by it, so a code that moves is a change of
-    format, never silent. Below the plugins' base (100, 200)."""
+    dispatch and the learner's run record (``RUN_DTYPE.code``) name an estimator by it, so moving one must be a
+    deliberate change, never a silent one. All are below the plugins' bases (100, 200)."""
     fixed = {"verl_seq_tis": 7, "verl_seq_rs": 8, "verl_tok_tis": 14, "verl_geo_rs": 15, "trl_seq_mask": 16,
              "sapo": 17, "gpg": 18, "luspo": 19}
     assert {n: registry.code(n) for n in fixed} == fixed
