@@ -112,6 +112,8 @@ def _tiny_protocol(**kw) -> LMProtocol:
                       perturb_capabilities=("default",), **kw)
 
 
+@pytest.mark.slow  # ~30 s on an idle 2-core machine (three torch imports in subprocesses, a warm start); the
+# rule itself is test_fragile_parts_are_those_that_differ_under_some_path
 def test_perturbation_reruns_under_another_kernel_path(tmp_path):
     """A real subprocess with ATEN_CPU_CAPABILITY=default (every x86 CPU has it): its runs are made under that
     path (the subprocess checks and records it) and every part gets a verdict under both paths."""
