@@ -127,6 +127,7 @@ def test_instance_file_json_and_suffix(tmp_path):
         load_instance_file(tmp_path / "absent.npz")
 
 
+@pytest.mark.slow
 def test_cli_runs_the_protocol_on_a_users_file(tmp_path, capsys):
     """The whole path on a tiny protocol: the file's instance is trained and judged (in-process)."""
     np.savez(tmp_path / "mine.npz", **_mdp_arrays(), name=np.str_("mine"))
