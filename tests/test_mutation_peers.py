@@ -230,20 +230,20 @@ def test_verl_geo_rs_band_and_clamp():
     assert m["rs_masked_frac"] == pytest.approx(3 / int(T_i.sum()), rel=4 * EPS)
 
 
-def test_verl_geo_rs_divides_by_T_plus_1e8_as_verl():
-    """verl's masked_mean divides the row's sum by ``T_i + 1e-8``: a row whose plain mean is up to 1e-8/T_i
-    (relative) beyond a band end is still kept, as in verl. Rows of T equal tokens at (1 ± ½·1e-8/T) and
-    (1 + 1.5·1e-8/T) times each end (margins ~1e6 times the float64 resolution)."""
+def test_verl_geo_rs_band_ends_divide_by_T():
+    """verl divides the row's k1 sum by T_i (its ``+ 1e-8`` on an integer mask vanishes in float32; docs and
+    issue 36): a row whose mean −ℓ is a band end exactly is kept (both ends inclusive), 1e-12 (relative)
+    beyond it is rejected, 1e-12 inside kept. T = 1, 2 equal tokens (sum and mean exact in any order)."""
     hi, lo = math.log(1.001), math.log(0.999)
     toks, kept = [], []
-    for T in (1, 2, 3):
+    for T in (1, 2):
         for end in (hi, lo):
-            for f, keep in ((1 + 0.5e-8 / T, True), (1 - 0.5e-8 / T, True), (1 + 1.5e-8 / T, False)):
+            for f, keep in ((1.0, True), (1 - 1e-12, True), (1 + 1e-12, False)):
                 toks.append([-end * f] * T)  # mean −ℓ = end·f
                 kept.append(keep)
     ell, mask = rows(*toks)
     T_i = mask.sum(1)
-    stat = -(ell * mask).sum(1) / (T_i + 1e-8)  # verl's statistic, transcribed
+    stat = -(ell * mask).sum(1) / T_i
     assert ((stat >= lo) & (stat <= hi)).tolist() == kept
     expect = np.where(mask & np.asarray(kept)[:, None], (len(kept) / sum(kept)) / T_i[:, None], 0.0)
     for backend, c in coefs("verl_geo_rs", ell, mask, np.ones(len(kept))).items():
