@@ -29,6 +29,7 @@ import numpy as np
 
 from simulate import instances as tab
 from simulate.training import count_frac_mdp
+from simulate.training.contexts import J_grad_starts_nb
 
 __all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_token_mdp", "exact_J_grad_w",
            "token_state_features", "class_optimum"]
@@ -54,6 +55,12 @@ class TrainingInstance:
     """``ndarray(float64, (T·S·V, p))`` feature matrix ``Φ`` of a log-linear policy, or ``None`` (tabular)."""
     bernoulli: bool = False
     """The learner sees ``R ~ Bernoulli(E R(τ))`` instead of ``R(τ)``."""
+    starts: np.ndarray | None = None
+    """``ndarray(int64, (C,))`` start states (contexts, "prompts"; ``starts[0] == s0``): ``J = (1/C) Σ_c J_c``
+    and each learner group samples one context (:mod:`simulate.training.contexts`); ``None``: ``s0`` only."""
+    w_init: np.ndarray | None = None
+    """``ndarray(float64, (n_params,))`` warm-start parameters (e.g. a supervised fit): the learner starts at
+    ``w_init`` (plus the config's ``init_scale`` noise); ``None``: ``w = 0``, the uniform policy."""
     J_star: float = field(init=False, default=math.nan)
     """Largest return of any path (computed)."""
 
@@ -79,6 +86,20 @@ class TrainingInstance:
                 raise ValueError("features must be finite")
             phi.setflags(write=False)
             object.__setattr__(self, "features", phi)
+        if self.starts is not None:
+            st = np.array(self.starts, dtype=np.int64).ravel()
+            if st.size < 1 or st.min() < 0 or st.max() >= mdp.S or st[0] != mdp.s0:
+                raise ValueError(f"starts must be state indices in [0, {mdp.S}) with starts[0] == s0 = {mdp.s0}, "
+                                 f"got {self.starts!r}")
+            st.setflags(write=False)
+            object.__setattr__(self, "starts", st)
+        if self.w_init is not None:
+            w = np.array(self.w_init, dtype=np.float64)
+            if w.shape != (self.n_params,) or not np.all(np.isfinite(w)):
+                raise ValueError(f"w_init must be a finite array of shape (n_params,) = ({self.n_params},), "
+                                 f"got shape {w.shape}")
+            w.setflags(write=False)
+            object.__setattr__(self, "w_init", w)
         J_star = _best_return(self)
         if not 0.0 <= J_star <= 1.0 + 1e-12:
             raise ValueError(f"the largest return must lie in [0, 1] (docs/THEORY.md §1), got {J_star}")
@@ -150,7 +171,10 @@ def exact_J_grad_w(inst: TrainingInstance, w) -> tuple[float, np.ndarray]:
     logp = tab.log_softmax_nb(theta, np.empty_like(theta))
     grad = np.empty_like(theta)
     step = np.zeros(theta.shape) if inst.step_reward is None else inst.step_reward
-    J = tab.exact_J_grad_steps_nb(logp, inst.next_state, step, inst.reward, inst.s0, grad)
+    if inst.starts is None:
+        J = tab.exact_J_grad_steps_nb(logp, inst.next_state, step, inst.reward, inst.s0, grad)
+    else:  # the average over contexts, J = (1/C) Σ_c J_c
+        J = J_grad_starts_nb(logp, inst.next_state, step, inst.reward, inst.starts, grad, np.empty_like(theta))
     g = inst.features.T @ grad.ravel() if inst.features is not None else grad.ravel()
     return float(J), g
 
@@ -192,7 +216,7 @@ def _best_return(inst: TrainingInstance) -> float:
     step = np.zeros(inst.theta_shape) if inst.step_reward is None else inst.step_reward
     for t in range(inst.T - 1, -1, -1):
         best = np.max(step[t] + best[inst.next_state[t]], axis=1)
-    return float(best[inst.s0])
+    return float(best[inst.s0] if inst.starts is None else np.mean(best[inst.starts]))
 
 
 def prev_token_mdp(V: int, T: int) -> tuple[np.ndarray, int]:
@@ -291,6 +315,18 @@ def _feature_lm(seed: int = 5) -> TrainingInstance:
                             features=token_state_features(V, T, m, seed), bernoulli=True)
 
 
+def _lm_faithful() -> TrainingInstance:
+    """The ladder's rung 6 (issue 33, docs/bridge.md): 8 prompts, V = 16, T = 12, exact-match reward, log-linear
+    shared unembedding (p = 96), supervised warm start at J = 0.5. Run it with ``n_prompts = 8``."""
+    from simulate.bridge.ladder import get_rung  # the ladder imports this module
+
+    inst = get_rung("6-sparse").build()
+    return TrainingInstance("lm-faithful-exact", "LM-faithful toy (issue 33): 8 prompts, V = 16, T = 12, exact-match "
+                            "reward, log-linear policy with a shared unembedding (p = 96), supervised warm start at "
+                            "J = 0.5; learner: n_prompts = 8", inst.next_state, inst.reward, inst.s0,
+                            features=inst.features, starts=inst.starts, w_init=inst.w_init)
+
+
 #: Registered instances: name → constructor (built on demand, cached by :func:`get_instance`).
 INSTANCES = {
     "count-frac": lambda: _count_frac(False),
@@ -302,6 +338,8 @@ INSTANCES = {
     # zero-gradient steps at the primary cell, so estimators can separate
     "count-long-bernoulli": _count_long,
     "feature-lm-bernoulli": lambda: _feature_lm(5),
+    # the ladder's LM-faithful toy (issue 33): uncorrected stale training fails there, is/gmc do not (docs/bridge.md)
+    "lm-faithful-exact": _lm_faithful,
 }
 _BUILT: dict[str, TrainingInstance] = {}
 

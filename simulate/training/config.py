@@ -246,6 +246,11 @@ class TrainResult:
     gpar_norm2: np.ndarray | None = None
     """C6: ``‖ĝ_k‖²`` in the trained parameter ``w`` (``‖Φᵀĝ_k‖²`` for a feature policy; equal to
     ``ghat_norm2``, which is in logit space, for a tabular one): the sample of ``M₂ = E‖ĝ‖²``."""
+    gdot: np.ndarray | None = None
+    """issue 33: ``⟨ĝ_k, ∇J(θ_k)⟩/‖∇J(θ_k)‖`` in ``w``, k = 0..K−1: the step's first-order ascent rate (< 0: downhill)."""
+    gneg: np.ndarray | None = None
+    """issue 33: the same projection of the part of ĝ_k from negative-advantage tokens with ``π_θ(a_t|s_t) <
+    μ_k(a_t|s_t)`` (stale samples already pushed down; an importance weight would damp them)."""
 
     @property
     def diverged(self) -> bool:

@@ -9,14 +9,8 @@ from numba import njit, prange
 
 from asyncgrpo.estimators.kernels import estimator_flags_nb, log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
-from simulate.instances import (
-    add_score_nb,
-    alias_tables,
-    chi2_nb,
-    exact_J_grad_steps_nb,
-    log_softmax_nb,
-    sample_paths_nb,
-)
+from simulate.instances import add_score_nb, alias_tables, log_softmax_nb, sample_paths_nb
+from simulate.training.contexts import J_grad_starts_nb, chi2_starts_nb, context_of_nb
 
 
 #: The per-run settings, one record per run (:func:`simulate.training.run.run_records` fills it from the
@@ -33,14 +27,15 @@ ZERO_TOL_OFF = -1.0
 
 
 @njit(cache=True)
-def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, run, delays,
+def _train_one_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, w0, run, delays,
                   J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out,
-                  dpar_out, lrmax_out, gpar_out):
+                  dpar_out, lrmax_out, gpar_out, gdot_out, gneg_out):
     """One run of the learner loop (module docstring); returns the divergence step or −1.
 
     ``run`` is one record of :data:`RUN_DTYPE` (the run's scalar settings).
 
-    Inputs: ``next_state`` int64 (T,S,V), ``reward`` float64 (S,) terminal ``R_T``, ``step_reward``
+    Inputs: ``starts`` int64 (C,) the start states (contexts; :mod:`simulate.training.contexts`: group g of
+    step k starts at ``starts[(k·n_prompts + g) mod C]`` and J is the average over contexts), ``next_state`` int64 (T,S,V), ``reward`` float64 (S,) terminal ``R_T``, ``step_reward``
     float64 (T,S,V) per-step ``r_t`` (zeros for terminal-only), ``phi`` float64 (T·S·V, p) features
     with logits ``θ = Φw`` when ``use_phi`` (else ``w`` are the logits and ``phi`` is ignored),
     ``w0`` float64 (p,) initial parameters, ``bernoulli``: the learner sees ``R ~ Bernoulli(E R(τ))``
@@ -51,7 +46,11 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     in the trained parameter ``w`` (the logits for a tabular policy, the feature weights for ``θ = Φw``),
     ``lrmax_out[k] = max_{τ ∈ supp μ_k} |log π_{θ_k}(τ) − log μ_k(τ)|`` (exact, :func:`logratio_max_nb`)
     and ``gpar_out[k] = ‖ĝ_k‖²`` in ``w`` (``Φᵀĝ`` for a feature policy; ``ghat_out`` stays the logit-space
-    norm). None of them draws a random number or feeds back into the run. Randomness: ``np.random.seed(seed)`` here, one uniform per
+    norm). Issue 33's diagnostics, ``gdot_out[k] = ⟨ĝ_k, ∇J(θ_k)⟩/‖∇J(θ_k)‖`` in ``w`` (the applied step's
+    first-order ascent rate) and ``gneg_out[k]``, the same projection of the part of ĝ_k from
+    negative-advantage tokens whose current probability fell below the behaviour one (``π_θ(a_t|s_t) <
+    μ_k(a_t|s_t)``: stale samples the learner already pushed down, which an importance weight would damp).
+    None of them draws a random number or feeds back into the run. Randomness: ``np.random.seed(seed)`` here, one uniform per
     token (alias tables of μ_k) and one per trajectory when ``bernoulli``, so a run depends only on
     its arguments.
     """
@@ -64,6 +63,11 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     P = w0.shape[0]
     par = w0.copy()
     gw = np.empty(P)
+    gJ = np.empty(P)  # ∇_w J(θ_k), kept for the projections gdot/gneg
+    gneg_w = np.empty(P)
+    gtmp = np.empty((T, S, V))
+    s0 = starts[0]
+    C = starts.shape[0]
     theta0 = np.empty((T, S, V))
     # Φᵀ stored row-major so that θ = Φw runs over rows in the inner loop (vectorised) while every θ_i still
     # sums Φ_ij w_j in the order j = 0..p−1 (bit-identical to the row-by-row dot product)
@@ -87,6 +91,8 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
     logq = np.empty((T, S, V))
     grad = np.empty((T, S, V))
     ghat = np.empty((T, S, V))
+    gneg = np.empty((T, S, V))
+    coefneg = np.empty((G * n_prompts, T))
     m1 = np.zeros(P)
     m2 = np.zeros(P)
     states = np.empty((N, T), dtype=np.int64)
@@ -111,6 +117,8 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         dpar_out[i] = np.nan
         lrmax_out[i] = np.nan
         gpar_out[i] = np.nan
+        gdot_out[i] = np.nan
+        gneg_out[i] = np.nan
     theta_out[:] = theta0
     # the estimator's registry attributes (asyncgrpo.estimators.registry): no estimator code is named here
     token_level, clip_ratio, reports_clip = estimator_flags_nb(code)
@@ -126,15 +134,17 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         if bad:
             return k
         log_softmax_nb(theta, logp)
-        Jk = exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad)
+        Jk = J_grad_starts_nb(logp, next_state, step_reward, reward, starts, grad, gtmp)
         g2 = 0.0
         if use_phi:  # ∇_w J = Φᵀ ∇_θ J (chain rule through θ = Φw)
             _features_T_nb(phi, grad, gw)
             for j in range(P):
                 g2 += gw[j] * gw[j]
+            gJ[:] = gw
         else:
             for idx in np.ndindex(T, S, V):
                 g2 += grad[idx] * grad[idx]
+            gJ[:] = grad.reshape(P)
         J_out[k] = Jk
         gn2_out[k] = g2
         theta_out[:] = theta
@@ -148,14 +158,17 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         histw[k % B] = par
         d = delays[k]
         logq[:] = histlp[(k - d) % B]
-        chi2_out[k] = chi2_nb(logp, logq, next_state, s0)
+        chi2_out[k] = chi2_starts_nb(logp, logq, next_state, starts)
         # --- C6: how far the behaviour parameter is, and the largest |log ρ| over μ_k's support
         dw2 = 0.0
         old = histw[(k - d) % B]
         for j in range(P):
             dw2 += (par[j] - old[j]) * (par[j] - old[j])
         dpar_out[k] = math.sqrt(dw2)
-        lrmax_out[k] = logratio_max_nb(logp, logq, next_state, s0)
+        lrm = 0.0
+        for c in range(C):  # the context law is shared by π and μ: the largest over the contexts
+            lrm = max(lrm, logratio_max_nb(logp, logq, next_state, starts[c]))
+        lrmax_out[k] = lrm
         # --- sample N trajectories from μ_k (simulate.instances: alias tables, sample_paths_nb). The
         # uniforms are drawn in the order the run's stream defines: per trajectory, one per token, then
         # one for its Bernoulli reward
@@ -165,7 +178,14 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
                 u[n, t] = np.random.random()
             if bernoulli:
                 ub[n] = np.random.random()
-        final = sample_paths_nb(prob, alias, next_state, s0, u, actions, states)
+        if C == 1:
+            final = sample_paths_nb(prob, alias, next_state, s0, u, actions, states)
+        else:  # group g from its own context, the same uniforms in the same order
+            final = np.empty(N, dtype=np.int64)
+            for g in range(n_prompts):
+                lo_, hi_ = g * G, (g + 1) * G
+                final[lo_:hi_] = sample_paths_nb(prob, alias, next_state, context_of_nb(starts, k, n_prompts, g),
+                                                 u[lo_:hi_], actions[lo_:hi_], states[lo_:hi_])
         for n in range(N):
             ret = 0.0
             ell[n] = 0.0
@@ -249,8 +269,11 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         for n in range(N):
             for t in range(T):
                 coef[n, t] = 0.0 if adv[n] == 0.0 else adv[n] * coef[n, t] / N
+                coefneg[n, t] = coef[n, t] if (adv[n] < 0.0 and tok_ell[n, t] < 0.0) else 0.0
         ghat[:] = 0.0
         add_score_nb(logp, states, actions, coef, ghat)
+        gneg[:] = 0.0
+        add_score_nb(logp, states, actions, coefneg, gneg)
         gh2 = 0.0
         for idx in np.ndindex(T, S, V):
             gh2 += ghat[idx] * ghat[idx]
@@ -266,6 +289,18 @@ def _train_one_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, 
         for j in range(P):
             gp2 += gw[j] * gw[j]
         gpar_out[k] = gp2
+        if use_phi:
+            _features_T_nb(phi, gneg, gneg_w)
+        else:
+            gneg_w[:] = gneg.reshape(P)
+        gn = math.sqrt(g2)
+        dot = 0.0
+        dneg = 0.0
+        for j in range(P):
+            dot += gw[j] * gJ[j]
+            dneg += gneg_w[j] * gJ[j]
+        gdot_out[k] = dot / gn if gn > 0.0 else 0.0
+        gneg_out[k] = dneg / gn if gn > 0.0 else 0.0
         if opt == 0:
             for j in range(P):
                 par[j] += eta * gw[j]
@@ -358,9 +393,9 @@ def _features_T_nb(phi, g_theta, out):
 
 
 @njit(cache=True, parallel=True)
-def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0, runs, delays,
+def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, w0, runs, delays,
                     J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, dpar_out, lrmax_out,
-                    gpar_out, div_out):
+                    gpar_out, gdot_out, gneg_out, div_out):
     """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; ``runs`` is a :data:`RUN_DTYPE` array and
     per-run arrays carry a leading ``R`` axis.
 
@@ -370,7 +405,7 @@ def _train_batch_nb(next_state, reward, step_reward, s0, phi, use_phi, bernoulli
     R = runs.shape[0]
     for r in prange(R):
         div_out[r] = _train_one_nb(
-            next_state, reward, step_reward, s0, phi, use_phi, bernoulli, w0[r], runs[r], delays[r], J_out[r],
+            next_state, reward, step_reward, starts, phi, use_phi, bernoulli, w0[r], runs[r], delays[r], J_out[r],
             gn2_out[r], chi2_out[r], clip_out[r], ess_out[r], ghat_out[r], zero_out[r], theta_out[r], dpar_out[r],
-            lrmax_out[r], gpar_out[r])
+            lrmax_out[r], gpar_out[r], gdot_out[r], gneg_out[r])
     return div_out

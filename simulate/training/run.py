@@ -77,25 +77,34 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     phi = np.zeros((1, 1)) if phi is None else np.ascontiguousarray(phi, dtype=np.float64)
     P = phi.shape[1] if use_phi else int(np.prod(shape))
     bernoulli = bool(getattr(mdp, "bernoulli", False))
+    # several start states (contexts, simulate.training.contexts) and a warm start w_init (issue 33)
+    starts = getattr(mdp, "starts", None)
+    starts = np.array([int(mdp.s0)], dtype=np.int64) if starts is None else np.ascontiguousarray(starts, dtype=np.int64)
+    w_init = getattr(mdp, "w_init", None)
 
     delays = np.stack([c.delays() for c in configs])
     J_star = optimal_J(mdp)
     w0 = np.stack([c.theta0((P,)) for c in configs])
+    if w_init is not None:
+        w_init = np.asarray(w_init, dtype=np.float64)
+        if w_init.shape != (P,) or not np.all(np.isfinite(w_init)):
+            raise ValueError(f"w_init must be a finite array of shape (n_params,) = ({P},), got shape {w_init.shape}")
+        w0 = w0 + w_init
     J = np.empty((R, K + 1))
     gn2 = np.empty((R, K + 1))
-    chi2, clip, ess, ghat, zero, dpar, lrmax, gpar = (np.empty((R, K)) for _ in range(8))
+    chi2, clip, ess, ghat, zero, dpar, lrmax, gpar, gdot, gneg = (np.empty((R, K)) for _ in range(10))
     theta = np.empty((R,) + shape)
     div = np.empty(R, dtype=np.int64)
     with np.errstate(all="ignore"):
         _train_batch_nb(
-            next_state, reward, step_reward, int(mdp.s0), phi, use_phi, bernoulli, w0, run_records(configs), delays,
-            J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, div,
+            next_state, reward, step_reward, starts, phi, use_phi, bernoulli, w0, run_records(configs), delays,
+            J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, gdot, gneg, div,
         )
     return [
         TrainResult(config=c, J=J[r], grad_norm2=gn2[r], chi2=chi2[r], clip_frac=clip[r], ess=ess[r],
                     ghat_norm2=ghat[r], zero_grad=zero[r], delays=delays[r],
                     diverged_at=None if div[r] < 0 else int(div[r]), theta=theta[r], J_star=J_star,
-                    dtheta_norm=dpar[r], logratio_max=lrmax[r], gpar_norm2=gpar[r])
+                    dtheta_norm=dpar[r], logratio_max=lrmax[r], gpar_norm2=gpar[r], gdot=gdot[r], gneg=gneg[r])
         for r, c in enumerate(configs)
     ]
 

@@ -1,0 +1,3 @@
+"""The toy-to-LM ladder (issue 33; docs/bridge.md): instances that add one LM ingredient at a time
+(:mod:`~simulate.bridge.rungs`, :mod:`~simulate.bridge.ladder`), the runner (:mod:`~simulate.bridge.run`), the
+mechanism diagnostic (:mod:`~simulate.bridge.diagnostics`) and the summary tables (:mod:`~simulate.bridge.summary`)."""

@@ -1,0 +1,126 @@
+"""The toy-to-LM ladder's instances (issue 33; docs/bridge.md): prompt → answer tasks with exact J.
+
+**Prompt–answer MDP.** ``C`` contexts ("prompts"); context ``c`` has a fixed answer ``ans[c, 0..T−1] ∈ V^T``
+(drawn from ``seed``). A trajectory from context ``c`` emits ``T`` tokens. Reward:
+
+- ``frac`` (partial credit): ``R = #{t : a_t = ans[c, t]}/T``, paid per step (``r_t = 1{a_t = ans[c,t]}/T``),
+  so the state is the context alone;
+- ``exact`` (sparse, as the LM's exact-match verifier): ``R = 1`` iff every token is right; the state
+  carries ``(c, alive)`` and a wrong token leads to the context's dead state.
+
+**Policies.** ``features=None``: tabular softmax over ``(t, state)`` (no parameter is shared between contexts).
+``features=m``: the LM-like log-linear policy ``θ[t, s, a] = ⟨W_a, h(c, t)⟩`` with a fixed unit "hidden state"
+``h(c, t) ∈ R^m`` (drawn from ``seed``) and trained unembedding ``W ∈ R^{V×m}`` (``p = V·m``): the same logits in
+every state of a context (the policy does not see whether it already erred), and one update of ``W_a`` moves token
+``a`` in every context whose ``h`` overlaps — as an LM's shared unembedding does.
+
+**Warm start** (:func:`supervised_init`): gradient descent on the cross-entropy of the answers from ``w = 0``
+until ``J`` (exact) reaches ``target`` — a supervised, partly correct policy, as the LM's warm start.
+
+``J`` and ``∇J`` are exact (DP over the state, averaged over contexts: :mod:`simulate.training.contexts`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulate.protocol.instances import TrainingInstance, exact_J_grad_w
+
+__all__ = ["prompt_answer", "supervised_init", "answers", "hidden"]
+
+REWARDS = ("frac", "exact")
+
+
+def hidden(C: int, T: int, m: int, seed: int) -> np.ndarray:
+    """``h (C, T, m)``: unit "hidden states" of the log-linear policy, Gaussian directions from ``seed``."""
+    h = np.random.default_rng([int(seed), 34]).standard_normal((C, T, m))
+    return h / np.linalg.norm(h, axis=-1, keepdims=True)
+
+
+def answers(C: int, V: int, T: int, seed: int, m: int = 6) -> np.ndarray:
+    """``ans (C, T)``: the answers a random teacher ``W* ∈ R^{V×m}`` gives, ``ans[c,t] = argmax_a ⟨W*_a, h(c,t)⟩``,
+    so the log-linear class can reach every answer (``sup_w J = 1``, approached as ``‖w‖`` grows)."""
+    teacher = np.random.default_rng([int(seed), 33]).standard_normal((V, m))
+    return np.argmax(hidden(C, T, m, seed) @ teacher.T, axis=-1)
+
+
+def _check(C, V, T, reward, features):
+    for name, x, lo in (("C", C, 1), ("V", V, 2), ("T", T, 1)):
+        if not (isinstance(x, (int, np.integer)) and x >= lo):
+            raise ValueError(f"{name} must be an integer >= {lo}, got {x!r}")
+    if reward not in REWARDS:
+        raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+    if features is not None and not (isinstance(features, (int, np.integer)) and features >= 1):
+        raise ValueError(f"features must be None (tabular) or an integer m >= 1, got {features!r}")
+
+
+def prompt_answer(name: str, C: int, V: int, T: int, reward: str = "frac", features: int | None = None,
+                  seed: int = 0, warm: float | None = None, description: str = "") -> TrainingInstance:
+    """The prompt–answer instance of the module docstring (``warm``: the warm start's target J, or ``None``)."""
+    _check(C, V, T, reward, features)
+    ans = answers(C, V, T, seed, features or 6)
+    per = 1 if reward == "frac" else 2  # sub-states of a context: none, or (dead, alive)
+    S = C * per
+    ns = np.empty((T, S, V), dtype=np.int64)
+    R = np.zeros(S)
+    step = np.zeros((T, S, V)) if reward == "frac" else None
+    for c in range(C):
+        base = c * per
+        for t in range(T):
+            for j in range(per):
+                for a in range(V):
+                    hit = a == ans[c, t]
+                    ns[t, base + j, a] = base + (0 if reward == "frac" else int(j == 1 and hit))
+                    if reward == "frac":
+                        step[t, base, a] = hit / T
+        if reward == "exact":
+            R[base + 1] = 1.0
+    starts = np.arange(C) * per + (0 if reward == "frac" else 1)
+    phi = None
+    if features is not None:
+        h = hidden(C, T, features, seed)
+        phi = np.zeros((T, S, V, V * features))
+        for c in range(C):
+            for a in range(V):
+                phi[:, c * per:(c + 1) * per, a, a * features:(a + 1) * features] = h[c, :, None, :]
+        phi = phi.reshape(T * S * V, V * features)
+    desc = description or (f"prompt-answer: C = {C} contexts, V = {V}, T = {T}, {reward} reward, "
+                           + ("tabular" if features is None else f"log-linear shared unembedding (p = {V * features})"))
+    inst = TrainingInstance(name, desc, ns, R, int(starts[0]), step_reward=step, features=phi, starts=starts)
+    if warm is None:
+        return inst
+    w0 = supervised_init(inst, ans, target=warm)
+    return TrainingInstance(name, desc + f", warm start at J = {warm}", ns, R, int(starts[0]), step_reward=step,
+                            features=phi, starts=starts, w_init=w0)
+
+
+def supervised_init(inst: TrainingInstance, ans: np.ndarray, target: float, lr: float = 4.0,
+                    max_iter: int = 20000) -> np.ndarray:
+    """Warm start: full-batch gradient descent on ``−Σ_{c,t} log π_w(ans[c,t] | c, t)`` (mean over the
+    ``C·T`` answer tokens, read at each context's on-answer states) from ``w = 0``, stopped at the first
+    iterate whose exact ``J ≥ target`` (deterministic). Raises if ``max_iter`` steps do not reach it."""
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"target must be in (0, 1), got {target!r}")
+    C, T = ans.shape
+    V = inst.V
+    per = inst.S // C
+    on = 0 if per == 1 else 1  # frac: the context's one state; exact: its alive state
+    rows = np.array([(t * inst.S + c * per + on) * V for c in range(C) for t in range(T)])
+    idx = rows[:, None] + np.arange(V)[None, :]
+    y = ans.reshape(-1)
+    phi = inst.features[idx.ravel()] if inst.features is not None else None  # tabular: w are the logits
+    w = np.zeros(inst.n_params)
+    for _ in range(max_iter):
+        J, _g = exact_J_grad_w(inst, w)
+        if J >= target:
+            return w
+        logits = (phi @ w if phi is not None else w[idx.ravel()]).reshape(idx.shape)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        p[np.arange(len(y)), y] -= 1.0  # ∂CE/∂logits = π − onehot
+        if phi is not None:
+            grad = phi.T @ p.ravel() / len(y)
+        else:
+            grad = np.zeros(inst.n_params)
+            np.add.at(grad, idx.ravel(), p.ravel() / len(y))
+        w = w - lr * grad
+    raise ValueError(f"supervised_init: J did not reach target {target} in {max_iter} steps (J = {J:.3f})")
