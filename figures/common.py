@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import sweep as _sweep
+from asyncgrpo.plugins import plugin_fingerprint
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def sidecar(name: str, *, quick: bool, settings: dict, seeds, sweeps=(), evidenc
         "sweeps": list(sweeps),
         "git_commit": RUN_COMMIT or _sweep.git_commit(),
         "code_version": _sweep.code_version(),
+        # plugin estimators ($ASYNCGRPO_ESTIMATORS) shape results: their source hashes travel with every figure
+        "estimator_plugins": plugin_fingerprint(),
         "python": platform.python_version(),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "evidence": [e.to_dict() for e in evidence],

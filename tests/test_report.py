@@ -160,3 +160,19 @@ def test_a_renamed_figures_stale_sidecar_is_ignored_once_the_new_one_exists(tmp_
     assert [m["figure"] for m in load_sidecars(tmp_path)] == ["fig7_delay"]  # today's committed name still read
     _side(tmp_path, "fig5_delay")
     assert [m["figure"] for m in load_sidecars(tmp_path)] == ["fig5_delay"]
+
+
+def test_provenance_names_the_estimator_plugins_a_figure_ran_with(tmp_path):
+    """Issue 38 item 2: a plugin's source hash travels from the sidecar into the report's first line."""
+    from figures import common
+
+    assert "estimator_plugins" in common.sidecar("x", quick=True, settings={}, seeds=[])
+    _side(tmp_path, "fig_x", estimator_plugins={"my_plugin": "ab" * 32})
+
+    def head():
+        md, _, _ = render.write(tmp_path, tmp_path / "R.md", run_checks=False)
+        return md.read_text().splitlines()[:6]
+
+    assert any("`my_plugin@abababababab`" in line for line in head())
+    _side(tmp_path, "fig_x")  # built-ins only: no plugin clause
+    assert not any("estimator plugins" in line for line in head())

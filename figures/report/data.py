@@ -102,6 +102,8 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
         "quick": quick,
         "provenance": provenance,
         "code_version": code_version(),
+        # {module: sha256} of the $ASYNCGRPO_ESTIMATORS plugins loaded in the run (empty: built-ins only)
+        "plugins": next((m["estimator_plugins"] for m in sidecars if m.get("estimator_plugins")), {}),
         "theory": theory_rows(run_checks),
         "evidence": evidence,
         "lm": lm,
