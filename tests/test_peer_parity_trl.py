@@ -142,3 +142,28 @@ def test_trl_seq_mask_on_rows_around_the_threshold():
     _, t_grad, _ = trl_loss("grpo", lr, ell, adv, mask, off_policy_mask_threshold=0.5, old_is_rollout=False)
     _, o_grad = toolkit_loss("trl_seq_mask", lr, ell, adv, mask)
     assert_close(o_grad, t_grad, _k(mask), scale=max(float(t_grad.abs().max()), 1.0))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 36: policy_loss's eps_high defaults to 0.28 for every name; TRL's "
+                   "epsilon_high defaults to epsilon = 0.2, and its default mode (seq-mean-token-mean) averages over "
+                   "non-empty rows where TRL's luspo counts all N (grpo mode). Needs policy_loss (token_level.py, engineer F) to take "
+                   "luspo's defaults from maps/luspo.PEER_DEFAULTS")
+@pytest.mark.parametrize("empty_rows", (False, True))
+def test_luspo_at_its_defaults_is_trls_luspo_at_trls_defaults(empty_rows):
+    """A TRL user's luspo (``GRPOConfig()`` defaults, the paper's sequence level) and the toolkit's luspo with no
+    option given: the same gradient, on rows whose ratio ``s_i`` lies in 1.22 or 1.26 (between TRL's 1 + 0.2 and
+    the toolkit's 1 + 0.28) or 0.75/1.1, with every other row's advantage positive so that ε_high binds."""
+    from asyncgrpo.estimators.maps.luspo import PEER_DEFAULTS
+
+    assert PEER_DEFAULTS["epsilon"] == config().epsilon
+    assert PEER_DEFAULTS["epsilon_high"] == (config().epsilon_high or config().epsilon)
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        lr, ell, adv, mask = batch("empty_rows" if empty_rows else "spread_1", seed)
+        s_i = torch.tensor(rng.choice([0.75, 1.1, 1.22, 1.26], mask.shape[0]), dtype=torch.float64)
+        adv[::2] = adv[::2].abs() + 0.1
+        ell = torch.where(mask, torch.log(s_i)[:, None].expand_as(ell), torch.zeros_like(ell))
+        _, t_grad, _ = trl_loss("luspo", lr, ell, adv, mask, level=PEER_DEFAULTS["importance_sampling_level"])
+        lp = (lr + ell).clone().requires_grad_(True)
+        tl.policy_loss("luspo", lp, lr, adv, mask).backward()
+        assert_close(lp.grad, t_grad, _k(mask), scale=max(float(t_grad.abs().max()), 1.0))

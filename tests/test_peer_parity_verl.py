@@ -165,3 +165,24 @@ def test_seq_rs_clamps_each_token_as_verl():
     v_loss, v_grad = verl_loss("verl_seq_rs", lr, ell, torch.ones(1, dtype=torch.float64), mask)
     t_loss, t_grad = toolkit_loss("verl_seq_rs", lr, ell, torch.ones(1, dtype=torch.float64), mask)
     assert_close(t_grad, v_grad, 8.0, scale=1.0)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 36: policy_loss aggregates every token-level name with "
+                   "seq-mean-token-mean when loss_agg_mode is None; verl's actor default is token-mean. Needs "
+                   "policy_loss (token_level.py, engineer F) to take gpg's default from maps/gpg.PEER_DEFAULTS")
+@pytest.mark.parametrize("case", ("spread_1", "empty_rows"))
+def test_gpg_at_its_defaults_is_verls_gpg_at_verls_defaults(case):
+    """A verl user's gpg (``compute_policy_loss_gpg``, actor ``loss_agg_mode`` default) and the toolkit's gpg
+    with no option given: the same loss and gradient."""
+    from asyncgrpo.estimators.maps.gpg import PEER_DEFAULTS
+
+    for seed in SEEDS:
+        lr, ell, adv, mask = batch(case, seed)
+        logp = (lr + ell).clone().requires_grad_(True)
+        cfg = _peer_verl.Cfg(global_batch_info={})
+        v_loss, _ = CA.compute_policy_loss_gpg(logp.detach(), logp, adv[:, None].expand_as(logp), mask.long(),
+                                               loss_agg_mode=PEER_DEFAULTS["loss_agg_mode"], config=cfg)
+        v_loss.backward()
+        lp = (lr + ell).clone().requires_grad_(True)
+        tl.policy_loss("gpg", lp, lr, adv, mask).backward()
+        assert_close(lp.grad, logp.grad, _k(mask), scale=max(float(logp.grad.abs().max()), 1.0))

@@ -8,6 +8,11 @@ from numba import njit
 
 from asyncgrpo.estimators.registry import Estimator
 
+#: What a verl user gets: ``actor.loss_agg_mode`` defaults to ``"token-mean"`` (verl ActorConfig). The toolkit's
+#: ``policy_loss`` still aggregates token-level names with ``seq-mean-token-mean`` when no mode is given (issue 36,
+#: asserted as a known difference by tests/test_peer_parity_verl.py); pass ``loss_agg_mode="token-mean"``.
+PEER_DEFAULTS = {"loss_agg_mode": "token-mean"}
+
 
 def k_numpy(ell, mask, adv, T_i, p):
     return np.ones_like(ell)
