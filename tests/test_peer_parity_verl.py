@@ -186,3 +186,56 @@ def test_gpg_at_its_defaults_is_verls_gpg_at_verls_defaults(case):
         lp = (lr + ell).clone().requires_grad_(True)
         tl.policy_loss("gpg", lp, lr, adv, mask).backward()
         assert_close(lp.grad, logp.grad, _k(mask), scale=max(float(logp.grad.abs().max()), 1.0))
+
+
+METRICS = {  # toolkit metric → verl's (rollout_corr/ prefix dropped), produced by verl's own functions
+    "is_frac_high": "rollout_is_ratio_fraction_high", "is_frac_low": "rollout_is_ratio_fraction_low",
+    "rs_masked_frac": "rollout_rs_masked_fraction", "rs_seq_masked_frac": "rollout_rs_seq_masked_fraction",
+}
+
+
+def verl_metrics(name, ell, mask):
+    opts, out = VERL[name], {}
+    if opts.get("rollout_is"):
+        out.update(RCH.compute_rollout_correction_weights(ell, mask.long(), opts["rollout_is"],
+                                                          opts["rollout_is_threshold"])[1])
+    if opts.get("rollout_rs"):
+        out.update(RCH.compute_rollout_rejection_mask(ell, mask.long(), opts["rollout_rs"],
+                                                      opts["rollout_rs_threshold"])[1])
+    return out
+
+
+def toolkit_metrics(name, lr, ell, adv, mask):
+    lp = (lr + ell).clone().requires_grad_(True)
+    kw = dict(group_size=1) if name in est.TRAJECTORY_ESTIMATORS else {}
+    return tl.policy_loss(name, lp, lr, adv, mask, loss_agg_mode="token-mean", return_metrics=True, **kw)[1]
+
+
+def _check_metrics(name, lr, ell, adv, mask, where):
+    ours, theirs = toolkit_metrics(name, lr, ell, adv, mask), verl_metrics(name, ell, mask)
+    for k, v in METRICS.items():
+        if v in theirs:
+            # verl averages in float32 (``.float().mean()``) or with masked_mean's +1e-8: a share of ≤ N·T items,
+            # exact in float64, off by ≤ a few float32 ulps there
+            assert ours[k] == pytest.approx(theirs[v], rel=8 * torch.finfo(torch.float32).eps, abs=1e-7), \
+                (where, k, ours[k], theirs[v])
+
+
+@pytest.mark.parametrize("case", tuple(c for c in CASES if c != "empty_rows"))
+@pytest.mark.parametrize("name", tuple(VERL))
+def test_metrics_equal_verls_own(name, case):
+    """The fractions the toolkit logs under verl's names are verl's values (``compute_is_metrics``,
+    ``compute_rs_metrics`` through verl's two entry points). verl raises on a batch without a real token."""
+    for seed in SEEDS:
+        lr, ell, adv, mask = batch(case, seed)
+        _check_metrics(name, lr, ell, adv, mask, f"{case} seed {seed}")
+
+
+@pytest.mark.parametrize("name", ("verl_seq_tis", "verl_seq_rs"))
+def test_sequence_fraction_high_compares_against_log_C_in_float32_as_verl(name):
+    """verl compares ``ℓ_i`` with ``torch.log(torch.tensor(C))``, a float32 ``log 2`` (0.69314718246…, above the
+    float64 0.69314718056…): rows with ``ℓ_i`` between the two count as high for a float64 comparison only. Same
+    for ``log ½``."""
+    ell = torch.tensor([[0.6931471815], [-0.6931471815], [0.1], [0.7]], dtype=torch.float64)
+    mask = torch.ones_like(ell, dtype=torch.bool)
+    _check_metrics(name, torch.zeros_like(ell), ell, torch.ones(4, dtype=torch.float64), mask, "log-2 edge")

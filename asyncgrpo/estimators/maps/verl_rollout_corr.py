@@ -151,11 +151,14 @@ def geo_rs_k_torch(ell, mask, adv, T_i, p):
 # --------------------------------------------------------------------------- metrics (verl's names in loss_metrics)
 def _is_metrics(ell, mask, level):
     """verl's ``rollout_is_ratio_fraction_high/low`` (before truncation): tokens ``exp(clamp ℓ) > C`` / ``< 1/C``
-    as shares of real tokens (token level), or rows ``ℓ_i > log C`` / ``< log(1/C)`` as shares of all rows."""
+    as shares of real tokens (token level), or rows ``ℓ_i > log C`` / ``< log(1/C)`` as shares of all rows, the
+    logs rounded to float32 as verl computes them."""
     import torch
 
-    hi, lo = LOG_IS, math.log(1.0 / IS_THRESHOLD)
     if level == "sequence":
+        # verl compares with torch.log(torch.tensor(C)), a float32 log (log 2 → 0.69314718246…, above the float64
+        # 0.69314718056…): rows between the two are not "high" in verl, so the same float32 bounds here
+        hi, lo = (float(torch.log(torch.tensor(c, dtype=torch.float32))) for c in (IS_THRESHOLD, 1.0 / IS_THRESHOLD))
         seq = torch.where(mask, ell, torch.zeros_like(ell)).sum(dim=1)
         return {"is_frac_high": float((seq > hi).double().mean()), "is_frac_low": float((seq < lo).double().mean())}
     w = torch.exp(torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND))
