@@ -45,8 +45,22 @@ def _pkg(name, path=None, **attrs):
     return m
 
 
+_LOADED: dict = {}
+
+
+def patched():
+    """Context manager: ``sys.modules`` holds the stubs and verl's loaded modules, so code that writes
+    ``from verl.trainer.ppo.core_algos import …`` (asyncgrpo.integrations.verl) runs against verl's own code;
+    undone on exit."""
+    load()
+    return mock.patch.dict(sys.modules, _LOADED)
+
+
 def load():
     """``(core_algos, rollout_corr_helper, torch_functional)`` of the pinned verl; a clear error if absent."""
+    if _LOADED:
+        return (_LOADED["verl.trainer.ppo.core_algos"], _LOADED["verl.trainer.ppo.rollout_corr_helper"],
+                _LOADED["verl.utils.torch_functional"])
     src = ROOT / "verl"
     version = (src / "version" / "version")
     if not version.exists():
@@ -83,4 +97,5 @@ def load():
         tf = importlib.import_module("verl.utils.torch_functional")
         ca = importlib.import_module("verl.trainer.ppo.core_algos")
         rch = importlib.import_module("verl.trainer.ppo.rollout_corr_helper")
+        _LOADED.update({k: v for k, v in sys.modules.items() if k in stubs or k.startswith("verl.")})
     return ca, rch, tf

@@ -239,3 +239,26 @@ def test_sequence_fraction_high_compares_against_log_C_in_float32_as_verl(name):
     ell = torch.tensor([[0.6931471815], [-0.6931471815], [0.1], [0.7]], dtype=torch.float64)
     mask = torch.ones_like(ell, dtype=torch.bool)
     _check_metrics(name, torch.zeros_like(ell), ell, torch.ones(4, dtype=torch.float64), mask, "log-2 edge")
+
+
+def test_registration_into_verls_own_policy_loss_registry():
+    """``asyncgrpo.integrations.verl.register_policy_losses`` registers into verl's own ``POLICY_LOSS_REGISTRY``
+    (verl 0.9.1's ``register_policy_loss``/``get_policy_loss_fn``), and the registered loss equals verl's
+    ``agg_loss`` on ``−A·sg(w)·log π`` at verl's default ``token-mean``."""
+    from asyncgrpo.integrations import verl as av
+
+    with _peer_verl.patched():
+        av.register_policy_losses()
+        for n in av.LOSS_NAMES:
+            assert CA.get_policy_loss_fn(n) is av.trajectory_policy_loss
+    lr, ell, adv, mask = batch("spread_1", 0)
+    w = torch.rand(ell.shape[0], 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * mask
+    lp = (lr + ell).clone().requires_grad_(True)
+    cfg = _peer_verl.Cfg(global_batch_info={})
+    ours, _ = av.trajectory_policy_loss(lr, lp, adv[:, None] * mask, mask, loss_agg_mode="token-mean", config=cfg,
+                                        rollout_is_weights=w)
+    ref = CA.agg_loss(-(adv[:, None] * mask) * w * lp, mask.long(), "token-mean")
+    g1, = torch.autograd.grad(ours, lp)
+    g2, = torch.autograd.grad(ref, lp)
+    assert_close(g1, g2, _k(mask), scale=max(float(g2.abs().max()), 1.0))
+    assert "verl" not in __import__("sys").modules  # the patch is undone: no other test sees a verl module
