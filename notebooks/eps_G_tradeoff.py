@@ -364,7 +364,9 @@ from simulate.protocol import regime_map as rm
 MAP_SEEDS = "quick"
 MAP_DELAYS = (0, 4, 16) if QUICK else rm.DELAYS
 MAP_FACTORS = (1.0,) if QUICK else (0.5, 1.0, 2.0)
-MAP_INSTANCES = ("count-frac", "feature-loglinear", "count-long-bernoulli", "feature-lm-bernoulli")
+# "lm-faithful-exact": the ladder's LM-faithful toy (docs/bridge.md), where uncorrected stale training fails;
+# the map runs it under the protocol's learner (one prompt per step), the ladder with 8 prompts per step
+MAP_INSTANCES = ("count-frac", "feature-loglinear", "count-long-bernoulli", "feature-lm-bernoulli", "lm-faithful-exact")
 map_controls = dict(instance=MAP_INSTANCES[0], G=8, eps=0.2)
 if widgets is not None:
     MW = dict(instance=widgets.Dropdown(options=MAP_INSTANCES, value=map_controls["instance"], description="instance"),

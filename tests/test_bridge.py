@@ -183,3 +183,11 @@ def test_fig_bridge_quick(tmp_path):
     meta = json.loads((tmp_path / "fig_bridge.json").read_text())
     assert meta["sections"][0]["title"] == "Toy vs LM" and (tmp_path / "fig_bridge.png").exists()
     assert all(a["group"] == "toy-lm-faithful" for a in meta["answer"]) and res.name == "fig_bridge"
+
+
+def test_lm_faithful_instance_is_registered():
+    from simulate.protocol.instances import get_instance
+
+    inst = get_instance("lm-faithful-exact")
+    assert (len(inst.starts), inst.V, inst.T, inst.n_params) == (8, 16, 12, 96)
+    assert 0.5 <= inst.exact_J_grad(inst.w_init)[0] < 0.55  # the supervised warm start's target, first iterate past it
