@@ -348,3 +348,11 @@ def test_the_peers_codes_are_fixed():
     fixed = {"verl_seq_tis": 7, "verl_seq_rs": 8, "verl_tok_tis": 14, "verl_geo_rs": 15, "trl_seq_mask": 16,
              "sapo": 17, "gpg": 18, "luspo": 19}
     assert {n: registry.code(n) for n in fixed} == fixed
+
+
+@pytest.mark.parametrize("name", ["luspo", "sapo", "gpg", "trl_seq_mask", "verl_tok_tis"])
+def test_the_peers_take_no_dual_clip(name):
+    """luspo does not take TRL's delta, and no other peer map has a dual clip (docs/losses.md): refused."""
+    ell, mask = rows([0.1, 0.2])
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        tl.token_coefficients(name, ell, mask, np.array([-1.0]), clip_ratio_c=3.0, **KW)

@@ -171,3 +171,40 @@ def test_the_dispatch_is_content_addressed_under_numbas_cache_directory():
     assert path.read_text() == src
     assert numba.config.CACHE_DIR, "asyncgrpo configures Numba's cache directory at import"
     assert path.parent == Path(numba.config.CACHE_DIR) / "dispatch"
+
+
+def test_a_plugin_whose_backend_breaks_its_contract_is_refused(load_plugins):
+    """A plugin's backends are checked at registration (issue 38): a NumPy map returning a scalar is refused."""
+    with pytest.raises(ValueError, match="p39_scalar.*NumPy"):
+        load_plugins(a="(Estimator('p39_scalar', 'trajectory', numpy=lambda ell, eps: 0.0, numba=lw_nb, torch=lw_torch),)")
+
+
+@pytest.mark.parametrize("name", ["not an id", "1abc", "", 3])
+def test_an_estimator_name_must_be_identifier_like(name):
+    tis = registry.entry("tis")
+    with pytest.raises(ValueError, match="name must be an identifier"):
+        registry.Estimator(name, "trajectory", numpy=tis.numpy, numba=tis.numba, torch=tis.torch)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_an_estimator_backend_must_be_callable(backend):
+    tis = registry.entry("tis")
+    kw = dict(numpy=tis.numpy, numba=tis.numba, torch=tis.torch)
+    kw[backend] = None
+    with pytest.raises(ValueError, match=f"{backend} must be callable"):
+        registry.Estimator("p39_cb", "trajectory", **kw)
+
+
+def test_attribute_defaults_take_nothing_optional():
+    """An Estimator that names no option takes none: no dual clip, no cispo clamp, no rejection, ε used."""
+    tis = registry.entry("tis")
+    e = registry.Estimator("p39_def", "trajectory", numpy=tis.numpy, numba=tis.numba, torch=tis.torch)
+    assert (e.dual_clip, e.cispo_clamp, e.rejects, e.correction, e.in_class, e.capped, e.reports_clip) == (False,) * 7
+    assert e.uses_eps is True and e.clip_ratio == "none" and e.code is None and e.peer is None
+
+
+def test_the_dispatch_can_be_built_again_in_an_existing_folder(monkeypatch):
+    first = registry.dispatch()
+    monkeypatch.setattr(registry, "_DISPATCH", None)
+    again = registry.dispatch()  # the folder and the file exist already: reused, not an error
+    assert again.__name__ == first.__name__ and again.__file__ == first.__file__
