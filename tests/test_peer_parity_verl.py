@@ -262,3 +262,34 @@ def test_registration_into_verls_own_policy_loss_registry():
     g2, = torch.autograd.grad(ref, lp)
     assert_close(g1, g2, _k(mask), scale=max(float(g2.abs().max()), 1.0))
     assert "verl" not in __import__("sys").modules  # the patch is undone: no other test sees a verl module
+
+
+def verl_logged(name, lr, ell, adv, mask):
+    """What verl logs for a correction run at π_old = π_θ: ``rollout_corr/*`` from its two entry points and
+    ``actor/*`` from ``compute_policy_loss_vanilla``."""
+    logp = lr + ell
+    cfg = _peer_verl.Cfg(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0,
+                         global_batch_info={})
+    _, actor = CA.compute_policy_loss_vanilla(logp, logp, adv[:, None].expand_as(logp), mask.long(), config=cfg)
+    off = RCH.compute_offpolicy_metrics(logp, lr, mask.long())
+    rc = {**verl_metrics(name, ell, mask), **off}
+    return {**{f"rollout_corr/{k}": v for k, v in rc.items()}, **actor,
+            "actor/pg_loss": float(verl_loss(name, lr, ell, adv, mask)[0])}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 36: loss_metrics.to_peer (engineer F) fills rollout_is_eff_sample_size "
+                   "from a sequence ESS at threshold 1+eps, emits it for Geo-RS, and puts the toolkit's own k1 and "
+                   "truncation share under actor/ppo_kl and actor/pg_clipfrac where verl logs 0 at pi_old = pi_theta")
+@pytest.mark.parametrize("name", tuple(VERL))
+def test_every_verl_name_the_toolkit_emits_carries_verls_value(name):
+    """``to_peer(metrics, name, "verl")``: each name it emits is one verl emits for this correction, with verl's
+    value (verl 0.9.1's own functions, float32 averages: a few float32 ulps)."""
+    from asyncgrpo.estimators import loss_metrics as lm
+
+    for seed in SEEDS:
+        lr, ell, adv, mask = batch("spread_1", seed)
+        ours = lm.to_peer(toolkit_metrics(name, lr, ell, adv, mask), name, "verl")
+        theirs = verl_logged(name, lr, ell, adv, mask)
+        for k, v in ours.items():
+            assert k in theirs, (name, k, "emitted, verl logs no such name for this correction")
+            assert v == pytest.approx(theirs[k], rel=8 * torch.finfo(torch.float32).eps, abs=1e-7), (name, k, v, theirs[k])
