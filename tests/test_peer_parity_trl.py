@@ -167,3 +167,35 @@ def test_luspo_at_its_defaults_is_trls_luspo_at_trls_defaults(empty_rows):
         lp = (lr + ell).clone().requires_grad_(True)
         tl.policy_loss("luspo", lp, lr, adv, mask).backward()
         assert_close(lp.grad, t_grad, _k(mask), scale=max(float(t_grad.abs().max()), 1.0))
+
+
+TRL_RUNS = {  # toolkit name → (TRL loss_type, _compute_loss settings); the toolkit side at loss_agg_mode="grpo"
+    "trl_seq_mask": ("grpo", dict(off_policy_mask_threshold=0.5, old_is_rollout=False), {}),
+    "luspo": ("luspo", dict(level="sequence", epsilon_high=0.28), {}),
+    "sapo": ("sapo", dict(level="token"), {}),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param("sapo", marks=pytest.mark.xfail(
+    strict=True, reason="issue 36: to_peer(…, 'sapo', 'trl') emits clip_ratio/region_mean (0), TRL logs no clip "
+    "ratio for sapo; needs loss_metrics.py (engineer F)")), pytest.param("trl_seq_mask", marks=pytest.mark.xfail(
+    strict=True, reason="issue 36: to_peer(…, 'trl_seq_mask', 'trl') puts the masked share (0.15 on one batch) "
+    "under clip_ratio/region_mean, where TRL logs its PPO clip share (0 at pi_old = pi_theta); needs "
+    "loss_metrics.py (engineer F)")), "luspo"])
+def test_every_trl_name_the_toolkit_emits_carries_trls_value(name):
+    """``to_peer(metrics, name, "trl")``: each name it emits is one TRL's ``_compute_loss`` logs for this loss
+    (``loss``: the value it returns), with TRL's value; float32 ulps for TRL's ``.float()`` shares."""
+    from asyncgrpo.estimators import loss_metrics as lm
+
+    loss_type, kw, tk = TRL_RUNS[name]
+    for case in ("spread_1", "empty_rows", "adv_0"):
+        for seed in SEEDS:
+            lr, ell, adv, mask = batch(case, seed)
+            t_loss, _, theirs = trl_loss(loss_type, lr, ell, adv, mask, **kw)
+            theirs["loss"] = float(t_loss)
+            lp = (lr + ell).clone().requires_grad_(True)
+            m = tl.policy_loss(name, lp, lr, adv, mask, loss_agg_mode="grpo", return_metrics=True, **tk)[1]
+            for k, v in lm.to_peer(m, name, "trl").items():
+                assert k in theirs, (name, case, k, "emitted, TRL logs no such name for this loss")
+                assert v == pytest.approx(theirs[k], rel=8 * torch.finfo(torch.float32).eps, abs=1e-7), \
+                    (name, case, seed, k, v, theirs[k])
