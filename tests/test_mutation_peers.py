@@ -170,20 +170,23 @@ def _metrics(name, ell, mask, adv=None, mode="token-mean"):
 
 
 def test_verl_seq_rs_metrics_at_rows_summing_to_plus_and_minus_log2():
-    """Rows of two tokens (halves, so the sum is exact): ℓ_i = log 2 and −log 2 are kept and not counted as
-    high/low (strict); one ulp beyond each is rejected and counted."""
+    """Rows of two tokens (halves, so the sum is exact). Rejection (float64 band, ends kept): ℓ_i = ±log 2 kept, one
+    ulp beyond rejected. verl's ``is_frac_high``/``_low`` compare ℓ_i with ``log C`` computed in float32 (issue 36,
+    docs/losses.md), strictly: a row at that float32 bound is not counted, one ulp beyond it is."""
     h = LOG2 / 2
-    ell, mask = rows([h, h], [-h, -h], [up(h), up(h)], [down(-h), down(-h)], [0.1, 0.2], [0.3])
+    H = float(np.float32(LOG2)) / 2  # float32 log 2 = 0.6931471824…, above the float64 one; log ½ = −log 2 there too
+    ell, mask = rows([h, h], [-h, -h], [up(h), up(h)], [down(-h), down(-h)],
+                     [H, H], [up(H), up(H)], [-H, -H], [down(-H), down(-H)])
     m = _metrics("verl_seq_rs", ell, mask)
-    # shares of rows or tokens: a mean of ≤ 11 zeros and ones, exact to a few ulp
-    assert m["is_frac_high"] == pytest.approx(1 / 6, rel=4 * EPS)
-    assert m["is_frac_low"] == pytest.approx(1 / 6, rel=4 * EPS)
-    assert m["rs_seq_masked_frac"] == pytest.approx(2 / 6, rel=4 * EPS)
-    assert m["rs_masked_frac"] == pytest.approx(4 / 11, rel=4 * EPS)
+    # shares of rows or tokens: a mean of ≤ 16 zeros and ones, exact to a few ulp
+    assert m["is_frac_high"] == pytest.approx(1 / 8, rel=4 * EPS)
+    assert m["is_frac_low"] == pytest.approx(1 / 8, rel=4 * EPS)
+    assert m["rs_seq_masked_frac"] == pytest.approx(6 / 8, rel=4 * EPS)
+    assert m["rs_masked_frac"] == pytest.approx(12 / 16, rel=4 * EPS)
     # only the row at −log 2: kept, nothing high or low
     m = _metrics("verl_seq_rs", *rows([-h, -h]))
     assert m["rs_masked_frac"] == 0.0 and m["rs_seq_masked_frac"] == 0.0 and m["is_frac_low"] == 0.0
-    m = _metrics("verl_seq_tis", *rows([h, h], [-h, -h], [up(h), up(h)], [down(-h), down(-h)]))
+    m = _metrics("verl_seq_tis", *rows([H, H], [-H, -H], [up(H), up(H)], [down(-H), down(-H)]))
     assert m["is_frac_high"] == 0.25 and m["is_frac_low"] == 0.25
 
 
