@@ -250,15 +250,23 @@ def test_run_settings_travel_as_one_record_per_run():
     """The kernel takes the runs' scalar settings as one RUN_DTYPE record each (issue 27 item 18): every field
     is a TrainConfig attribute of the same name (opt: the optimiser's index), so a new option is one field."""
     from simulate.training.config import OPTIMIZERS
-    from simulate.training.kernel import RUN_DTYPE
+    from simulate.training.kernel import RUN_DTYPE, ZERO_TOL_OFF
     from simulate.training.run import run_records
 
     cfgs = [TrainConfig(estimator="gmc", eps=0.3, G=4, eta=2.0, seed=7, optimizer="adam"),
-            TrainConfig(estimator="tic", eps=0.1, G=8, eta=0.5, seed=8)]
+            TrainConfig(estimator="tic", eps=0.1, G=8, eta=0.5, seed=8, zero_tol=1e-9)]
     rec = run_records(cfgs)
     assert rec.dtype == RUN_DTYPE and len(rec) == 2
+
+    def value(c, name):  # opt: the optimiser's index; zero_tol None: ZERO_TOL_OFF (the v1–v3 exact rule)
+        if name == "opt":
+            return OPTIMIZERS.index(c.optimizer)
+        if name == "zero_tol" and c.zero_tol is None:
+            return ZERO_TOL_OFF
+        return getattr(c, name)
+
     for name in RUN_DTYPE.names:
-        want = [OPTIMIZERS.index(c.optimizer) if name == "opt" else getattr(c, name) for c in cfgs]
+        want = [value(c, name) for c in cfgs]
         assert list(rec[name]) == want, name
 
 
