@@ -18,12 +18,22 @@ import numpy as np
 import pytest
 import torch
 
-trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer", reason="the trl extra is part of `make install`")
+from asyncgrpo.estimators import token_level as tl
 
-from asyncgrpo.estimators import token_level as tl  # noqa: E402
+from _tol import assert_close
+from test_peer_parity_verl import CASES, SEEDS, batch  # the same edge cases as the verl suite
 
-from _tol import assert_close  # noqa: E402
-from test_peer_parity_verl import CASES, SEEDS, batch  # noqa: E402  (the same edge cases as the verl suite)
+try:  # the trl extra is part of `make install` (.[all]): a missing TRL fails every test here, never skips
+    import trl.trainer.grpo_trainer as trl_grpo
+    _MISSING = None
+except ImportError as e:
+    trl_grpo, _MISSING = None, f"TRL is not installed (pip install -e '.[trl]'): {e}"
+
+
+@pytest.fixture(autouse=True)
+def _trl_is_installed():
+    if _MISSING:
+        pytest.fail(_MISSING)
 
 
 @functools.lru_cache(maxsize=1)
