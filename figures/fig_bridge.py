@@ -160,7 +160,8 @@ def section(tab, order) -> dict:
 CAPTION = ("gmc − onpolicy in nAUC (mean over held-out seeds, 95 % paired-t interval) per ladder rung (one LM "
            "ingredient added per rung; controls c-* remove one from rung 7), at d = 8 (blue) and 32 (red); filled: "
            "onpolicy fails (J drops by half its gap below its running maximum) in ≥ 50 % of runs. Top: the η tuned "
-           "for onpolicy at d = 0 (protocol v4's lower-bound rule); bottom: a quarter of it. Positive = gmc better.")
+           "for onpolicy at d = 0 (protocol v4's lower-bound rule), where on the sparse-reward rungs gmc and is fail at "
+           "d ≥ 8 too (the section's table); bottom: a quarter of it. Positive = gmc better.")
 
 
 def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common.FigureResult:
