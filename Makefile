@@ -13,12 +13,22 @@ $(STAMP): pyproject.toml constraints/cpu.txt
 	$(PY) -m pip install -q -c constraints/cpu.txt -e '.[all]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# verl's published package, without its dependencies (its pins clash with the trl extra's transformers), in a
+# folder off sys.path: the parity tests load verl's own loss and rollout-correction code from it (tests/_peer_verl.py)
+VERL_VERSION = 0.9.1
+VERL_PEER    = $(VENV)/peers/verl-$(VERL_VERSION)
+VERL_STAMP   = $(VERL_PEER)/.installed
+
+$(VERL_STAMP): $(STAMP)
+	$(PY) -m pip install -q --no-deps --upgrade --target $(VERL_PEER) verl==$(VERL_VERSION)
+	touch $(VERL_STAMP)
+
+install: $(STAMP) $(VERL_STAMP)
 
 run: $(STAMP)
 	$(PY) -m figures
 
-test: $(STAMP)
+test: $(STAMP) $(VERL_STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
 # Float-sensitive tests rerun on other CPUs' kernels (docs/portability.md): the torch ones under every
@@ -34,7 +44,7 @@ NUMBA_FLOAT_TESTS = tests/test_core_contracts.py tests/test_estimators.py tests/
 CAPABILITIES = $(shell $(PY) -c "import torch; c = torch.backends.cpu.get_cpu_capability().lower(); \
 	print({'avx512': 'default avx2 avx512', 'avx2': 'default avx2'}.get(c, 'default' if c == 'default' else 'default ' + c))" 2>/dev/null || echo default)
 
-test-portable: $(STAMP)
+test-portable: $(STAMP) $(VERL_STAMP)
 	@for cap in $(CAPABILITIES); do \
 	  got=$$(ATEN_CPU_CAPABILITY=$$cap $(PY) -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"); \
 	  [ "$$got" = "$$cap" ] || { echo "ATEN_CPU_CAPABILITY=$$cap not honoured (torch runs $$got)"; exit 1; }; \
@@ -44,7 +54,7 @@ test-portable: $(STAMP)
 	@echo "== Numba float tests, NUMBA_CPU_NAME=generic"
 	NUMBA_CPU_NAME=generic $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(NUMBA_FLOAT_TESTS)
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(VERL_STAMP)
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # exit 5: no test selected
 
 bench: $(STAMP)
