@@ -73,7 +73,8 @@ def load_plugins(monkeypatch, tmp_path):
     def load(**mods):
         for name, maps in mods.items():
             mod = f"t39_{name}"
-            (tmp_path / f"{mod}.py").write_text(HEADER + textwrap.dedent(f"\nMAPS = {maps}\n"))
+            body = maps if "MAPS = " in maps else f"MAPS = {maps}"  # a whole module tail, or MAPS's value
+            (tmp_path / f"{mod}.py").write_text(HEADER + textwrap.dedent(f"\n{body}\n"))
             written.append(mod)
         monkeypatch.setenv(registry.ENV_VAR, ",".join(f"t39_{n}" for n in mods))
         monkeypatch.setattr(registry, "_ENTRIES", None)
@@ -208,3 +209,26 @@ def test_the_dispatch_can_be_built_again_in_an_existing_folder(monkeypatch):
     monkeypatch.setattr(registry, "_DISPATCH", None)
     again = registry.dispatch()  # the folder and the file exist already: reused, not an error
     assert again.__name__ == first.__name__ and again.__file__ == first.__file__
+
+
+def test_a_valid_plugin_reading_eps_low_is_accepted(load_plugins):
+    """The registration probe uses valid parameters (0 < ε_low < 1): a map finite for every valid ε_low, here
+    through log ε_low and log(1 − ε_low), passes it."""
+    extra = '''
+def k_eps(ell, mask, adv, T_i, p):
+    return np.full_like(ell, math.log1p(-p.eps_low) - math.log(p.eps_low))
+
+
+@njit(cache=True)
+def k_eps_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mode, out):
+    for i in range(out.shape[0]):
+        for t in range(out.shape[1]):
+            out[i, t] = math.log1p(-eps_low) - math.log(eps_low)
+
+
+def k_eps_torch(ell, mask, adv, T_i, p):
+    import torch
+    return torch.full_like(ell, math.log1p(-p.eps_low) - math.log(p.eps_low))
+'''
+    ents = load_plugins(a=extra + "\nMAPS = (Estimator('p39_eps', 'token', numpy=k_eps, numba=k_eps_nb, torch=k_eps_torch),)")
+    assert ents["p39_eps"].code == 200
