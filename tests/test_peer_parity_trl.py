@@ -154,10 +154,6 @@ def test_trl_seq_mask_on_rows_around_the_threshold():
     assert_close(o_grad, t_grad, _k(mask), scale=max(float(t_grad.abs().max()), 1.0))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 36: policy_loss's eps_high defaults to 0.28 for every name; TRL's "
-                   "epsilon_high defaults to epsilon = 0.2, and its default mode (seq-mean-token-mean) averages over "
-                   "non-empty rows where TRL's luspo counts all N (grpo mode). Needs policy_loss (token_level.py, engineer F) to take "
-                   "luspo's defaults from maps/luspo.PEER_DEFAULTS")
 @pytest.mark.parametrize("empty_rows", (False, True))
 def test_luspo_at_its_defaults_is_trls_luspo_at_trls_defaults(empty_rows):
     """A TRL user's luspo (``GRPOConfig()`` defaults, the paper's sequence level) and the toolkit's luspo with no
@@ -181,17 +177,12 @@ def test_luspo_at_its_defaults_is_trls_luspo_at_trls_defaults(empty_rows):
 
 TRL_RUNS = {  # toolkit name → (TRL loss_type, _compute_loss settings); the toolkit side at loss_agg_mode="grpo"
     "trl_seq_mask": ("grpo", dict(off_policy_mask_threshold=0.5, old_is_rollout=False), {}),
-    "luspo": ("luspo", dict(level="sequence", epsilon_high=0.28), {}),
+    "luspo": ("luspo", dict(level="sequence"), {}),  # TRL's defaults on both sides (ε = 0.2, 0.2)
     "sapo": ("sapo", dict(level="token"), {}),
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param("sapo", marks=pytest.mark.xfail(
-    strict=True, reason="issue 36: to_peer(…, 'sapo', 'trl') emits clip_ratio/region_mean (0), TRL logs no clip "
-    "ratio for sapo; needs loss_metrics.py (engineer F)")), pytest.param("trl_seq_mask", marks=pytest.mark.xfail(
-    strict=True, reason="issue 36: to_peer(…, 'trl_seq_mask', 'trl') puts the masked share (0.15 on one batch) "
-    "under clip_ratio/region_mean, where TRL logs its PPO clip share (0 at pi_old = pi_theta); needs "
-    "loss_metrics.py (engineer F)")), "luspo"])
+@pytest.mark.parametrize("name", ["sapo", "trl_seq_mask", "luspo"])
 def test_every_trl_name_the_toolkit_emits_carries_trls_value(name):
     """``to_peer(metrics, name, "trl")``: each name it emits is one TRL's ``_compute_loss`` logs for this loss
     (``loss``: the value it returns), with TRL's value; float32 ulps for TRL's ``.float()`` shares."""

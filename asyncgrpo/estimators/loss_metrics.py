@@ -67,7 +67,7 @@ PEER_NAMES: dict[str, dict[str, str]] = {
         "kl_k3": "rollout_corr/k3_kl",
         "chi2_seq": "rollout_corr/chi2_seq",
         "chi2_token": "rollout_corr/chi2_token",
-        "ess_verl_seq": "rollout_corr/rollout_is_eff_sample_size",
+        "rollout_is_ess": "rollout_corr/rollout_is_eff_sample_size",
         # the verl_* rollout-correction maps (registry): their own IS / rejection statistics
         "is_frac_high": "rollout_corr/rollout_is_ratio_fraction_high",
         "is_frac_low": "rollout_corr/rollout_is_ratio_fraction_low",
@@ -90,9 +90,22 @@ def peer_names(name: str, peer: str) -> dict[str, str]:
     always logs ``pg_clipfrac_lower = 0`` for cispo/gspo; TRL's cispo logs only ``cispo_clip_ratio``
     (``clipfrac_high_pos``) and its sequence-level (gspo) clip ratios are shares of rows.
     """
+    from asyncgrpo.estimators import registry
+
     if peer not in PEER_NAMES:
         raise ValueError(f"peer must be one of {', '.join(PEER_NAMES)}, got {peer!r}")
     out = dict(PEER_NAMES[peer])
+    known = name in registry.names("token") or name in registry.names("trajectory")
+    if known and registry.entry(name).correction:
+        # a peer correction runs beside the PPO ratio π_θ/π_old, whose statistics the peer logs under its actor
+        # names: the *_prox keys (0 at π_old = π_θ); the map's own k1 / cut share stay under the toolkit's keys
+        for key, prox in (("clipfrac", "clipfrac_prox"), ("ppo_kl", "ppo_kl_prox"),
+                          ("clipfrac_low", "clipfrac_prox_low"), ("clipfrac_high", "clipfrac_prox_high")):
+            if key in out:
+                out[prox] = out.pop(key)
+    if peer == "trl" and name == "sapo":  # TRL's sapo has no clip: it logs no clip_ratio/*
+        for key in ("clipfrac_low", "clipfrac_high", "clipfrac"):
+            out.pop(key)
     if peer == "verl" and name == "cispo":
         out.pop("clipfrac")
         out["clamp_frac_all"] = "actor/pg_clipfrac"
@@ -112,6 +125,14 @@ def peer_names(name: str, peer: str) -> dict[str, str]:
 def to_peer(metrics: dict, name: str, peer: str) -> dict:
     """The entries of ``metrics`` that ``peer`` logs, under the peer's names (see :func:`peer_names`)."""
     return {v: metrics[k] for k, v in peer_names(name, peer).items() if k in metrics}
+
+
+def to_logged(metrics: dict, name: str, peer: str) -> dict:
+    """:func:`to_peer` plus every other numeric entry under ``asyncgrpo/<key>``: a peer's name only ever carries
+    the peer's value; the toolkit's own statistics keep a name of their own."""
+    named = peer_names(name, peer)
+    own = {f"asyncgrpo/{k}": v for k, v in metrics.items() if k not in named and isinstance(v, (int, float))}
+    return {**own, **to_peer(metrics, name, peer)}
 
 
 def _frac(x, mask, denom):
@@ -169,6 +190,20 @@ def clamped_ess(log_ratio, mask, threshold: float, level: str = "sequence") -> f
         ell = ell.sum(dim=1, keepdim=True).expand_as(ell)
     lt = math.log(thr)
     return _ess_fraction(torch.clamp(ell[mask], -lt, lt))
+
+
+def verl_is_ess(log_ratio, mask, threshold: float, level: str) -> float:
+    """verl 0.9.1's ``rollout_is_eff_sample_size`` of its truncated IS weights: ``(mean c)²/mean c²`` over real
+    tokens, ``c = min(exp(clamp(ℓ, ±20)), thr)`` (no lower clamp), ``ℓ = ℓ_{i,t}`` (``level="token"``) or
+    ``ℓ_i = Σ_t ℓ_{i,t}`` on each token of row ``i`` (``"sequence"``); in log space, without verl's +1e-8."""
+    import torch
+
+    if not bool(mask.any()):
+        raise ValueError("mask has no real token: the ESS of an empty batch is undefined")
+    ell = torch.where(mask, log_ratio.to(torch.float64), torch.zeros((), dtype=torch.float64, device=mask.device))
+    if level == "sequence":
+        ell = ell.sum(dim=1, keepdim=True).expand_as(ell)
+    return _ess_fraction(torch.clamp(ell[mask], -20.0, min(20.0, math.log(float(threshold)))))
 
 
 def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_size, eps=0.2, eps_low=0.2,
@@ -303,6 +338,18 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     out["ess_verl_seq"] = clamped_ess(ell_t, mask, 1.0 + float(eps), "sequence")
     out["ess_verl_token"] = clamped_ess(ell_t, mask, 1.0 + float(eps), "token")
     out["ess_group_rho"] = _group_ess(ell_t.sum(dim=1), rows, group_size)
+    spec = registry.entry(name)
+    if (spec.defaults or {}).get("rollout_is"):  # verl's IS level and threshold of this correction
+        out["rollout_is_ess"] = verl_is_ess(ell_t, mask, spec.defaults["rollout_is_threshold"],
+                                            spec.defaults["rollout_is"])
+    if spec.correction:
+        # the PPO ratio π_θ/π_old beside the correction: policy_loss takes no π_old, i.e. π_old = π_θ (one
+        # step per batch, decoupled), so its log-ratio is logp − sg(logp) = 0 and nothing is clipped
+        lp = logp - logp.detach()
+        out["ppo_kl_prox"] = float((-lp[mask]).mean())
+        out["clipfrac_prox_high"] = _frac(pos & (lp > hi), mask, n_tok)
+        out["clipfrac_prox_low"] = _frac(neg & (lp < lo), mask, n_tok)
+        out["clipfrac_prox"] = _frac((pos & (lp > hi)) | (neg & (lp < lo)), mask, n_tok)
     return out
 
 
@@ -316,4 +363,4 @@ def _group_ess(logw, rows, G):
     return float(sum(vals) / len(vals))
 
 
-__all__ = ["PEER_NAMES", "peer_names", "to_peer", "loss_metrics", "clamped_ess"]
+__all__ = ["PEER_NAMES", "peer_names", "to_peer", "to_logged", "loss_metrics", "clamped_ess", "verl_is_ess"]

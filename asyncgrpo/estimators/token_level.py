@@ -83,7 +83,34 @@ CISPO_METHODS: frozenset[str] = frozenset(n for n in TOKEN_ESTIMATORS if registr
 
 
 # --------------------------------------------------------------------------- validation
-def _check_params(eps_low, eps_high, tau_m2):
+#: The toolkit's clip defaults for a map whose module gives no peer default.
+EPS_LOW_DEFAULT, EPS_HIGH_DEFAULT = 0.2, 0.28
+
+
+def peer_defaults(name: str) -> dict:
+    """``PEER_DEFAULTS`` of the module that registers ``name`` (its peer's defaults: ``epsilon``,
+    ``epsilon_high``, ``loss_agg_mode``), ``{}`` when the module declares none."""
+    import importlib
+
+    if name not in TOKEN_CODES:
+        return {}
+    module = importlib.import_module(registry.entry(name).numpy.__module__)  # the map's own module
+    return dict(getattr(module, "PEER_DEFAULTS", {}))
+
+
+def resolve_eps(name, eps_low, eps_high):
+    """``(eps_low, eps_high)`` with ``None`` replaced by the peer's default of ``name`` (its map module's
+    ``PEER_DEFAULTS["epsilon"]``/``["epsilon_high"]``: luspo → TRL's 0.2/0.2), else the toolkit's 0.2/0.28."""
+    d = peer_defaults(name) if (eps_low is None or eps_high is None) and name in TOKEN_CODES else {}
+    if eps_low is None:
+        eps_low = d.get("epsilon", EPS_LOW_DEFAULT)
+    if eps_high is None:
+        eps_high = d.get("epsilon_high", EPS_HIGH_DEFAULT)
+    return eps_low, eps_high
+
+
+def _check_params(eps_low, eps_high, tau_m2, name=None):
+    eps_low, eps_high = resolve_eps(name, eps_low, eps_high)
     eps_low = check_eps(eps_low, "eps_low")
     if eps_low >= 1.0:
         raise ValueError(f"eps_low must be in (0, 1) so that 1 − eps_low > 0, got {eps_low!r}")
@@ -152,7 +179,7 @@ def _kept_scale(k, mask):
     return N / kept if 0 < kept < N else 1.0
 
 
-def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
+def token_coefficients(name, tok_ell, mask, adv, *, eps_low=None, eps_high=None, tau_m2=0.04,
                        clip_ratio_c=None, cispo_clamp="upper") -> np.ndarray:
     """Stop-gradient coefficients ``c_{i,t} = k_{i,t}/T_i`` of token-level estimator ``name`` (NumPy), ``[N, T]``.
 
@@ -161,7 +188,7 @@ def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, 
     rejection sampling) scales its kept rows by ``N/N_kept``: ``seq-mean-token-mean`` over the kept rows.
     """
     tok_ell, mask, adv = _check_inputs(name, tok_ell, mask, adv)
-    eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
+    eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2, name)
     log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     e = registry.entry(name, "token")
     ell = np.where(mask, tok_ell, 0.0)
@@ -181,11 +208,11 @@ def token_coefficients(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, 
 token_coefficients_nb = registry.dispatch().token_coefficients_nb
 
 
-def token_coefficients_numba(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
+def token_coefficients_numba(name, tok_ell, mask, adv, *, eps_low=None, eps_high=None, tau_m2=0.04,
                              clip_ratio_c=None, cispo_clamp="upper") -> np.ndarray:
     """Validated wrapper around :func:`token_coefficients_nb` (same contract as the NumPy reference)."""
     tok_ell, mask, adv = _check_inputs(name, tok_ell, mask, adv)
-    eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
+    eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2, name)
     log_c, cmode = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     out = np.empty_like(tok_ell)
     return token_coefficients_nb(TOKEN_CODES[name], tok_ell, mask, adv, eps_low, eps_high, tau_m2, out, log_c, cmode)
@@ -204,14 +231,14 @@ def _token_weights_torch(name, ell, mask, adv, eps_low, eps_high, tau_m2, log_c,
         return torch.where(mask, k, zero)
 
 
-def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
+def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=None, eps_high=None, tau_m2=0.04,
                              clip_ratio_c=None, cispo_clamp="upper"):
     """Detached ``c_{i,t}`` (PyTorch, batched ``[N, T]``), same definitions as the NumPy reference."""
     import torch
 
     if name not in TOKEN_CODES:
         raise ValueError(f"unknown token-level estimator {name!r}; known: {', '.join(TOKEN_ESTIMATORS)}")
-    eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2)
+    eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2, name)
     log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     tok_ell = check_real_array(tok_ell, "tok_ell")
     adv = check_real_array(adv, "adv")
@@ -278,7 +305,7 @@ def _kept_normaliser(name, mode, mask, nonzero, nu, agg_kw):
     return token_normaliser(mode, kept, **agg_kw).to(nu.dtype) if bool(kept.any()) else nu
 
 
-def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, eps_high=0.28, tau_m2=0.04,
+def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, eps_high=None, tau_m2=0.04,
                 group_size=None, length_normalize=False, loss_agg_mode=None, loss_scale_factor=None,
                 batch_num_tokens=None, global_batch_size=None, clip_ratio_c=None, cispo_clamp="upper",
                 return_metrics=False):
@@ -340,7 +367,9 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
     _check_finite_tensor(adv, None, "adv")
     token = name in TOKEN_CODES
     if loss_agg_mode is None:
-        mode = "seq-mean-token-mean" if (token or length_normalize) else THEORY_MODE
+        # the peer's default where the map's module names one (gpg → verl's token-mean, luspo → TRL's grpo)
+        peer_mode = peer_defaults(name).get("loss_agg_mode") if token else None
+        mode = peer_mode or ("seq-mean-token-mean" if (token or length_normalize) else THEORY_MODE)
     else:
         mode = check_loss_agg_mode(loss_agg_mode)
         if mode == THEORY_MODE:
@@ -348,7 +377,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=0.2, ep
         if length_normalize and not token and mode != "seq-mean-token-mean":
             raise ValueError(f"length_normalize=True means loss_agg_mode='seq-mean-token-mean'; "
                              f"got loss_agg_mode={mode!r} too: pass only one")
-    eps_low_v, eps_high_v, tau_v = _check_params(eps_low, eps_high, tau_m2)
+    eps_low_v, eps_high_v, tau_v = _check_params(eps_low, eps_high, tau_m2, name)
     log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
 
     dtype = torch.promote_types(logp_new.dtype, torch.float32)
