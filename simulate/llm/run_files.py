@@ -161,3 +161,31 @@ def check_resume(cfg: TrainConfig, force=()) -> dict:
         lines = "; ".join(f"{k}: saved {a!r} -> now {b!r}" for k, a, b in diff)
         warnings.warn(f"resume --force: continuing with a changed configuration ({lines})", stacklevel=2)
     return ck
+
+
+def write_config(cfg: TrainConfig, ck: dict | None, start: int, end: int) -> None:
+    """``config.json``: the config the steps are trained with. A resume appends to ``resume_history`` which
+    steps it trains and every key whose value differs from the checkpoint's config (``--force``), so the
+    file never claims a value for steps that did not use it; a resume with nothing left to train leaves
+    the file as it is (with a warning)."""
+    path = os.path.join(cfg.out_dir, "config.json")
+    out = cfg.to_dict()
+    if ck is not None:
+        if end <= start:
+            warnings.warn(f"resume: the run in {cfg.out_dir} already has {start} of {cfg.steps} steps; nothing to "
+                          f"train, config.json left as it is", stacklevel=4)
+            return
+        saved = {k: v for k, v in dict(ck.get("config", {})).items() if k not in LOCATION_KEYS}
+        now = {k: v for k, v in out.items() if k not in LOCATION_KEYS}
+        history = []
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    history = list(json.load(f).get("resume_history", []))
+            except (ValueError, OSError, AttributeError):
+                history = []
+        history.append({"first_step": start, "last_step": end - 1,
+                        "changed": {k: {"before": a, "after": b} for k, a, b in config_diff(saved, now)}})
+        out["resume_history"] = history
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)

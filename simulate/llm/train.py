@@ -66,6 +66,7 @@ from simulate.llm.run_files import (
     check_resume,
     output_lock,
     read_metrics,
+    write_config,
     write_lines,
 )
 from simulate.llm.warmstart import heldout_accuracy, lenient, prompt_ids, warm_start
@@ -362,43 +363,10 @@ def summarise_run(cfg: TrainConfig, rows: list[dict], last_acc, warm_info: dict)
     }
 
 
-def _write_config(cfg: TrainConfig, ck: dict | None, start: int, end: int) -> None:
-    """``config.json``: the config the steps are trained with. A resume appends to ``resume_history`` which
-    steps it trains and every key whose value differs from the checkpoint's config (``--force``), so the
-    file never claims a value for steps that did not use it; a resume with nothing left to train leaves
-    the file as it is (with a warning)."""
-    import warnings
-
-    from simulate.llm.config import config_diff
-    from simulate.llm.run_files import LOCATION_KEYS
-
-    path = os.path.join(cfg.out_dir, "config.json")
-    out = cfg.to_dict()
-    if ck is not None:
-        if end <= start:
-            warnings.warn(f"resume: the run in {cfg.out_dir} already has {start} of {cfg.steps} steps; nothing to "
-                          f"train, config.json left as it is", stacklevel=3)
-            return
-        saved = {k: v for k, v in dict(ck.get("config", {})).items() if k not in LOCATION_KEYS}
-        now = {k: v for k, v in out.items() if k not in LOCATION_KEYS}
-        history = []
-        if os.path.exists(path):
-            try:
-                with open(path) as f:
-                    history = list(json.load(f).get("resume_history", []))
-            except (ValueError, OSError, AttributeError):
-                history = []
-        history.append({"first_step": start, "last_step": end - 1,
-                        "changed": {k: {"before": a, "after": b} for k, a, b in config_diff(saved, now)}})
-        out["resume_history"] = history
-    with open(path, "w") as f:
-        json.dump(out, f, indent=2)
-
-
 def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) -> dict:
     set_determinism(cfg)
     if ck is None:
-        _write_config(cfg, None, 0, cfg.steps)
+        write_config(cfg, None, 0, cfg.steps)
     warm_info = {}
     if model is None:
         model, tok, warm_info = warm_start(cfg, progress=progress)
@@ -429,7 +397,7 @@ def _train_locked(cfg, ck, model, tok, loss_opts, stop_at, on_step, progress) ->
                                                        if r.get("heldout_acc") is not None), None)
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at + 1)
     if ck is not None:
-        _write_config(cfg, ck, start, end)
+        write_config(cfg, ck, start, end)
     bar = tqdm(range(start, end), desc=f"{cfg.estimator} {cfg.delay_label}", disable=not progress)
     for k in bar:
         row = rl_step(cfg, st, k, tok=tok, evalset=evalset, delays=delays, loss_opts=loss_opts, on_step=on_step)
