@@ -185,6 +185,12 @@ def test_figure_quick_saves_png_pdf_and_sidecar(tmp_path):
     assert len(df) == 9 and df["final_acc"].between(0, 1).all() and df["auc"].between(0, 1).all()
     assert sorted(df.groupby("lr_factor").size().items()) == [(1.0, 6), (3.0, 3)]
     assert [a["lr_factor"] for a in meta["arms"]] == [1.0, 3.0] and meta["turning_points"]
+    # the report interface (issue 35): answer rows (gmc − rival, paired interval named) and the LM section
+    assert [(r["group"], r["rival"], r["d"]) for r in meta["answer"]] == [("cpu-lm", "onpolicy", 8)]
+    assert "quick" in meta["answer"][0]["setting"] and meta["answer"][0]["interval"] == "95 % paired t, 2 seeds"
+    sec, = meta["sections"]
+    assert sec["title"].startswith("LM row") and any("Perturbation check: not run (quick" in p for p in sec["paragraphs"])
+    assert any(p.startswith("GPU row") for p in sec["paragraphs"]) and meta["perturbation"] is None
 
 
 def test_local_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path):
