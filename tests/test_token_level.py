@@ -127,7 +127,9 @@ def test_policy_loss_gradient_equals_estimator(name):
     logp_old = torch.tensor(rng.normal(-2, 0.5, (N, T)))
     # Parameterise log π directly: ∇_{logp} of the loss is then the coefficient matrix itself.
     logp_new = (logp_old + torch.tensor(ell)).clone().requires_grad_(True)
-    loss = tl.policy_loss(name, logp_new, logp_old, torch.tensor(adv), torch.tensor(mask), eps=0.2, group_size=G)
+    mode = "seq-mean-token-mean" if name in tl.TOKEN_ESTIMATORS else None  # token_coefficients' ν (gpg's default is token-mean)
+    loss = tl.policy_loss(name, logp_new, logp_old, torch.tensor(adv), torch.tensor(mask), eps=0.2, group_size=G,
+                          loss_agg_mode=mode)
     loss.backward()
     if name in tl.TOKEN_CODES:
         c = tl.token_coefficients(name, ell, mask, adv)
