@@ -39,7 +39,7 @@ LCB_LEVEL = 0.9
 MODES = {
     "standard": dict(K=100, tune_seeds=tuple(range(100, 104)), eval_seeds=tuple(range(1000, 1012))),
     "full": dict(K=200, tune_seeds=tuple(range(100, 116)), eval_seeds=tuple(range(1000, 1024))),
-    "quick": dict(K=40, tune_seeds=(100, 101), eval_seeds=(1000, 1001, 1002)),
+    "quick": dict(K=30, tune_seeds=(100, 101), eval_seeds=(1000, 1001), grid_stride=2),
 }
 GRID = {"sga": (0, 12), "adam": (-14, -2)}
 ARMS = {"η₀": 1.0, "η₀/4": 0.25}  # arm label → factor on the tuned η  # half-octave exponents g of η = 2^{g/2}, inclusive
@@ -74,8 +74,9 @@ def tune_cell(rung: str, mode: str) -> pd.DataFrame:
     """The tuning runs of ``rung``: onpolicy at ``d = 0``, every η of the grid × tuning seeds."""
     R, s = get_rung(rung), settings(mode)
     lo, hi = GRID[R.learner.get("optimizer", "sga")]
-    etas = [2.0 ** (g / 2) for g in range(lo, hi + 1) for _ in s["tune_seeds"]]
-    seeds = [x for _ in range(lo, hi + 1) for x in s["tune_seeds"]]
+    grid = range(lo, hi + 1, s.get("grid_stride", 1))  # quick: whole octaves only
+    etas = [2.0 ** (g / 2) for g in grid for _ in s["tune_seeds"]]
+    seeds = [x for _ in grid for x in s["tune_seeds"]]
     cfgs = [_config(R, "onpolicy", 0, e, x, s["K"]) for e, x in zip(etas, seeds)]
     return _rows(R, cfgs, run_many(cfgs), "tune", etas)
 
