@@ -42,10 +42,8 @@ Other choices made here, in one place: the toolkit's ``grpo`` has no dual clip u
 never counted as clipped by :func:`loss_metrics`); m2po's mask is computed once per batch; ties in the
 m2po ordering are broken by a stable sort on the flattened ``[N, T]`` index.
 
-Three backends, tested equal: :func:`token_coefficients` (NumPy reference),
-:func:`token_coefficients_nb` (Numba), :func:`token_coefficients_torch`, and
-:func:`policy_loss`, the PyTorch surrogate whose autograd gradient is ``−ĝ``; it also reports the
-objective value the peers log and peer-comparable metrics (:mod:`asyncgrpo.estimators.loss_metrics`).
+Backends, tested equal: :func:`token_coefficients` (NumPy), :func:`token_coefficients_nb` (Numba),
+:func:`token_coefficients_torch`, and :func:`policy_loss`, the PyTorch surrogate (gradient ``−ĝ``) with metrics.
 docs/losses.md has the tables (modes, clip variants, defaults of the toolkit, verl and TRL, metric names).
 """
 from __future__ import annotations
@@ -53,7 +51,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from asyncgrpo.estimators import registry
 from asyncgrpo.estimators.clip_bounds import cispo_log_bounds
@@ -83,18 +80,15 @@ CISPO_METHODS: frozenset[str] = frozenset(n for n in TOKEN_ESTIMATORS if registr
 
 
 # --------------------------------------------------------------------------- validation
-#: The toolkit's clip defaults for a map whose module gives no peer default.
-EPS_LOW_DEFAULT, EPS_HIGH_DEFAULT = 0.2, 0.28
+EPS_LOW_DEFAULT, EPS_HIGH_DEFAULT = 0.2, 0.28  #: the toolkit's clip defaults where the map names no peer's
 
 
 def peer_defaults(name: str) -> dict:
-    """``PEER_DEFAULTS`` of the module that registers ``name`` (its peer's defaults: ``epsilon``,
-    ``epsilon_high``, ``loss_agg_mode``), ``{}`` when the module declares none."""
+    """``PEER_DEFAULTS`` of the module registering token-level ``name`` (``epsilon``, ``epsilon_high``,
+    ``loss_agg_mode``), ``{}`` when it declares none."""
     import importlib
 
-    if name not in TOKEN_CODES:
-        return {}
-    module = importlib.import_module(registry.entry(name).numpy.__module__)  # the map's own module
+    module = importlib.import_module(registry.entry(name).numpy.__module__) if name in TOKEN_CODES else None
     return dict(getattr(module, "PEER_DEFAULTS", {}))
 
 
@@ -318,30 +312,25 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, e
     ``eps``); token-level names take ``k`` from the module table (``eps_low``, ``eps_high``, ``tau_m2``,
     ``clip_ratio_c``, ``cispo_clamp``).
 
-    ``loss_agg_mode`` picks ``ν`` (:mod:`asyncgrpo.estimators.aggregation`: verl's ``token-mean``,
-    ``seq-mean-token-mean``, ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` and TRL's ``grpo``,
-    ``bnpo``, ``dapo``, ``dr_grpo``; ``loss_scale_factor``, ``batch_num_tokens``, ``global_batch_size``
-    as there). ``None`` keeps each method's default: ``seq-mean-token-mean`` for the token-level
-    baselines and THEORY's ``ĝ = (1/G) Σ_i w_i A_i s_θ(τ_i)`` (``ν = 1/N``) for the trajectory-level maps,
-    or ``ν = 1/(T_i N)`` with ``length_normalize=True`` (kept for older callers).
+    ``loss_agg_mode`` picks ``ν`` (:mod:`asyncgrpo.estimators.aggregation`, verl's and TRL's modes; its
+    ``loss_scale_factor``, ``batch_num_tokens``, ``global_batch_size``). ``None``: the peer's default where the
+    map's module names one (``PEER_DEFAULTS``: gpg → verl's ``token-mean``, luspo → TRL's ``grpo``), else
+    ``seq-mean-token-mean`` for token-level names and THEORY's ``ν = 1/N`` for trajectory-level maps
+    (``ν = 1/(T_i N)`` with ``length_normalize=True``, kept for older callers). ``eps_low``/``eps_high``
+    ``None``: the map's peer defaults (luspo → TRL's 0.2/0.2), else 0.2/0.28 (:func:`resolve_eps`).
 
     A rejecting map (registry ``rejects``: ``verl_seq_rs``, ``verl_geo_rs``) removes its rejected tokens from the
     mask ``ν`` is computed on, as verl's rejection sampling rewrites ``response_mask``.
 
-    A row whose mask is all False is an absent trajectory: zero contribution and zero (finite)
-    gradient; it does not enter its group's ``ρ̄`` and is not counted by verl's ``seq-mean-*`` modes
-    (TRL's ``grpo``/``dr_grpo`` and THEORY's ``1/N`` still count every row, as those peers do).
-    NaN or inf in ``logp_new``/``logp_old`` on real tokens, or in ``adv``, raises ``ValueError`` naming
-    the tensor. Log-ratios are formed in float32 or wider even when the model runs in bf16.
+    An all-False row is an absent trajectory: zero contribution and gradient, not in its group's ``ρ̄``, not
+    counted by verl's ``seq-mean-*`` modes (TRL's ``grpo``/``dr_grpo`` and THEORY's ``1/N`` count it). NaN/inf
+    in ``logp_new``/``logp_old`` (real tokens) or ``adv`` raises ``ValueError``; log-ratios are float32 or wider.
 
-    Finite inputs never give NaN: an entry with ``A_i = 0`` (or ``k = 0``) contributes exactly 0
-    whatever its weight; trajectory-level coefficients ``ν A w`` are formed in float64 and in log
-    space where ``w`` overflows; a coefficient that overflows the loss dtype (``is`` far off-policy)
-    makes the loss ``+inf``, with ``±inf`` gradient on that trajectory's tokens and exact elsewhere.
+    Finite inputs never give NaN: ``A_i = 0`` or ``k = 0`` contributes exactly 0; ``ν A w`` is formed in
+    float64, in log space where ``w`` overflows; a coefficient overflowing the loss dtype gives loss ``+inf``
+    with ``±inf`` gradient on that trajectory's tokens, exact elsewhere.
 
-    With ``return_metrics=True`` returns ``(loss, metrics)``, ``metrics`` from
-    :func:`asyncgrpo.estimators.loss_metrics.loss_metrics`: the objective value the peers log
-    (``pg_loss``), the surrogate's value (``surrogate_loss``), clip fractions, KL, χ², ESS.
+    ``return_metrics=True``: ``(loss, metrics)`` (:func:`asyncgrpo.estimators.loss_metrics.loss_metrics`).
     """
     import torch
 
