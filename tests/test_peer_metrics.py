@@ -278,3 +278,18 @@ def test_parity_table_in_docs_holds_for_every_row():
     assert set(documented) == set(measured), set(documented) ^ set(measured)
     for k, d in measured.items():
         assert d <= documented[k], (k, d, documented[k])
+
+
+@pytest.mark.parametrize("name", ["verl_tok_tis", "verl_seq_rs", "trl_seq_mask", "sapo", "grpo", "tis"])
+@pytest.mark.parametrize("peer", ["verl", "trl"])
+def test_to_logged_keeps_the_toolkits_statistics_off_the_peers_names(name, peer):
+    """``to_logged``: the peer's names carry exactly ``to_peer``'s values; every other numeric entry is under
+    ``asyncgrpo/<key>`` (so the toolkit's own k1 / truncation share / ESS at 1+ε never sit under a peer's name)."""
+    old, ell, adv, mask = peer_batch(0)
+    m = metrics_of(name, old, ell, adv, mask, eps=0.2, group_size=4)
+    logged, named = lm.to_logged(m, name, peer), lm.to_peer(m, name, peer)
+    assert {k: logged[k] for k in named} == named
+    own = {k for k in logged if k not in named}
+    assert own and all(k.startswith("asyncgrpo/") for k in own)
+    assert {k.removeprefix("asyncgrpo/") for k in own} == {k for k, v in m.items()
+                                                          if isinstance(v, (int, float))} - set(lm.peer_names(name, peer))

@@ -8,9 +8,8 @@ from numba import njit
 
 from asyncgrpo.estimators.registry import Estimator
 
-#: What a verl user gets: ``actor.loss_agg_mode`` defaults to ``"token-mean"`` (verl ActorConfig). The toolkit's
-#: ``policy_loss`` still aggregates token-level names with ``seq-mean-token-mean`` when no mode is given (issue 36,
-#: asserted as a known difference by tests/test_peer_parity_verl.py); pass ``loss_agg_mode="token-mean"``.
+#: What a verl user gets: ``actor.loss_agg_mode`` defaults to ``"token-mean"`` (verl ActorConfig); ``policy_loss``
+#: aggregates gpg with it when ``loss_agg_mode`` is left ``None`` (issue 36).
 PEER_DEFAULTS = {"loss_agg_mode": "token-mean"}
 
 

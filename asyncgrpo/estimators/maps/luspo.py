@@ -17,13 +17,11 @@ from asyncgrpo.estimators.maps._common import row_stats_nb
 from asyncgrpo.estimators.maps.ppo_clip import gspo_k, gspo_k_torch
 from asyncgrpo.estimators.registry import Estimator
 
-#: What a TRL user gets (``GRPOConfig()``): ``epsilon = 0.2`` and ``epsilon_high = None``, i.e. ``0.2``. TRL's
-#: default ``importance_sampling_level`` is ``"token"``, but for luspo TRL warns to set ``"sequence"`` (the paper's
-#: setup), the only level this map has (token-level luspo is left for later). The toolkit's ``policy_loss`` still
-#: defaults to ``eps_high = 0.28`` for every name (issue 36, a known difference asserted by
-#: tests/test_peer_parity_trl.py), and aggregates with ``seq-mean-token-mean``, which with empty rows averages over
-#: the non-empty rows where TRL's luspo (``(loss·mask).sum(-1).mean()``) counts all N: the ``grpo`` mode. Pass
-#: ``eps_low=0.2, eps_high=0.2, loss_agg_mode="grpo"`` to get TRL's run.
+#: What a TRL user gets (``GRPOConfig()``): ``epsilon = 0.2`` and ``epsilon_high = None``, i.e. ``0.2``; its luspo
+#: normaliser ``(loss·mask).sum(-1).mean()`` counts all N rows (the ``grpo`` mode). ``policy_loss`` and the
+#: ``token_coefficients*`` backends take these when ``eps_low``/``eps_high``/``loss_agg_mode`` are left ``None``
+#: (issue 36). TRL's default ``importance_sampling_level`` is ``"token"``, but for luspo TRL warns to set
+#: ``"sequence"`` (the paper's setup), the only level this map has (token-level luspo is left for later).
 PEER_DEFAULTS = {"epsilon": 0.2, "epsilon_high": 0.2, "importance_sampling_level": "sequence", "loss_agg_mode": "grpo"}
 
 
