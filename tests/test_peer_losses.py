@@ -82,7 +82,7 @@ def trl_sapo(old, ell, adv, mask, pos=1.0, neg=1.05):
     return float(loss.detach()), per_token_logps.grad.clone()
 
 
-def trl_luspo(old, ell, adv, mask, eps_low=0.2, eps_high=0.28):
+def trl_luspo(old, ell, adv, mask, eps_low=0.2, eps_high=0.2):
     """TRL ``_compute_loss`` at ``loss_type="luspo"``, ``importance_sampling_level="sequence"``, no KL, one process."""
     per_token_logps = (old + ell).clone().requires_grad_(True)
     m = mask.double()

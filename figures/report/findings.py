@@ -64,8 +64,9 @@ def _gmc_vs_onpolicy(c9: dict, pm: dict) -> str:
     fails = [c for c in c9["comparisons"] if c.get("test") == "Clopper–Pearson" and c.get("locked_in") is not None]
     ftxt = ""
     if fails:
-        ftxt = (" Failures at the common η and its neighbour (diverged/collapsed/locked in of n): " + "; ".join(
-            f"{c['instance']} {c['name'].split('-')[0]} {n(c.get('diverged'))}/{n(c.get('collapsed'))}/"
+        # v3 judged stability on the common arm only; v4 names the arm in each rate row's name
+        ftxt = (" Failures at the η of each stability row and its neighbour (diverged/collapsed/locked in of n): " + "; ".join(
+            f"{c['instance']} {c['name']} {n(c.get('diverged'))}/{n(c.get('collapsed'))}/"
             f"{n(c.get('locked_in'))} of {n(c['n'])}" + (" (" + c["premise"] + ")" if c.get("premise") else "")
             for c in fails) + ".")
     return (f"gmc minus onpolicy (no correction), normalised AUC at d = {pm.get('primary', {}).get('d')}, "
