@@ -137,7 +137,10 @@ def blocks(rep: dict) -> list:
     kf = findings.key_findings(rep)  # the long sentences (C9, regime map, LM) are the appendix's
     b += [("h2", "Key findings"), ("ul", kf[:2] + (["The long-form findings on C9, the regime map and the LM row: "
                                                    "the appendix."] if kf[2:] else []))]
-    b += [blk for blk in training.training_blocks(rep) if blk[0] != "details"]
+    # the per-sub-claim training text is long: the main file keeps the sections above and links it (≤ 40 KB)
+    b += [("h2", "Training claims under the pre-registered protocol"),
+          ("p", "C9's sub-claim × instance matrix, C5-T per instance and the LM row's parts, in full: "
+                + _link("the appendix", Path(link).as_posix()) + ".")]
     b.append(("h2", "Other figures"))
     for meta in rep["sidecars"]:
         if meta["figure"] not in (REGIME_FIGURE, LM_FIGURE):
@@ -176,7 +179,7 @@ def detail_blocks(rep: dict) -> list:
     kf = findings.key_findings(rep)[2:]
     if kf:
         b += [("h2", "Key findings, long form"), ("ul", kf)]
-    b += [blk for blk in training.training_blocks(rep) if blk[0] == "details"]
+    b += training.training_blocks(rep)
     for meta in rep["sidecars"]:
         for t in meta.get("appendix_tables") or []:
             b += [("details", t.get("title", meta["figure"]), t["columns"], _cells(t["rows"]))]
