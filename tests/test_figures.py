@@ -326,7 +326,9 @@ def test_report_prints_the_regime_map_boundary(tmp_path):
     _write_fig(tmp_path, "fig_regime_map", [], boundary=bnd)
     md, _, rep = report.write(tmp_path, quick=False, run_checks=False, provenance={"commit": "abc", "dirty": False})
     text = md.read_text()
-    assert "Regime map: where does gmc help?" in text  # the boundary table itself is the appendix's
+    details = md.with_name("REPORT-details.md").read_text()
+    # the long-form training text (its regime-map heading and the boundary table) is the appendix's; the main file links it
+    assert "Regime map: where does gmc help?" in details and "[the appendix](REPORT-details.md)" in text
     assert "none up to d = 64" in md.with_name("REPORT-details.md").read_text()
     assert any("on no instance up to d = 64; onpolicy significantly ahead from a d = 2" in f
                for f in report.key_findings(rep))
