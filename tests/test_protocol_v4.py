@@ -232,6 +232,17 @@ def test_c5_premise_is_c9_regime():
     assert not r["in_scope"] and r["chi2_median"] == row.chi2_median == 1.32 and "C9's regime" in r["reason"]
 
 
+def test_c5_t_is_out_of_scope_where_c9_finds_the_instance_saturated():
+    """One scope rule: an instance C9 calls saturated is out of scope for C5-T too, whatever its χ² (seen in the
+    v4 run: count-frac, prev-random-1/2 and feature-loglinear were saturated for C9 and judged by C5-T)."""
+    _, sub = c9_instance(_table(GOOD, chi2={"gmc": 0.2, "onpolicy": 0.1}), V4)
+    row = next(sub.itertuples(index=False))
+    why = "saturated: zero-gradient fraction 0.62 [0.56, 0.68]"
+    r = c5_instance(pd.DataFrame(), None, V4, regime=row, saturated=why)
+    assert not r["in_scope"] and r["verdict"] == vd.OUT_OF_SCOPE and r["reason"] == why
+    assert c5_instance(pd.DataFrame(), None, V4, regime=row, saturated="")["in_scope"]
+
+
 # ----------------------------------------------------------------------------- 10. C9 survivors (issue 39)
 def test_regime_at_exactly_the_threshold_is_local():
     assert regime_of(V4.local_chi2, V4) == "local"

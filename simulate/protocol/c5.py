@@ -178,9 +178,15 @@ def test_b_retired(proto: Protocol) -> dict:
 
 
 def c5_instance(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None,
-                regime=None) -> dict:
+                regime=None, saturated: str = "") -> dict:
     """C5 on one instance: premise, tests A and B, and the instance verdict. ``regime`` (v4): C9's
-    sub-claim row of the instance, whose ``chi2_median``/``chi2_lo``/``chi2_hi`` are the premise."""
+    sub-claim row of the instance, whose ``chi2_median``/``chi2_lo``/``chi2_hi`` are the premise;
+    ``saturated`` (v4): C9's saturation reason for the instance — a saturated instance is out of scope for
+    C5-T exactly as for C9 (one scope rule: a learner at its ceiling at d = 0 has no delay cost to measure)."""
+    if saturated:
+        return dict(in_scope=False, verdict=vd.OUT_OF_SCOPE, reason=saturated,
+                    chi2_median=float(getattr(regime, "chi2_median", math.nan)) if regime is not None else math.nan,
+                    premise_source="C9 saturation guard")
     if regime is not None:
         chi2 = float(regime.chi2_median)
         ok = bool(np.isfinite(chi2) and chi2 <= proto.local_chi2)
@@ -204,12 +210,14 @@ def c5_instance(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol
 
 
 def c5_verdicts(table: pd.DataFrame, fixed: pd.DataFrame | None, proto: Protocol, local_exponent=None,
-                regimes: dict | None = None) -> dict:
+                regimes: dict | None = None, saturated: dict | None = None) -> dict:
     """C5 per instance and aggregated (:func:`simulate.verdicts.aggregate`); ``regimes`` (v4): C9's
-    sub-claim row per instance, the premise (:func:`c5_instance`)."""
+    sub-claim row per instance, the premise; ``saturated`` (v4): ``{instance: reason}`` of C9's saturation
+    guard, empty reason when not saturated (:func:`c5_instance`)."""
     per = {}
     for inst, t in table.groupby("instance", sort=False):
         f = None if fixed is None else fixed[fixed.instance == inst]
-        per[inst] = c5_instance(t, f, proto, local_exponent, None if regimes is None else regimes[inst])
+        per[inst] = c5_instance(t, f, proto, local_exponent, None if regimes is None else regimes[inst],
+                                "" if saturated is None else saturated.get(inst, ""))
     agg = vd.aggregate([r["verdict"] for r in per.values()], proto.min_fraction) if per else vd.OUT_OF_SCOPE
     return dict(per_instance=per, verdict=agg)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from simulate.protocol import cells as pc
 from simulate.protocol.c5 import c5_verdicts, fixed_eta
-from simulate.protocol.c9 import c9_verdicts
+from simulate.protocol.c9 import c9_verdicts, saturation
 from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance
 from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
 
@@ -241,10 +241,12 @@ def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool =
     res.c9 = c9_verdicts(table, proto)
     if c5_tables:
         # v4: C5-T's premise is C9's regime of the same instance (one χ² premise, computed once)
-        regimes = None
+        regimes = saturated = None
         if proto.version >= 4:
             regimes = {r.instance: r for r in res.c9["subclaims"].drop_duplicates("instance").itertuples(index=False)}
-        res.c5 = c5_verdicts(res.c5_table, res.fixed, proto, local_exponent, regimes=regimes)
+            # and C9's saturation guard, so an instance out of scope for C9 is out of scope for C5-T too
+            saturated = {name: saturation(t, proto)["reason"] for name, t in table.groupby("instance", sort=False)}
+        res.c5 = c5_verdicts(res.c5_table, res.fixed, proto, local_exponent, regimes=regimes, saturated=saturated)
     return res
 
 
