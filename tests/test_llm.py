@@ -13,6 +13,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from _tol import tol
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,7 +154,8 @@ def test_trajectory_loss_gradient_equals_hand_estimate(name):
         lp = completion_logprobs(model, ro.seq[i:i + 1], ro.attn[i:i + 1], ro.mask[i:i + 1], ro.prompt_len)
         hand += w[i] * A[i] * _grad(model, lp.sum())
     hand /= n_groups * G
-    assert torch.allclose(auto, hand, rtol=1e-4, atol=1e-6 * hand.abs().max().item())
+    # float32 sums over the batch's per-sample gradients: atol from the dtype and the largest entry (tests/_tol.py)
+    assert torch.allclose(auto, hand, rtol=1e-4, atol=tol(hand, 64, dtype=torch.float32)["atol"])
     # the batch is stale enough that the estimators differ (otherwise this test could not fail)
     assert np.abs(ell).max() > 0.5
     if name in ("tis", "tic", "gmc"):
@@ -181,7 +183,7 @@ def test_d0_is_type_losses_give_onpolicy_gradient():
         logp = completion_logprobs(model, ro.seq, ro.attn, ro.mask, ro.prompt_len)
         assert (logp.detach() - ro.logp_old).abs().max() < 1e-4
         g = _grad(model, policy_loss(name, logp, ro.logp_old, A, ro.mask, group_size=4))
-        assert torch.allclose(g, ref, rtol=1e-4, atol=1e-6 * ref.abs().max().item()), name
+        assert torch.allclose(g, ref, rtol=1e-4, atol=tol(ref, 64, dtype=torch.float32)["atol"]), name
 
 
 def test_update_step_skips_nonfinite_loss_and_gradient():
