@@ -328,7 +328,7 @@ def test_report_prints_the_regime_map_boundary(tmp_path):
     text = md.read_text()
     details = md.with_name("REPORT-details.md").read_text()
     # the long-form training text (its regime-map heading and the boundary table) is the appendix's; the main file links it
-    assert "Regime map: where does gmc help?" in details and "[the appendix](REPORT-details.md)" in text
+    assert "Regime map: where does gmc help?" in details and "[the appendix](" + "REPORT-details.md)" in text
     assert "none up to d = 64" in md.with_name("REPORT-details.md").read_text()
     assert any("on no instance up to d = 64; onpolicy significantly ahead from a d = 2" in f
                for f in report.key_findings(rep))
