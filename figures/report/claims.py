@@ -206,8 +206,14 @@ def c5t(rep: dict) -> tuple[str, str, str]:
     key = ("test A, change of gmc's delay cost Δ over G (claim: falls by > margin; 90 % bootstrap percentile): "
            + ", ".join(stats_)) if stats_ else DASH
     counts = {w: sum(r.get("verdict") == w for r in scoped.values()) for w in vd.VERDICTS}
+    out = [r for r in per.values() if not r.get("in_scope")]
+    # the reason of each out-of-scope instance, counted from its own record (v4: C9's saturation guard or the χ² premise)
+    n_sat = sum(str(r.get("reason", "")).startswith("saturated") for r in out)
+    why = ", ".join(x for x in ((f"{n_sat} saturated (C9's guard)" if n_sat else ""),
+                                (f"{len(out) - n_sat} with learning-phase χ² above the premise" if len(out) - n_sat else ""))
+                    if x)
     note = (f"{', '.join(f'{w} on {k}' for w, k in counts.items() if k)} of {len(scoped)} in scope; "
-            f"{len(per) - len(scoped)} out of scope (learning-phase χ² above the premise)")
+            f"{len(out)} out of scope" + (f" ({why})" if why else ""))
     if any("underpowered" in ((r.get("test_b") or {}).get("reason") or "") for r in scoped.values()):
         note += "; test B underpowered"
     return c["verdict"], key, note
