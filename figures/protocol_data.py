@@ -46,7 +46,8 @@ def protocol_meta(res) -> dict:
                 step_arms=list(p.step_arms), power_target=p.power_target, normalise=p.normalise,
                 rate_premise_d0=p.rate_premise_d0, delays=list(p.delays), G=list(p.G), eps=list(p.eps),
                 zero_tol=p.zero_tol, eta_rule=p.eta_rule, eta_lcb_level=p.eta_lcb_level, token_eta=p.token_eta,
-                heldout_margin=p.heldout_margin, sensitivity_step_log2=p.sensitivity_step_log2)
+                heldout_margin=p.heldout_margin, sensitivity_step_log2=p.sensitivity_step_log2,
+                instance_settings={k: dict(v) for k, v in p.instance_settings.items()})
 
 
 def c9_sidecar(res) -> dict:

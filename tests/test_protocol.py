@@ -69,7 +69,7 @@ def test_committed_protocol_has_disjoint_seeds_and_its_hash(quick):
     p = load_protocol(quick=quick)
     assert not set(p.tune_seeds) & set(p.eval_seeds)
     assert len(p.eval_seeds) >= (8 if quick else 24) and len(p.tune_seeds) >= (4 if quick else 16)
-    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest() and p.version == 4
+    assert p.sha256 == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest() and p.version == 5
     assert len(p.instances) >= 4 and "feature-loglinear" in p.instances
     assert set(p.instances) <= set(INSTANCES)
 

@@ -1,7 +1,7 @@
 """The pre-registered training-claims protocol for C5 and C9 (docs/protocol.md).
 
 - :mod:`~simulate.protocol.instances` — the named training instances (and :func:`from_mdp` for yours);
-- ``protocol-v4.toml`` (current; v1–v3 kept) + :mod:`~simulate.protocol.spec` — the committed, hashed protocol;
+- ``protocol-v5.toml`` (current; v1–v4 kept) + :mod:`~simulate.protocol.spec` — the committed, hashed protocol;
 - :mod:`~simulate.protocol.cells` — one cell: η tuned on the tuning seeds, evaluated on held-out seeds;
 - :mod:`~simulate.protocol.c9`, :mod:`~simulate.protocol.c5` — the pre-declared comparisons and verdicts;
 - :mod:`~simulate.protocol.run` — :func:`run_protocol`, :func:`run_c9`, :func:`run_c5`.

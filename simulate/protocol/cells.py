@@ -148,9 +148,9 @@ def step_eta(inst: TrainingInstance, estimator: str, eta: float, proto: Protocol
 
 def _configs(inst: TrainingInstance, estimator: str, d: int, eps: float, G: int, etas, seeds, proto: Protocol,
              K: int | None):
-    steps = proto.budget // (G * proto.n_prompts) if K is None else int(K)
+    steps = proto.steps(inst.name, G) if K is None else int(K)
     extra = {} if proto.zero_tol is None else dict(zero_tol=float(proto.zero_tol))  # v4 (None: v1–v3's exact rule)
-    return [TrainConfig(instance=inst, estimator=estimator, eps=eps, G=G, n_prompts=proto.n_prompts,
+    return [TrainConfig(instance=inst, estimator=estimator, eps=eps, G=G, n_prompts=proto.prompts_of(inst.name),
                         eta=step_eta(inst, estimator, eta, proto), steps=steps, delay=dl.fixed(d), seed=int(s),
                         collapse_frac=0.0, theta_max=THETA_MAX, **extra)
             for eta in etas for s in seeds]
@@ -216,7 +216,7 @@ def run_cell(instance, estimator: str, d: int, eps: float, G: int, proto: Protoc
                      proto, "eval", "lower", K=K)
     out = pd.DataFrame(rows)
     out["eta_kind"] = out["eta_kind"].fillna("grid") if "eta_kind" in out else "grid"
-    steps = proto.budget // (G * proto.n_prompts) if K is None else int(K)
+    steps = proto.steps(inst.name, G) if K is None else int(K)
     out = out.assign(instance=inst.name, estimator=estimator, d=int(d), eps=float(eps), G=int(G), K=steps,
                      eta_tuned=eta_tuned,
                      eta_at_edge=bool(at_low or at_high), n_widen=n_widen, window_octaves=window,
@@ -245,4 +245,4 @@ def eval_at(instance, estimator: str, d: int, eps: float, G: int, eta: float, pr
     rows = _run(inst, estimator, d, eps, G, [eta], proto.eval_seeds, proto, "fixed" if kind == "fixed" else "eval",
                 kind, K=K)
     return pd.DataFrame(rows).assign(instance=inst.name, estimator=estimator, d=int(d), eps=float(eps), G=int(G),
-                                     K=proto.budget // (G * proto.n_prompts) if K is None else int(K))
+                                     K=proto.steps(inst.name, G) if K is None else int(K))

@@ -1,6 +1,6 @@
 """The protocol as a frozen object read from the committed, hashed data file (docs/protocol.md).
 
-:func:`load_protocol` reads the current ``protocol-v4.toml`` (:data:`DEFAULT_PATH`; or an earlier version,
+:func:`load_protocol` reads the current ``protocol-v5.toml`` (:data:`DEFAULT_PATH`; or an earlier version,
 or a user's file), validates every field — the ``[quick]`` overlay included, at every load — and
 returns a :class:`Protocol`; ``quick=True`` overlays the file's ``[quick]`` table (fewer seeds, a
 smaller grid, the same rules). ``Protocol.sha256`` is the hash of the file's bytes, printed in the
@@ -17,17 +17,19 @@ from pathlib import Path
 from simulate.training.config import REGISTERED_ESTIMATORS
 
 #: The current protocol (what ``make run``, the CLI and the figures use when no file is named).
-DEFAULT_PATH = Path(__file__).with_name("protocol-v4.toml")
+DEFAULT_PATH = Path(__file__).with_name("protocol-v5.toml")
 #: The earlier registered protocols; each stays loadable and reproduces its report under its own hash.
 V1_PATH = Path(__file__).with_name("protocol.toml")
 V2_PATH = Path(__file__).with_name("protocol-v2.toml")
 V3_PATH = Path(__file__).with_name("protocol-v3.toml")
+V4_PATH = Path(__file__).with_name("protocol-v4.toml")
 #: Seeds are NumPy ``SeedSequence`` entropy words: integers in [0, 2³²).
 SEED_LIMIT = 2 ** 32
 #: ``|log₂ η|`` bound of a grid edge: keeps 2^edge and its widenings finite and meaningful.
 ETA_LOG2_LIMIT = 64.0
 
-__all__ = ["Protocol", "load_protocol", "check_axes", "DEFAULT_PATH", "V1_PATH", "V2_PATH", "V3_PATH", "QUICK_KEYS"]
+__all__ = ["Protocol", "load_protocol", "check_axes", "DEFAULT_PATH", "V1_PATH", "V2_PATH", "V3_PATH", "V4_PATH",
+           "QUICK_KEYS", "INSTANCE_KEYS"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class Protocol:
     eta_lcb_level: float = 0.9
     heldout_margin: float = math.nan
     sensitivity_step_log2: float = math.nan
+    # ---- version 5 (training-claims-v5, docs/protocol.md §v5; issue 33): per-instance learner settings
+    instance_settings: dict = field(default_factory=dict, hash=False)
     quick: bool = False
     sha256: str = ""
 
@@ -103,7 +107,7 @@ class Protocol:
         for nm in ("eta_step_log2", "window_delta", "collapse_drop", "neighbour_step_log2", "margin", "alpha",
                    "failure_p0", "local_chi2", "min_fraction", "learning_gap", "power_target"):
             _check(_real(getattr(self, nm)), nm, "a finite number")
-        _check(self.version in (1, 2, 3, 4), "version", "1, 2, 3 or 4")
+        _check(self.version in (1, 2, 3, 4, 5), "version", "1, 2, 3, 4 or 5")
         _check("onpolicy" in self.estimators, "estimators",
                f"a list that includes 'onpolicy' (the reference of the common η, the saturation guard and "
                f"onpolicy-degrades; got {list(self.estimators)})")
@@ -153,6 +157,7 @@ class Protocol:
         _check(all(self.budget % (g * self.n_prompts) == 0 for g in self.G if self.budget % g == 0), "n_prompts",
                f"a divisor of budget / G for every G (K = budget / (G·n_prompts) steps; budget {self.budget}, "
                f"G {list(self.G)}, n_prompts {self.n_prompts})")
+        self._check_instance_settings(INSTANCES)
         _check(len(self.tune_seeds) >= 2 and len(self.eval_seeds) >= 2, "tune_seeds/eval_seeds", "at least 2 seeds each")
         _check(not set(self.tune_seeds) & set(self.eval_seeds), "tune_seeds/eval_seeds",
                "disjoint sets (tuning seeds must not be evaluation seeds)")
@@ -186,6 +191,36 @@ class Protocol:
                "a finite number > 0")
         _check(c.get("theory_regime", "comparable") in ("delay-dominated", "comparable", "variance-dominated"),
                "c5.theory_regime", "'delay-dominated', 'comparable' or 'variance-dominated'")
+
+    def _check_instance_settings(self, registered) -> None:
+        """v5: ``[instance_settings."name"]`` tables override ``n_prompts`` and ``budget`` for one registered
+        instance (an instance defined by several prompts per step, e.g. ``lm-faithful-exact``)."""
+        st = self.instance_settings
+        _check(isinstance(st, dict), "instance_settings", "a table of per-instance tables")
+        _check(not st or self.version >= 5, "instance_settings", "absent below version 5")
+        for name, kw in st.items():
+            where = f"instance_settings.{name}"
+            _check(name in registered, where, f"a table named after a registered instance ({', '.join(registered)})")
+            _check(isinstance(kw, dict) and kw and set(kw) <= set(INSTANCE_KEYS), where,
+                   f"a table with keys from {sorted(INSTANCE_KEYS)} (got {kw!r})")
+            for k, v in kw.items():
+                _check(_int(v) and v >= 1, f"{where}.{k}", f"an integer >= 1 (got {v!r})")
+            for g in self.G:
+                _check(self.budget_of(name) % (g * self.prompts_of(name)) == 0, where,
+                       f"budget and n_prompts with G·n_prompts dividing the budget for every G (K = budget / "
+                       f"(G·n_prompts); budget {self.budget_of(name)}, n_prompts {self.prompts_of(name)}, G {g})")
+
+    def prompts_of(self, instance: str) -> int:
+        """Prompts (groups) per learner step on ``instance``: its ``instance_settings`` entry, else ``n_prompts``."""
+        return int(self.instance_settings.get(instance, {}).get("n_prompts", self.n_prompts))
+
+    def budget_of(self, instance: str) -> int:
+        """Sampled trajectories per run on ``instance``: its ``instance_settings`` entry, else ``budget``."""
+        return int(self.instance_settings.get(instance, {}).get("budget", self.budget))
+
+    def steps(self, instance: str, G: int) -> int:
+        """Learner steps of a run: ``K = budget / (G·n_prompts)`` with the instance's own settings."""
+        return self.budget_of(instance) // (int(G) * self.prompts_of(instance))
 
     def etas(self, lo: float | None = None, hi: float | None = None) -> list[float]:
         """The half-octave grid ``2^{lo}, 2^{lo+step}, …, 2^{hi}``."""
@@ -243,6 +278,8 @@ def _check(ok: bool, name: str, valid: str) -> None:
         raise ValueError(f"protocol field {name} must be {valid}")
 
 
+#: Keys an ``[instance_settings."name"]`` table (v5) may set.
+INSTANCE_KEYS = ("n_prompts", "budget")
 #: Keys a ``[quick]`` table may override: the grid and the seeds, never the rules or the identity.
 QUICK_KEYS = frozenset({"instances", "estimators", "eps_estimators", "delays", "eps", "G", "budget", "tune_seeds",
                         "eval_seeds", "eta_log2", "eta_log2_token", "c5_G"})
@@ -265,7 +302,7 @@ def _table_keys(data: dict, name: str, required: set, optional: set = frozenset(
 
 
 def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protocol:
-    """Read and validate the protocol file (default: the committed ``protocol-v4.toml``).
+    """Read and validate the protocol file (default: the committed ``protocol-v5.toml``).
 
     Every field is checked at load (one message naming the field and its valid range); unknown or
     misspelled keys are errors; ``[quick]`` may override only :data:`QUICK_KEYS`.
@@ -288,7 +325,7 @@ def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protoc
     kw = {}
     for k, f in fields.items():
         if k not in data:
-            if f.default is MISSING:
+            if f.default is MISSING and f.default_factory is MISSING:
                 raise ValueError(f"protocol file {path} lacks the field {k!r}")
             continue
         v = data[k]
@@ -355,10 +392,12 @@ def check_axes(proto: Protocol, *, instances, delays, eta_factors, G, eps, estim
     _ints("tuned_delays", tuned_delays or (), 0)
     _ints("G", G, 1)
     _ints("seeds", seeds, 0, 2 ** 32)
-    short = [g for g in G if proto.budget % (int(g) * proto.n_prompts)]
-    if short:
-        raise ValueError(f"G must divide budget / n_prompts = {proto.budget} / {proto.n_prompts} (K = budget/(G·n_prompts) "
-                         f"steps), got {short}")
+    for inst in instances:
+        b, n = proto.budget_of(inst), proto.prompts_of(inst)
+        short = [g for g in G if b % (int(g) * n)]
+        if short:
+            raise ValueError(f"G must divide budget / n_prompts = {b} / {n} on instance {inst} (K = budget/(G·n_prompts) "
+                             f"steps), got {short}")
     for name, vals in (("eta_factors", eta_factors), ("eps", eps)):
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in vals):
             raise ValueError(f"{name} must be finite numbers > 0, got {list(vals)}")
