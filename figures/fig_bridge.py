@@ -4,7 +4,7 @@ The ladder (:mod:`simulate.bridge`, docs/bridge.md) adds one ingredient of the L
 tunes onpolicy's η at d = 0 on tuning seeds (protocol v4's lower-confidence-bound rule) and evaluates onpolicy,
 is, gmc and grpo on held-out seeds at d ∈ {0, 8, 32} at η₀ and η₀/4. Cells are cached by the sweep engine.
 Drawn: gmc − onpolicy in nAUC (mean over held-out seeds, 95 % paired-t interval) per rung and delay; a filled
-marker where onpolicy fails in ≥ 50 % of the runs. The sidecar's ``answer`` rows (group ``toy-lm-faithful``)
+marker where onpolicy fails in ≥ 50 % of the runs. The sidecar's ``answer`` rows (group ``toy-ladder``)
 and its "Toy vs LM" section are computed from the same table (:mod:`simulate.bridge.summary`).
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _fmt(v: float, nd: int = 3) -> str:
 
 
 def answer_rows(tab, rungs: list[str], n_seeds: int) -> list[dict]:
-    """The report's ``answer`` rows (group ``toy-lm-faithful``): gmc − rival at d = 8, 32 on ``rungs``, both arms."""
+    """The report's ``answer`` rows (group ``toy-ladder``): gmc − rival at d = 8, 32 on ``rungs``, both arms."""
     rows = []
     # one arm per row of the report's table: the smaller step first (the report shows the first arm of a group;
     # at η₀ on the sparse-reward rungs gmc itself fails under delay, so η₀/4 is the arm where the LM's row is
@@ -89,7 +89,7 @@ def answer_rows(tab, rungs: list[str], n_seeds: int) -> list[dict]:
         for _, r in sel[sel["arm"] == arm].iterrows():
             for rival in ("onpolicy", "is", "grpo"):
                 m, lo, hi = float(r[f"d_{rival}"]), float(r[f"lo_{rival}"]), float(r[f"hi_{rival}"])
-                rows.append(dict(group="toy-lm-faithful", setting=str(r["rung"]), d=int(r["d"]),
+                rows.append(dict(group="toy-ladder", setting=str(r["rung"]), d=int(r["d"]),
                                  rival=rival, arm=f"η = {arm}", metric="nAUC", delta=m, lo=lo, hi=hi,
                                  interval=f"95 % paired t, {n_seeds} held-out seeds", n=int(r["n"])))
     return rows

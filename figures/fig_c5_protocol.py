@@ -129,7 +129,7 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
         meta["test_b_retired"] = b
         rows = [[inst, f"{r.get('chi2_median', float('nan')):.3g}" if r.get("chi2_median") is not None else "—",
                  "in scope" if r.get("in_scope") else "out of scope", r["verdict"]] for inst, r in per.items()]
-        meta["sections"] = [dict(title="C5-T (delay cost against G) under protocol v4",
+        meta["sections"] = [dict(title=f"C5-T (delay cost against G) under protocol v{p.version}",
                                  paragraphs=[f"Test B (η re-tuned per G) is {b['reason']}. C5-T is judged by test A "
                                              f"(fixed η) where C9's regime is local; aggregate: "
                                              f"{res.c5.get('verdict', vd.OUT_OF_SCOPE)}."],

@@ -47,7 +47,15 @@ def protocol_meta(res) -> dict:
                 rate_premise_d0=p.rate_premise_d0, delays=list(p.delays), G=list(p.G), eps=list(p.eps),
                 zero_tol=p.zero_tol, eta_rule=p.eta_rule, eta_lcb_level=p.eta_lcb_level, token_eta=p.token_eta,
                 heldout_margin=p.heldout_margin, sensitivity_step_log2=p.sensitivity_step_log2,
-                instance_settings={k: dict(v) for k, v in p.instance_settings.items()})
+                instance_settings={k: dict(v) for k, v in p.instance_settings.items()},
+                instance_groups=instance_groups(p.instances))
+
+
+def instance_groups(instances) -> dict:
+    """``{instance: answer-table group}`` (:attr:`simulate.protocol.instances.TrainingInstance.report_group`)."""
+    from simulate.protocol.instances import get_instance
+
+    return {i: get_instance(i).report_group for i in instances}
 
 
 def c9_sidecar(res) -> dict:
@@ -121,7 +129,8 @@ def _fmt(x, digits: int = 3) -> str:
 
 
 def answer_rows(res) -> list[dict]:
-    """The ``"answer"`` rows of group ``tabular``: gmc − rival in nAUC at the primary cell (d = primary d), on
+    """The ``"answer"`` rows of the protocol's instances (group ``tabular``, or the instance's own
+    ``report_group``, e.g. ``toy-lm-faithful``): gmc − rival in nAUC at the primary cell (d = primary d), on
     each arm, for onpolicy, is, tis, tic, grpo and every peer correction of the protocol, per instance: the mean
     paired difference over the held-out seeds with its two-sided 95 % t-interval (``scipy.stats.t``), and the
     C9 comparison's verdict (non-inferiority at −margin, Holm) beside."""
@@ -133,6 +142,7 @@ def answer_rows(res) -> list[dict]:
     d, G, eps = int(p.primary["d"]), int(p.primary["G"]), float(p.primary["eps"])
     peers = [e for e in p.estimators if e not in ANSWER_RIVALS and e != "gmc" and _is_peer(registry, e)]
     comp = res.c9["comparisons"]
+    groups = instance_groups(p.instances)
     rows = []
     for inst in p.instances:
         t = res.table[res.table.instance == inst]
@@ -146,7 +156,7 @@ def answer_rows(res) -> list[dict]:
                 m, lo, hi = vd.t_interval((g[seeds] - r[seeds]).to_numpy())
                 sel = comp[(comp.instance == inst) & (comp.get("arm") == arm)
                            & (comp.name == f"gmc − {x} (d={d}, {arm} η)")] if "arm" in comp else comp.iloc[:0]
-                row = dict(group="tabular", setting=inst, d=d, rival=x, arm=_ARM_WORD[arm], metric="nAUC", delta=m,
+                row = dict(group=groups[inst], setting=inst, d=d, rival=x, arm=_ARM_WORD[arm], metric="nAUC", delta=m,
                            lo=lo, hi=hi, interval=f"95 % paired t, {len(seeds)} held-out seeds", n=int(len(seeds)))
                 if len(sel):
                     row["verdict"] = str(sel.verdict.iloc[0])
@@ -197,7 +207,7 @@ def scope_section(res) -> dict:
     sens = res.c9.get("sensitivity")
     paras = [f"Protocol {p.label}. C9 at η: {res.c9['verdict']}"
              + (f"; at η/√2 (sensitivity line): {sens['verdict']}" if sens else "") + "."]
-    return dict(title="Protocol v4 scope (C9, tabular instances)", paragraphs=paras,
+    return dict(title=f"Protocol v{p.version} scope (C9, tabular instances)", paragraphs=paras,
                 tables=[dict(title="Scope per instance", columns=["instance", "zero-gradient fraction", "saturation",
                                                                   "cells flagged (held-out < tuning)",
                                                                   "stability at d (tuned | common)", "regime (χ²)"],

@@ -163,7 +163,7 @@ def test_section_is_computed_from_the_data():
     assert "12/12" in text and "-0.0500" in text and "c-no-shared: onpolicy +0.0200" in text
     assert found["η₀"] == ("1-shared", ["1-shared"])
     ans = answer_rows(tab_, ["1-shared"], 12)
-    assert {a["group"] for a in ans} == {"toy-lm-faithful"} and len(ans) == 6
+    assert {a["group"] for a in ans} == {"toy-ladder"} and len(ans) == 6
     assert all(a["lo"] <= a["delta"] <= a["hi"] for a in ans)
     # the same table with the failing rung healed: no rung flips, and the section says so
     healed = tab_.copy()
@@ -182,7 +182,7 @@ def test_fig_bridge_quick(tmp_path):
                                                                 progress=False))
     meta = json.loads((tmp_path / "fig_bridge.json").read_text())
     assert meta["sections"][0]["title"] == "Toy vs LM" and (tmp_path / "fig_bridge.png").exists()
-    assert all(a["group"] == "toy-lm-faithful" for a in meta["answer"]) and res.name == "fig_bridge"
+    assert all(a["group"] == "toy-ladder" for a in meta["answer"]) and res.name == "fig_bridge"
 
 
 def test_lm_faithful_instance_is_registered():

@@ -21,7 +21,8 @@ from simulate import verdicts as vd
 GROUPS = {
     "tabular": "tabular softmax instances (toy MDPs)",
     "user-mdp": "your own MDP (`python -m simulate protocol --instance-file`)",
-    "toy-lm-faithful": "LM-faithful toy instance",
+    "toy-lm-faithful": "LM-faithful toy (lm-faithful-exact, protocol cells)",
+    "toy-ladder": "LM-faithful toy on the ladder (rung 6, exploratory)",
     "cpu-lm": "tiny LM on CPU (2-digit sums)",
     "gpu-lm": "LM on a GPU",
 }
@@ -81,24 +82,26 @@ def derive_tabular(rep: dict) -> list[dict]:
     rm = rep.get("regime_map") or {}
     st = rm.get("settings") or {}
     G0, e0 = st.get("primary_G"), st.get("primary_eps")
+    groups = pm.get("instance_groups") or {}  # v5: an instance's own answer row (e.g. the LM-faithful toy)
     have_rm = set()
     for c in rm.get("comparisons") or []:
         if (c.get("comparison") == "gmc − onpolicy" and c.get("arm") == "tuned" and int(c["d"]) in DELAYS
                 and (G0 is None or int(c["G"]) == int(G0)) and (e0 is None or abs(float(c["eps"]) - float(e0)) < 1e-12)
                 and finite(c.get("estimate")) and finite(c.get("lo")) and finite(c.get("hi"))):
-            out.append(dict(group="tabular", setting=c["instance"], d=int(c["d"]), rival="onpolicy", arm="tuned η",
+            out.append(dict(group=groups.get(c["instance"], "tabular"), setting=c["instance"], d=int(c["d"]),
+                            rival="onpolicy", arm="tuned η",
                             metric="nAUC", delta=c["estimate"], lo=c["lo"], hi=c["hi"], n=c.get("n"),
                             interval="gmc − onpolicy: " + (rm.get("interval") or "95 % paired t over the held-out seeds")))
-            have_rm.add(int(c["d"]))
+            have_rm.add((c["instance"], int(c["d"])))
     pat = re.compile(r"^gmc − (\S+) \(d=(\d+), tuned η\)$")
     for c in c9.get("comparisons") or []:
         m = pat.match(c.get("name", ""))
         if not m or not (finite(c.get("estimate")) and finite(c.get("lo")) and finite(c.get("hi"))):
             continue
         rival, d = m.group(1), int(m.group(2))
-        if d != d9 or (rival == "onpolicy" and d in have_rm):
+        if d != d9 or (rival == "onpolicy" and (c["instance"], d) in have_rm):
             continue
-        out.append(dict(group="tabular", setting=c["instance"], d=d, rival=rival, arm="tuned η", metric="nAUC",
+        out.append(dict(group=groups.get(c["instance"], "tabular"), setting=c["instance"], d=d, rival=rival, arm="tuned η", metric="nAUC",
                         delta=c["estimate"], lo=c["lo"], hi=c["hi"], n=c.get("n"),
                         interval="other rivals (d = 8): paired t at the comparison's Holm level (protocol C9), "
                                  "held-out seeds"))
@@ -249,7 +252,7 @@ def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
             verb = f"**no single winner**: gmc significantly ahead on {up}, behind on {down}"
         lines.append(f"Tabular softmax instances ({n_inst} toy MDPs, nAUC, η tuned per estimator): {verb} of the "
                      f"{len(tab)} instance × delay cells (d ∈ {ds}).")
-    for g in ("toy-lm-faithful", "user-mdp", "cpu-lm", "gpu-lm"):
+    for g in ("toy-lm-faithful", "toy-ladder", "user-mdp", "cpu-lm", "gpu-lm"):
         es = [e for e in ents if e["group"] == g]
         if not es:
             continue

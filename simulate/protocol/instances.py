@@ -35,6 +35,10 @@ __all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_to
            "token_state_features", "class_optimum"]
 
 
+#: The answer-table rows an instance may report to (:attr:`TrainingInstance.report_group`).
+REPORT_GROUPS = ("tabular", "toy-lm-faithful")
+
+
 @dataclass(frozen=True, eq=False)
 class TrainingInstance:
     """One named training problem (module docstring). Identity is the only equality (holds arrays)."""
@@ -61,10 +65,15 @@ class TrainingInstance:
     w_init: np.ndarray | None = None
     """``ndarray(float64, (n_params,))`` warm-start parameters (e.g. a supervised fit): the learner starts at
     ``w_init`` (plus the config's ``init_scale`` noise); ``None``: ``w = 0``, the uniform policy."""
+    report_group: str = "tabular"
+    """The row of the report's answer table the instance's results go to: ``"tabular"`` (toy MDPs) or
+    ``"toy-lm-faithful"`` (the LM-faithful toy, issue 33), so an LM-like instance never widens the toy range."""
     J_star: float = field(init=False, default=math.nan)
     """Largest return of any path (computed)."""
 
     def __post_init__(self):
+        if self.report_group not in REPORT_GROUPS:
+            raise ValueError(f"report_group must be one of {REPORT_GROUPS}, got {self.report_group!r}")
         mdp = tab.TabularMDP(self.name, self.next_state, self.reward, self.s0)  # validates the shapes
         object.__setattr__(self, "next_state", mdp.next_state)
         object.__setattr__(self, "reward", mdp.reward)
@@ -324,7 +333,8 @@ def _lm_faithful() -> TrainingInstance:
     return TrainingInstance("lm-faithful-exact", "LM-faithful toy (issue 33): 8 prompts, V = 16, T = 12, exact-match "
                             "reward, log-linear policy with a shared unembedding (p = 96), supervised warm start at "
                             "J = 0.5; learner: n_prompts = 8", inst.next_state, inst.reward, inst.s0,
-                            features=inst.features, starts=inst.starts, w_init=inst.w_init)
+                            features=inst.features, starts=inst.starts, w_init=inst.w_init,
+                            report_group="toy-lm-faithful")
 
 
 #: Registered instances: name → constructor (built on demand, cached by :func:`get_instance`).
