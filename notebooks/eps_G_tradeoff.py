@@ -365,7 +365,7 @@ MAP_SEEDS = "quick"
 MAP_DELAYS = (0, 4, 16) if QUICK else rm.DELAYS
 MAP_FACTORS = (1.0,) if QUICK else (0.5, 1.0, 2.0)
 # "lm-faithful-exact": the ladder's LM-faithful toy (docs/bridge.md), where uncorrected stale training fails;
-# the map runs it under the protocol's learner (one prompt per step), the ladder with 8 prompts per step
+# the map runs it with its own learner settings (protocol v5's [instance_settings]: 8 prompts per step, K = 96)
 MAP_INSTANCES = ("count-frac", "feature-loglinear", "count-long-bernoulli", "feature-lm-bernoulli", "lm-faithful-exact")
 map_controls = dict(instance=MAP_INSTANCES[0], G=8, eps=0.2)
 if widgets is not None:
