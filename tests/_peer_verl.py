@@ -99,3 +99,23 @@ def load():
         rch = importlib.import_module("verl.trainer.ppo.rollout_corr_helper")
         _LOADED.update({k: v for k, v in sys.modules.items() if k in stubs or k.startswith("verl.")})
     return ca, rch, tf
+
+
+def rollout_correction_config():
+    """verl's own ``RolloutCorrectionConfig`` class (``verl/trainer/config/algorithm.py``, its presets as
+    classmethods), loaded like the three modules above (bare ``verl`` package, ``verl.base_config`` real)."""
+    if "algorithm" in _LOADED:
+        return _LOADED["algorithm"].RolloutCorrectionConfig
+    load()
+    import importlib.util
+
+    src = ROOT / "verl"
+    stubs = {"verl": _pkg("verl", src)}
+    with mock.patch.dict(sys.modules, stubs):
+        importlib.import_module("verl.base_config")
+        path = src / "trainer" / "config" / "algorithm.py"
+        spec = importlib.util.spec_from_file_location("verl_algorithm_config", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    _LOADED["algorithm"] = mod
+    return mod.RolloutCorrectionConfig

@@ -167,11 +167,27 @@ def test_geo_rs_at_the_band_edge_divides_by_T_as_verl(T):
         assert bool((np.asarray(k) > 0).any()) == want, (backend.__name__, k, kept)
 
 
-@pytest.mark.xfail(strict=True, reason="known difference, issue 36: verl_seq_rs is a trajectory map of "
-                   "ℓ_i = Σ_t ℓ_{i,t} and cannot clamp per token; needs a token-level map (left for later)")
 def test_seq_rs_clamps_each_token_as_verl():
     """verl's ``seq_sum_k1`` clamps each token's ℓ to ±20 before summing: ℓ = [25, −20] has statistic 0 (kept,
-    IS weight min(e^5, 2) = 2). The toolkit's trajectory map sees only ℓ_i = 5 and rejects the row."""
+    IS weight min(e^5, 2) = 2). ``verl_policy_loss`` with the ``verl_seq_rs`` setting (verl's
+    ``decoupled_seq_is_rs``) keeps the row and has verl's gradient."""
+    from asyncgrpo.integrations.verl import verl_policy_loss
+
+    ell = torch.tensor([[25.0, -20.0]], dtype=torch.float64)
+    mask = torch.ones_like(ell, dtype=torch.bool)
+    lr = torch.zeros_like(ell)
+    v_loss, v_grad = verl_loss("verl_seq_rs", lr, ell, torch.ones(1, dtype=torch.float64), mask)
+    lp = (lr + ell).clone().requires_grad_(True)
+    verl_policy_loss(lp, lp.detach(), lr, torch.ones(1, dtype=torch.float64), mask, "verl_seq_rs").backward()
+    assert float(v_grad.abs().max()) > 0  # verl keeps the row
+    assert_close(lp.grad, v_grad, 8.0, scale=1.0)
+
+
+@pytest.mark.xfail(strict=True, reason="known difference, issue 36: the registry's verl_seq_rs is a trajectory map of "
+                   "ℓ_i = Σ_t ℓ_{i,t} (all the Numba learner has); clamping each token needs policy_loss "
+                   "(token_level.py) to hand the map Σ_t clamp(ℓ_{i,t}, ±20) too. verl_policy_loss does it.")
+def test_registry_map_verl_seq_rs_sees_only_the_row_sum():
+    """The same row through ``policy_loss("verl_seq_rs")``: it sees only ℓ_i = 5 and rejects the row."""
     ell = torch.tensor([[25.0, -20.0]], dtype=torch.float64)
     mask = torch.ones_like(ell, dtype=torch.bool)
     lr = torch.zeros_like(ell)

@@ -26,6 +26,9 @@ The weights are those of the policy at the start of the step: with several PPO m
 epochs per step, later updates use weights that are stale by those inner updates (as verl's own
 ``rollout_is_weights`` are). No PPO clip is applied: the weight map replaces it.
 
+verl's own corrections at any setting (``algorithm.rollout_correction``'s options, presets, bypass mode, three
+policies): :func:`verl_policy_loss` (:mod:`asyncgrpo.integrations._peer_verl`, docs/integrations.md).
+
 Discovery: verl imports the modules listed in ``VERL_USE_EXTERNAL_MODULES`` when ``verl`` is imported
 (driver and Ray workers). Importing this module with verl installed registers the losses; with
 ``ASYNCGRPO_VERL_ESTIMATOR`` (and ``ASYNCGRPO_VERL_EPS``, default 0.2) set it also installs the
@@ -44,6 +47,7 @@ import torch
 from asyncgrpo import estimators as est
 from asyncgrpo.estimators import torch_backend
 from asyncgrpo.estimators.token_level import policy_loss
+from asyncgrpo.integrations._peer_verl import RolloutCorrection, verl_policy_loss
 from asyncgrpo.validation import check_eps, check_mask, check_real_array
 
 #: Names registered with verl's ``register_policy_loss`` (one per registry estimator).
@@ -328,5 +332,5 @@ _autoregister()
 __all__ = [
     "LOSS_NAMES", "VERL_AGG_MODES", "group_index", "trajectory_log_ratios", "compute_trajectory_weights",
     "add_trajectory_weights", "trajectory_policy_loss", "register_policy_losses", "wrap_rollout_correction",
-    "install_trainer_hook",
+    "install_trainer_hook", "verl_policy_loss", "RolloutCorrection",
 ]
