@@ -23,37 +23,17 @@ from asyncgrpo.estimators.registry import Estimator
 from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.functionals import advantages
 from asyncgrpo.integrations import verl as av
+from _plugin_source import SOUND_TRAJECTORY
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # A plugin's parts: a sound trajectory map (tis) and its three backends; each test swaps the one it breaks.
-HEADER = '''
-import math
-import sys
-import numpy as np
-from numba import njit
-from asyncgrpo.estimators.registry import Estimator
-
-
-def lw(ell, eps):
-    return np.minimum(ell, math.log1p(eps))
-
-
-@njit(cache=True)
-def lw_nb(ell, eps, out):
-    for i in range(ell.shape[0]):
-        out[i] = min(ell[i], math.log1p(eps))
-
+HEADER = SOUND_TRAJECTORY + '''
 
 @njit(cache=True)
 def lw_nb_half(ell, eps, out):
     for i in range(ell.shape[0] - 1):  # forgets the last entry
         out[i] = min(ell[i], math.log1p(eps))
-
-
-def lw_torch(ell, eps, mask):
-    import torch
-    return torch.clamp(ell, max=math.log1p(eps))
 
 
 def lw_torch_nan_far(ell, eps, mask):

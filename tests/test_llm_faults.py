@@ -16,32 +16,17 @@ error or the recovery, and that nothing is lost or silently wrong.
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 
 import pytest
+from _llm_tiny import tiny, train_tiny  # noqa: F401 (tiny is a fixture)
 import torch
 
 from simulate.llm.__main__ import main
 from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
 from simulate.llm.run_files import output_lock
-from simulate.llm.train import train
 from simulate.llm.warmstart import warm_start
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A few-step warm start and a run config sized for seconds."""
-    cache = str(tmp_path_factory.mktemp("cache"))
-    cfg = TrainConfig(steps=4, n_prompts=2, G=4, d=1, D=1, eval_every=100, task=TaskConfig(n_eval=8),
-                      warmstart=WarmStartConfig(steps=3, batch_size=8), cache_dir=cache, eta=1e-3)
-    model, tok, _ = warm_start(cfg, progress=False)
-    return cfg, model, tok
-
-
-def _run(cfg, tiny, **kw):
-    return train(cfg, model=copy.deepcopy(tiny[1]), tok=tiny[2], progress=False, **kw)
 
 
 def _rows(path):
@@ -50,19 +35,19 @@ def _rows(path):
 
 def test_resume_with_changed_config_is_refused_unless_forced(tiny, tmp_path):
     cfg = tiny[0].replace(out_dir=str(tmp_path))
-    _run(cfg, tiny, stop_at=1)
+    train_tiny(cfg, tiny, stop_at=1)
     before = (tmp_path / "metrics.jsonl").read_bytes()
     with pytest.raises(ValueError, match=r"differs .* 2 key\(s\): eps: saved 0.2 -> now 0.3; eta: saved 0.001"):
-        _run(cfg.replace(eps=0.3, eta=2e-3), tiny, resume=True)
+        train_tiny(cfg.replace(eps=0.3, eta=2e-3), tiny, resume=True)
     assert (tmp_path / "metrics.jsonl").read_bytes() == before  # refused before touching anything
     assert json.loads((tmp_path / "config.json").read_text())["eps"] == 0.2  # config.json not overwritten
     # --force names what it accepts: a difference it does not name is still refused (issue 27 item 11)
     with pytest.raises(ValueError, match=r"1 key\(s\): eta.*--force eta"):
-        _run(cfg.replace(eps=0.3, eta=2e-3), tiny, resume=True, force=("eps",))
+        train_tiny(cfg.replace(eps=0.3, eta=2e-3), tiny, resume=True, force=("eps",))
     with pytest.raises(ValueError, match="force must name"):
-        _run(cfg.replace(eps=0.3), tiny, resume=True, force=True)
+        train_tiny(cfg.replace(eps=0.3), tiny, resume=True, force=True)
     with pytest.warns(UserWarning, match="--force"):
-        s = _run(cfg.replace(eps=0.3), tiny, resume=True, force=("eps",))
+        s = train_tiny(cfg.replace(eps=0.3), tiny, resume=True, force=("eps",))
     assert s["steps_done"] == 4 and [r["step"] for r in _rows(tmp_path / "metrics.jsonl")] == [0, 1, 2, 3]
 
 
@@ -71,9 +56,9 @@ def test_a_moved_run_folder_resumes_without_force(tiny, tmp_path):
     import shutil
 
     cfg = tiny[0].replace(out_dir=str(tmp_path / "a"))
-    _run(cfg, tiny, stop_at=1)
+    train_tiny(cfg, tiny, stop_at=1)
     shutil.move(str(tmp_path / "a"), str(tmp_path / "b"))
-    s = _run(cfg.replace(out_dir=str(tmp_path / "b")), tiny, resume=True)
+    s = train_tiny(cfg.replace(out_dir=str(tmp_path / "b")), tiny, resume=True)
     assert s["steps_done"] == 4
 
 
@@ -81,12 +66,12 @@ def test_a_new_run_refuses_a_folder_that_holds_a_run(tiny, tmp_path):
     """A second `train` into a finished run's folder replaced its metrics, checkpoint and summary with exit
     code 0 (issue 27 item 10): refused unless overwrite, and nothing is touched."""
     cfg = tiny[0].replace(out_dir=str(tmp_path))
-    _run(cfg, tiny)
+    train_tiny(cfg, tiny)
     before = {f: (tmp_path / f).read_bytes() for f in ("metrics.jsonl", "checkpoint.pt", "summary.json")}
     with pytest.raises(ValueError, match="already holds a run.*--overwrite"):
-        _run(cfg.replace(eps=0.3), tiny)
+        train_tiny(cfg.replace(eps=0.3), tiny)
     assert {f: (tmp_path / f).read_bytes() for f in before} == before
-    s = _run(cfg.replace(eps=0.3), tiny, overwrite=True)
+    s = train_tiny(cfg.replace(eps=0.3), tiny, overwrite=True)
     assert s["steps_done"] == 4 and json.loads((tmp_path / "config.json").read_text())["eps"] == 0.3
 
 
@@ -94,19 +79,19 @@ def test_resume_without_checkpoint_is_refused_and_keeps_metrics(tiny, tmp_path):
     cfg = tiny[0].replace(out_dir=str(tmp_path))
     (tmp_path / "metrics.jsonl").write_text('{"step": 0, "reward": 0.5}\n')
     with pytest.raises(ValueError, match="no checkpoint"):
-        _run(cfg, tiny, resume=True)
+        train_tiny(cfg, tiny, resume=True)
     assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 0, "reward": 0.5}\n'
 
 
 def test_torn_last_metrics_line_is_dropped_on_resume(tiny, tmp_path):
     full = tiny[0].replace(out_dir=str(tmp_path / "full"))
-    _run(full, tiny)
+    train_tiny(full, tiny)
     cfg = tiny[0].replace(out_dir=str(tmp_path / "cut"))
-    _run(cfg, tiny, stop_at=1)
+    train_tiny(cfg, tiny, stop_at=1)
     with open(tmp_path / "cut" / "metrics.jsonl", "a") as f:
         f.write('{"step": 2, "version": 2, "rew')  # a kill in the middle of step 2's line
     with pytest.warns(UserWarning, match="torn last line"):
-        _run(cfg, tiny, resume=True)
+        train_tiny(cfg, tiny, resume=True)
     keys = ("step", "version", "delay", "reward", "loss", "chi2")
     a = [tuple(r[k] for k in keys) for r in _rows(tmp_path / "full" / "metrics.jsonl")]
     b = [tuple(r[k] for k in keys) for r in _rows(tmp_path / "cut" / "metrics.jsonl")]
@@ -115,11 +100,11 @@ def test_torn_last_metrics_line_is_dropped_on_resume(tiny, tmp_path):
 
 def test_damaged_middle_metrics_line_is_refused(tiny, tmp_path):
     cfg = tiny[0].replace(out_dir=str(tmp_path))
-    _run(cfg, tiny, stop_at=1)
+    train_tiny(cfg, tiny, stop_at=1)
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     (tmp_path / "metrics.jsonl").write_text(lines[0][:20] + "\n" + lines[1] + "\n")
     with pytest.raises(ValueError, match="line 1 is damaged"):
-        _run(cfg, tiny, resume=True)
+        train_tiny(cfg, tiny, resume=True)
 
 
 class _Payload:
@@ -132,23 +117,23 @@ class _Payload:
 
 def test_checkpoint_with_code_is_refused_and_never_runs(tiny, tmp_path):
     cfg = tiny[0].replace(out_dir=str(tmp_path / "run"))
-    _run(cfg, tiny, stop_at=1)
+    train_tiny(cfg, tiny, stop_at=1)
     ck = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     marker = str(tmp_path / "code-ran")
     ck["extra"] = _Payload(marker)
     torch.save(ck, tmp_path / "run" / "checkpoint.pt")
     with pytest.raises(ValueError, match="outside the weights-only safe set"):
-        _run(cfg, tiny, resume=True)
+        train_tiny(cfg, tiny, resume=True)
     assert not os.path.exists(marker)
 
 
 def test_truncated_checkpoint_is_a_clear_error(tiny, tmp_path):
     cfg = tiny[0].replace(out_dir=str(tmp_path))
-    _run(cfg, tiny, stop_at=1)
+    train_tiny(cfg, tiny, stop_at=1)
     p = tmp_path / "checkpoint.pt"
     p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
     with pytest.raises(ValueError, match="damaged"):
-        _run(cfg, tiny, resume=True)
+        train_tiny(cfg, tiny, resume=True)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "tampered", "no-checksum"])
@@ -185,10 +170,10 @@ def test_second_run_on_one_folder_is_refused(tiny, tmp_path):
     cfg = tiny[0].replace(out_dir=str(tmp_path))
     with output_lock(str(tmp_path)):
         with pytest.raises(ValueError, match="in use by another run"):
-            _run(cfg, tiny)
+            train_tiny(cfg, tiny)
     assert not (tmp_path / "metrics.jsonl").exists()
     (tmp_path / ".lock").write_text("99999999")  # a lock file left by a killed run is not a lock
-    assert _run(cfg, tiny)["steps_done"] == 4
+    assert train_tiny(cfg, tiny)["steps_done"] == 4
 
 
 def test_cli_rejects_bad_values_before_building_a_model(tmp_path, monkeypatch, capsys):

@@ -3,12 +3,12 @@ GPU check labels cached throughput, and no module of ``simulate`` imports ``benc
 from __future__ import annotations
 
 import ast
-import copy
 import json
 import pathlib
 
 import pandas as pd
 import pytest
+from _llm_tiny import tiny, train_tiny  # noqa: F401 (tiny is a fixture)
 
 from simulate.llm import experiment as ex
 from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
@@ -55,40 +55,23 @@ def test_experiment_cli_refuses_other_flags_into_one_dir(tmp_path, capsys):
     assert main(common + ["--steps", "3", "--overwrite"]) == 0
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from simulate.llm.warmstart import warm_start
-
-    cache = str(tmp_path_factory.mktemp("cache"))
-    cfg = TrainConfig(steps=4, n_prompts=2, G=4, d=1, D=1, eval_every=100, task=TaskConfig(n_eval=8),
-                      warmstart=WarmStartConfig(steps=3, batch_size=8), cache_dir=cache, eta=1e-3)
-    model, tok, _ = warm_start(cfg, progress=False)
-    return cfg, model, tok
-
-
-def _train(cfg, tiny, **kw):
-    from simulate.llm.train import train
-
-    return train(cfg, model=copy.deepcopy(tiny[1]), tok=tiny[2], progress=False, **kw)
-
-
 def test_forced_resume_records_which_steps_used_which_value(tiny, tmp_path):
     """Issue 38 item 26: `--resume --eta 0.001 --force eta` on a finished run rewrote config.json to a value
     no step used. Now a finished run's config.json is left as it is; a resume that trains records its steps
     and the forced change, and every metrics row carries the step size it used."""
     cfg = tiny[0].replace(out_dir=str(tmp_path))
-    _train(cfg, tiny)
+    train_tiny(cfg, tiny)
     before = (tmp_path / "config.json").read_bytes()
     with pytest.warns(UserWarning, match="nothing to train"):
-        _train(cfg.replace(eta=2e-3), tiny, resume=True, force=("eta",))
+        train_tiny(cfg.replace(eta=2e-3), tiny, resume=True, force=("eta",))
     assert (tmp_path / "config.json").read_bytes() == before
     assert json.loads(before)["eta"] == 1e-3
 
     run = tmp_path / "r"
     cfg = tiny[0].replace(out_dir=str(run))
-    _train(cfg, tiny, stop_at=1)
+    train_tiny(cfg, tiny, stop_at=1)
     with pytest.warns(UserWarning, match="--force"):
-        _train(cfg.replace(eta=2e-3), tiny, resume=True, force=("eta",))
+        train_tiny(cfg.replace(eta=2e-3), tiny, resume=True, force=("eta",))
     saved = json.loads((run / "config.json").read_text())
     assert saved["resume_history"] == [{"first_step": 2, "last_step": 3,
                                         "changed": {"eta": {"before": 1e-3, "after": 2e-3}}}]

@@ -17,28 +17,9 @@ import textwrap
 import pytest
 
 from asyncgrpo.estimators import registry
+from _plugin_source import SOUND_TRAJECTORY
 
-HEADER = '''
-import math
-import numpy as np
-from numba import njit
-from asyncgrpo.estimators.registry import Estimator
-
-
-def lw(ell, eps):
-    return np.minimum(ell, math.log1p(eps))
-
-
-@njit(cache=True)
-def lw_nb(ell, eps, out):
-    for i in range(ell.shape[0]):
-        out[i] = min(ell[i], math.log1p(eps))
-
-
-def lw_torch(ell, eps, mask):
-    import torch
-    return torch.clamp(ell, max=math.log1p(eps))
-
+HEADER = SOUND_TRAJECTORY + '''
 
 def k(ell, mask, adv, T_i, p):
     return np.ones_like(ell)
