@@ -52,13 +52,13 @@ import numpy as np
 import torch
 from asyncgrpo.progress import progress as tqdm
 
-from asyncgrpo import estimators as est
-from asyncgrpo.estimators.token_level import policy_loss, token_coefficients_torch
+from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.functionals import advantages
 from simulate import delays
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, check_runtime
 from simulate.llm.determinism import set_determinism
+from simulate.llm.diagnostics import ratio_stats  # noqa: F401  (re-exported: one row's diagnostics)
 from simulate.llm.model import Rollout, completion_logprobs, generate
 from simulate.llm.run_files import (
     append_line,
@@ -104,6 +104,13 @@ def update_step(model, opt, loss: torch.Tensor, max_grad_norm: float) -> tuple[f
     if not torch.isfinite(loss.detach()).all():
         return math.nan, f"loss not finite ({loss.item()})"
     loss.backward()
+    return clip_and_step(model, opt, max_grad_norm)
+
+
+def clip_and_step(model, opt, max_grad_norm: float) -> tuple[float, str | None]:
+    """The part of :func:`update_step` after the backward pass (the gradients are in ``.grad``): clip the
+    gradient to norm ``max_grad_norm`` and take the AdamW step, unless the norm is not finite (then the
+    gradients are cleared and the step skipped). Returns ``(pre-clip grad norm, reason or None)``."""
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm, error_if_nonfinite=False)
     norm = float(norm)
     if not math.isfinite(norm):
@@ -126,54 +133,6 @@ def step_size(cfg: TrainConfig, version: int) -> float:
     if cfg.warmup_steps <= 0:
         return cfg.eta
     return cfg.eta * min(1.0, (version + 1) / cfg.warmup_steps)
-
-
-# ----------------------------------------------------------------------------- diagnostics
-
-
-@torch.no_grad()
-def ratio_stats(cfg: TrainConfig, tok_ell: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor) -> dict:
-    """Log-ratio diagnostics of one batch (float64).
-
-    ``ℓ_i`` mean/max/min; ``χ̂² = mean_i (ρ_i − 1)²`` (estimates ``χ²(π_θ‖μ) = Var_μ ρ``); ``ESS/G`` of
-    ``ρ`` per group and, for trajectory-level maps, of ``w``; ``clip_frac``: share of trajectories with
-    ``w_i < ρ_i`` (trajectory-level) or of real tokens whose coefficient is below the uncapped one
-    (token-level: ``r_{i,t}/T_i``, or ``exp(ℓ_i/T_i)/T_i`` for gspo), with a relative tolerance 1e-4 so
-    that sampler-vs-learner round-off (``|ℓ| ~ 1e-6`` at ``d = 0``) does not count as clipping.
-    """
-    tok_ell, adv = tok_ell.double(), adv.double()
-    G = cfg.G
-    ell = tok_ell.sum(1)
-    rho = torch.exp(ell)
-
-    def ess_over_g(w: torch.Tensor) -> float:
-        w = w.reshape(-1, G)
-        s, s2 = w.sum(1), (w * w).sum(1)
-        ok = s2 > 0
-        return float(((s[ok] ** 2 / s2[ok]) / G).mean()) if bool(ok.any()) else 0.0
-
-    out = {
-        "ell_mean": float(ell.mean()),
-        "ell_max": float(ell.max()),
-        "ell_min": float(ell.min()),
-        "tok_ell_absmax": float(tok_ell.abs().max()),
-        "chi2": float(torch.expm1(ell).pow(2).mean()),
-        "ess_rho": ess_over_g(torch.exp(ell - ell.max())),  # ESS is scale-free: shift avoids overflow
-    }
-    if cfg.token_level:
-        clip = {k: v for k, v in (("clip_ratio_c", cfg.clip_ratio_c), ("cispo_clamp", cfg.cispo_clamp)) if v is not None}
-        c = token_coefficients_torch(cfg.estimator, tok_ell, mask, adv, eps_low=cfg.eps_low,
-                                     eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, **clip)
-        T_i = mask.sum(1, keepdim=True).double()
-        ref = torch.exp(ell[:, None] / T_i).expand_as(c) if cfg.estimator == "gspo" else torch.exp(tok_ell)
-        below = (c * T_i < ref * (1 - 1e-4)) & mask
-        out["clip_frac"] = float(below.sum() / mask.sum())
-        out["ess_w"] = math.nan
-    else:
-        w = est.get(cfg.estimator, cfg.eps).torch(ell.reshape(-1, G)).reshape(-1)
-        out["clip_frac"] = float((w < rho * (1 - 1e-4)).double().mean())
-        out["ess_w"] = ess_over_g(w)
-    return out
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -293,42 +252,77 @@ def rl_step(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, delays, los
     """One learner step ``k`` on ``st`` (in place): behaviour snapshot ``d_k`` versions old, its rollouts,
     the estimator's surrogate, one guarded AdamW update, the metrics row (returned and appended to
     ``st.rows``). ``batch_source(k, behaviour_version)`` may return a batch of :func:`sample_batch`
-    drawn elsewhere from the same weights (``None``: sample here)."""
+    drawn elsewhere from the same weights (``None``: sample here). The batched engine
+    (:mod:`simulate.llm.batched`) runs the same pieces for many runs at once."""
     t0 = time.perf_counter()
-    G, n_groups = cfg.G, cfg.n_prompts
     model = st.model
     # 1. behaviour snapshot, d_k versions old
-    d = int(min(delays[k], st.version))
-    behaviour_version = st.version - d
+    d, behaviour_version = behaviour_of(st, delays, k)
     got = batch_source(k, behaviour_version) if batch_source is not None else None
     if got is None:
         st.behaviour.load_state_dict(st.snapshots[behaviour_version])
         # 2. rollouts: G completions per prompt from μ, log μ recorded while sampling
         got = sample_batch(cfg, st.behaviour, tok, k)
     batch, ro, R, t_gen = got
-    A = np.concatenate([advantages(r, cfg.adv_norm) for r in R.reshape(n_groups, G)])
-    adv = torch.as_tensor(A, dtype=torch.float32, device=cfg.device)
+    A, adv = group_advantages(cfg, R)
 
     # 3. learner: current log-probs, the estimator's surrogate, one guarded update
     logp_new = completion_logprobs(model, ro.seq, ro.attn, ro.mask, ro.prompt_len, cfg.temperature)
     if on_step is not None:
         st.behaviour.load_state_dict(st.snapshots[behaviour_version])
         on_step(StepView(k, st.version, behaviour_version, model, st.behaviour, ro, R, A))
-    out = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
-                      eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=G,
-                      length_normalize=cfg.length_normalize, **loss_opts)
-    loss, loss_metrics = _split_loss(out)
-    lr = step_size(cfg, st.version)
-    for group in st.opt.param_groups:  # the warm-up's step size for this update (η itself when it is off)
-        group["lr"] = lr
+    loss, loss_metrics = surrogate(cfg, logp_new, ro, adv, loss_opts)
+    lr = set_step_size(cfg, st)
     grad_norm, skipped = update_step(model, st.opt, loss, cfg.max_grad_norm)
     if skipped is None:
-        st.version += 1
-        st.snapshots[st.version] = _snapshot(model)
-        for old in [v for v in st.snapshots if v < st.version - kept_versions(cfg)]:
-            del st.snapshots[old]
+        commit_update(cfg, st)
 
     # 4. metrics
+    return finish_row(cfg, st, k, tok=tok, evalset=evalset, batch=batch, ro=ro, R=R, adv=adv, logp_new=logp_new,
+                      loss=loss, loss_metrics=loss_metrics, lr=lr, grad_norm=grad_norm, skipped=skipped, d=d,
+                      behaviour_version=behaviour_version, t_gen=t_gen, t_step=time.perf_counter() - t0)
+
+
+def behaviour_of(st: RunState, delays, k: int) -> tuple[int, int]:
+    """``(d, behaviour version)`` of step ``k``: ``d = min(d_k, v)``, version ``v − d``."""
+    d = int(min(delays[k], st.version))
+    return d, st.version - d
+
+
+def group_advantages(cfg: TrainConfig, R: np.ndarray) -> tuple[np.ndarray, torch.Tensor]:
+    """Per-group advantages ``A_i`` (:func:`asyncgrpo.functionals.advantages`) as NumPy and float32 tensor."""
+    A = np.concatenate([advantages(r, cfg.adv_norm) for r in R.reshape(cfg.n_prompts, cfg.G)])
+    return A, torch.as_tensor(A, dtype=torch.float32, device=cfg.device)
+
+
+def surrogate(cfg: TrainConfig, logp_new: torch.Tensor, ro: Rollout, adv: torch.Tensor, loss_opts: dict):
+    """``(loss, metrics)`` of the estimator's surrogate (:func:`asyncgrpo.estimators.token_level.policy_loss`)."""
+    out = policy_loss(cfg.estimator, logp_new, ro.logp_old, adv, ro.mask, eps=cfg.eps, eps_low=cfg.eps_low,
+                      eps_high=cfg.eps_high, tau_m2=cfg.tau_m2, group_size=cfg.G,
+                      length_normalize=cfg.length_normalize, **loss_opts)
+    return _split_loss(out)
+
+
+def set_step_size(cfg: TrainConfig, st: RunState) -> float:
+    """Set the optimiser's step size for this update (:func:`step_size`, η itself without warm-up); returns it."""
+    lr = step_size(cfg, st.version)
+    for group in st.opt.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def commit_update(cfg: TrainConfig, st: RunState) -> None:
+    """After an applied update: the version advances, its snapshot is kept, snapshots the delay never reads go."""
+    st.version += 1
+    st.snapshots[st.version] = _snapshot(st.model)
+    for old in [v for v in st.snapshots if v < st.version - kept_versions(cfg)]:
+        del st.snapshots[old]
+
+
+def finish_row(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, batch, ro, R, adv, logp_new, loss,
+               loss_metrics, lr, grad_norm, skipped, d, behaviour_version, t_gen, t_step) -> dict:
+    """Step ``k``'s metrics row (diagnostics, the loss's metrics, the held-out accuracy when due), appended to
+    ``st.rows`` and returned."""
     tok_ell = torch.where(ro.mask, logp_new.detach() - ro.logp_old, torch.zeros_like(logp_new))
     n_tok = int(ro.mask.sum())
     row = {
@@ -336,15 +330,20 @@ def rl_step(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, delays, los
         "reward": float(R.mean()), "loss": float(loss.detach()), "grad_norm": grad_norm,
         "skipped": skipped, "lr": lr, "completion_tokens": n_tok, "mean_len": n_tok / len(batch),
         "gen_tokens_per_s": n_tok / max(t_gen, 1e-9),
-        "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9),
+        "tokens_per_s": n_tok / max(t_step, 1e-9),
         **ratio_stats(cfg, tok_ell, ro.mask, adv),
         "heldout_acc": None,
     }
     row.update({(f"loss/{k}" if k in row else k): v for k, v in loss_metrics.items()})
-    if (k + 1) % cfg.eval_every == 0 or k == cfg.steps - 1:
-        st.last_acc = row["heldout_acc"] = heldout_accuracy(model, tok, evalset, cfg.max_new_tokens)
+    if eval_due(cfg, k):
+        st.last_acc = row["heldout_acc"] = heldout_accuracy(st.model, tok, evalset, cfg.max_new_tokens)
     st.rows.append(row)
     return row
+
+
+def eval_due(cfg: TrainConfig, k: int) -> bool:
+    """Whether step ``k`` ends with a held-out evaluation (every ``eval_every`` steps and at the last)."""
+    return (k + 1) % cfg.eval_every == 0 or k == cfg.steps - 1
 
 
 def summarise_run(cfg: TrainConfig, rows: list[dict], last_acc, warm_info: dict) -> dict:
