@@ -235,16 +235,27 @@ def sample_batch(cfg: TrainConfig, behaviour, tok, k: int):
     reuses it).
     """
     t0 = time.perf_counter()
-    G, n_groups = cfg.G, cfg.n_prompts
-    problems = tasks.draw_problems([cfg.seed, 1, k], n_groups, cfg.task)
-    batch = [p for p in problems for _ in range(G)]  # group by group
-    gen = torch.Generator(device=cfg.device).manual_seed(_sampler_seed(cfg.seed, k))
+    batch = step_problems(cfg, k)
     ro = generate(behaviour, [prompt_ids(tok, p) for p in batch], max_new_tokens=cfg.max_new_tokens,
-                  eos_id=tok.eos_id, pad_id=tok.pad_id, temperature=cfg.temperature, generator=gen)
+                  eos_id=tok.eos_id, pad_id=tok.pad_id, temperature=cfg.temperature, generator=sampler(cfg, k))
     t_gen = time.perf_counter() - t0
-    texts = [tok.decode(c) for c in ro.completion]
-    R = np.array([tasks.reward(p, s, lenient(tok)) for p, s in zip(batch, texts)])
-    return batch, ro, R, t_gen
+    return batch, ro, rewards(tok, batch, ro), t_gen
+
+
+def step_problems(cfg: TrainConfig, k: int) -> list:
+    """Step ``k``'s ``n_prompts`` problems from ``[seed, 1, k]``, each repeated ``G`` times (group by group)."""
+    problems = tasks.draw_problems([cfg.seed, 1, k], cfg.n_prompts, cfg.task)
+    return [p for p in problems for _ in range(cfg.G)]
+
+
+def sampler(cfg: TrainConfig, k: int) -> torch.Generator:
+    """Step ``k``'s sampling generator, seeded from ``[seed, 3, k]``."""
+    return torch.Generator(device=cfg.device).manual_seed(_sampler_seed(cfg.seed, k))
+
+
+def rewards(tok, batch: list, ro: Rollout) -> np.ndarray:
+    """Rewards ``R_i`` of the decoded completions (the task's lenient parser)."""
+    return np.array([tasks.reward(p, tok.decode(c), lenient(tok)) for p, c in zip(batch, ro.completion)])
 
 
 def rl_step(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, delays, loss_opts, on_step=None,

@@ -49,6 +49,9 @@ BRANCH_FIELDS = ("d", "D", "out_dir")
 #: Fields in which the runs sharing :class:`Version0Batches` may differ beyond :data:`BRANCH_FIELDS`:
 #: none of them enters the sampling of a version-0 batch.
 SHARED_BATCH_FIELDS = BRANCH_FIELDS + ("estimator", "eta")
+#: Ways to train a forest: ``serial`` (this module: run by run, shared prefixes, bit-exact) or ``batched``
+#: (:mod:`simulate.llm.batched`: all runs in one stacked step, equal to float round-off).
+ENGINES = ("serial", "batched")
 
 
 def _common(cfg: TrainConfig, fields: tuple[str, ...]) -> TrainConfig:
@@ -77,7 +80,7 @@ class Version0Batches:
         return self.cache[k]
 
 
-def _write(cfg: TrainConfig, rows: list[dict], summary: dict) -> None:
+def write_run(cfg: TrainConfig, rows: list[dict], summary: dict) -> None:
     import pandas as pd
 
     os.makedirs(cfg.out_dir, exist_ok=True)
@@ -90,14 +93,18 @@ def _write(cfg: TrainConfig, rows: list[dict], summary: dict) -> None:
         json.dump(summary, f, indent=2)
 
 
-def train_forest(cfgs: list[TrainConfig], *, progress: bool = False) -> list[dict]:
+def train_forest(cfgs: list[TrainConfig], *, progress: bool = False, engine: str = "serial") -> list[dict]:
     """Train every config of ``cfgs`` (one seed; any estimators, fixed delays, step sizes) with the shared
     prefixes and version-0 batches of the module docstring; returns their summaries in input order and
-    writes each run's files to its ``out_dir``.
+    writes each run's files to its ``out_dir``. ``engine="batched"`` trains them together instead
+    (:func:`simulate.llm.batched.train_forest_batched`: one stacked forward/backward and decode per step,
+    equal to this path to float round-off, not bit for bit); ``"serial"`` (the default) is this module's.
 
     Raises ``ValueError`` when the configs differ in a field other than estimator, ``eta``, ``d``, ``D``
     and ``out_dir``, use a delay model other than ``fixed``, or repeat an ``out_dir``.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if not cfgs:
         return []
     ref = _common(cfgs[0], SHARED_BATCH_FIELDS)
@@ -108,6 +115,10 @@ def train_forest(cfgs: list[TrainConfig], *, progress: bool = False) -> list[dic
             raise ValueError("cfgs: the runs of a forest may differ only in estimator, eta, d, D and out_dir")
     if len({c.out_dir for c in cfgs}) != len(cfgs):
         raise ValueError("cfgs: every run needs its own out_dir")
+    if engine == "batched":
+        from simulate.llm.batched import train_forest_batched  # imports this module: imported late
+
+        return train_forest_batched(cfgs, progress=progress)
     c0 = cfgs[0]
     set_determinism(c0)
     model0, tok, warm_info = warm_start(c0, progress=progress)
@@ -146,7 +157,7 @@ def _train_tree(cfgs, model0, tok, evalset, acc0, batches, warm_info) -> list[di
         for k in range(done + 1, K):
             rl_step(cfg, s, k, tok=tok, evalset=evalset, delays=sched, loss_opts=loss_opts, batch_source=batches)
         summaries[i] = summarise_run(cfg, s.rows, s.last_acc, warm_info)
-        _write(cfg, s.rows, summaries[i])
+        write_run(cfg, s.rows, summaries[i])
 
     st = new_state(trunk, copy.deepcopy(model0))
     st.last_acc = acc0

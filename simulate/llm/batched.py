@@ -1,0 +1,193 @@
+"""The runs of a forest trained together: one stacked forward/backward and one decode per step for every run.
+
+A forest's runs (estimators × delays, and several seeds) share the model's shape and the step's batch
+shape, and differ in their weights, optimiser state, behaviour snapshots and loss. Each step ``k`` of
+:func:`train_forest_batched`:
+
+1. every run picks its behaviour version ``v − min(d_k, v)`` (:func:`simulate.llm.train.behaviour_of`);
+   runs whose behaviour is the warm start of the same seed share one batch (it is the same computation,
+   :class:`simulate.llm.tree.Version0Batches`' argument), every other run samples its own;
+2. all samplers decode together (:func:`simulate.llm.stacked_model.generate`: stacked behaviour snapshots,
+   static KV cache, each run's own generator seeded ``[seed, 3, k]`` as in the serial path), rewards and
+   advantages come from the serial code;
+3. one stacked forward gives every run's ``log π_θ`` (:func:`simulate.llm.stacked_model.completion_logprobs`),
+   each run's loss is the serial path's surrogate (:func:`simulate.llm.train.surrogate`, the estimator
+   registry's torch path), and one ``backward`` of ``Σ_r loss_r`` fills every run's own gradients (a
+   run's weights enter only its own loss, so ``∂Σ/∂θ_r = ∂loss_r/∂θ_r``);
+4. each run clips its gradient and takes its own AdamW step (:func:`simulate.llm.train.clip_and_step`,
+   the serial optimiser, skipped when the loss or gradient is not finite), keeps its snapshot, and logs
+   the serial metrics row (:func:`simulate.llm.train.finish_row`, held-out evaluation included).
+
+A run's state is the serial :class:`simulate.llm.train.RunState`, so everything after the forward is the
+serial code. The numbers agree with the one-run-at-a-time path to float round-off, not bit for bit: the
+stacked products may sum in another order, and sampling turns a last-bit change of a probability into a
+different token now and then, after which the runs' trajectories differ (``tests/test_llm_batched.py``
+checks one step's log-probs, losses and gradients per run to a tolerance from float32's eps). Unlike
+:func:`simulate.llm.tree.train_forest` it does not share the runs' common prefixes (every run trains every
+step); the timing columns of a row are the whole batched step's.
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+
+from simulate.llm import stacked_model as sm
+from simulate.llm import tasks
+from simulate.llm.config import TrainConfig, warmstart_key
+from simulate.llm.determinism import set_determinism
+from simulate.llm.model import Rollout, left_pad
+from simulate.llm.train import (
+    _loss_options,
+    behaviour_of,
+    clip_and_step,
+    commit_update,
+    delay_schedule,
+    finish_row,
+    group_advantages,
+    new_state,
+    rewards,
+    sampler,
+    set_step_size,
+    step_problems,
+    summarise_run,
+    surrogate,
+)
+from simulate.llm.tree import write_run
+from simulate.llm.warmstart import heldout_accuracy, prompt_ids, warm_start
+
+#: Fields in which the runs of one batched forest may differ: weights, loss, optimiser, delays and seed
+#: are per run; everything that shapes a step's batch or the model must be common.
+PER_RUN_FIELDS = ("estimator", "eps", "eps_low", "eps_high", "tau_m2", "loss_agg_mode", "clip_ratio_c",
+                  "cispo_clamp", "eta", "weight_decay", "warmup_steps", "max_grad_norm", "length_normalize",
+                  "adv_norm", "delay", "d", "D", "n_actors", "seed", "warmstart_seed", "out_dir")
+
+
+def check_forest(cfgs: list[TrainConfig]) -> None:
+    """``ValueError`` when two configs differ outside :data:`PER_RUN_FIELDS` or repeat an ``out_dir``."""
+    def common(c):
+        return c.replace(**{f: getattr(TrainConfig(), f) for f in PER_RUN_FIELDS})
+
+    ref = common(cfgs[0])
+    for c in cfgs:
+        if common(c) != ref:
+            diff = [k for k, v in common(c).to_dict().items() if ref.to_dict()[k] != v]
+            raise ValueError(f"cfgs: the runs of a batched forest may differ only in {', '.join(PER_RUN_FIELDS)}; "
+                             f"these differ: {', '.join(diff)}")
+    if len({c.out_dir for c in cfgs}) != len(cfgs):
+        raise ValueError("cfgs: every run needs its own out_dir")
+
+
+def _pad_left(x: torch.Tensor, P: int, value: int) -> torch.Tensor:
+    """Left-pad ``[N, p(+T)]`` by ``P − p`` columns of ``value`` (prompts of different seeds differ in width)."""
+    extra = P - x.shape[1]
+    return torch.nn.functional.pad(x, (extra, 0), value=value) if extra > 0 else x
+
+
+def sample_step(cfgs, states, versions, k: int, tok, names, arch) -> list[tuple]:
+    """Step ``k``'s batches ``(problems, Rollout, rewards, seconds)`` for every run, one decode for all.
+
+    Runs of one seed whose behaviour is version 0 share one sampler (the same warm start, prompts and
+    generator); every other run decodes from its own snapshot with its own generator.
+    """
+    t0 = time.perf_counter()
+    key_of, samplers = [], {}
+    for r, (c, st, v) in enumerate(zip(cfgs, states, versions)):
+        key = (c.seed, warmstart_key(c)) if v == 0 else r
+        key_of.append(key)
+        samplers.setdefault(key, r)
+    owners = list(samplers.values())
+    batches = [step_problems(cfgs[r], k) for r in owners]
+    padded = [left_pad([prompt_ids(tok, p) for p in b], tok.pad_id, cfgs[0].device) for b in batches]
+    P = max(i.shape[1] for i, _ in padded)  # seeds' prompts may differ in width: more left padding, same numbers
+    ids = torch.stack([_pad_left(i, P, tok.pad_id) for i, _ in padded])
+    attn = torch.stack([_pad_left(a, P, 0) for _, a in padded])
+    W = sm.stack_weights([states[r].snapshots[versions[r]] for r in owners], names)
+    c0 = cfgs[0]
+    seq, at, mask, logp = sm.generate(W, arch, ids, attn, max_new_tokens=c0.max_new_tokens, eos_id=tok.eos_id,
+                                      pad_id=tok.pad_id, temperature=c0.temperature,
+                                      generators=[sampler(cfgs[r], k) for r in owners])
+    t_gen = time.perf_counter() - t0
+    got = {}
+    for j, r in enumerate(owners):
+        ro = Rollout(seq=seq[j], attn=at[j], mask=mask[j], logp_old=logp[j], prompt_len=P)
+        got[r] = (batches[j], ro, rewards(tok, batches[j], ro), t_gen)
+    return [got[samplers[key]] for key in key_of]
+
+
+def learner_step(cfgs, states, got, names, arch, loss_opts) -> list[tuple]:
+    """One stacked forward/backward and each run's guarded AdamW step; per run
+    ``(logp_new, adv, loss, loss_metrics, lr, grad_norm, skipped)``."""
+    P = max(g[1].prompt_len for g in got)
+    seq = torch.stack([_pad_left(g[1].seq, P, 0) for g in got])
+    attn = torch.stack([_pad_left(g[1].attn, P, 0) for g in got])
+    mask = torch.stack([g[1].mask for g in got])
+    for st in states:
+        st.opt.zero_grad(set_to_none=True)
+    W = sm.stack_weights([st.model for st in states], names)
+    logp_new = sm.completion_logprobs(W, arch, seq, attn, mask, P, cfgs[0].temperature)
+    out, total = [], 0.0
+    for r, (c, st, g) in enumerate(zip(cfgs, states, got)):
+        A, adv = group_advantages(c, g[2])
+        loss, metrics = surrogate(c, logp_new[r], g[1], adv, loss_opts[r])
+        finite = bool(torch.isfinite(loss.detach()).all())
+        if finite:
+            total = total + loss
+        out.append([logp_new[r], adv, loss, metrics, set_step_size(c, st), finite])
+    if isinstance(total, torch.Tensor):
+        total.backward()
+    for o, c, st in zip(out, cfgs, states):
+        if o[5]:
+            o[5:] = clip_and_step(st.model, st.opt, c.max_grad_norm)
+        else:
+            st.opt.zero_grad(set_to_none=True)
+            o[5:] = [float("nan"), f"loss not finite ({o[2].item()})"]
+        if o[6] is None:
+            commit_update(c, st)
+    return [tuple(o) for o in out]
+
+
+def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False) -> list[dict]:
+    """Train every config of ``cfgs`` together (module docstring); returns their summaries in input order and
+    writes each run's ``config.json``, ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` like
+    :func:`simulate.llm.tree.train_forest`. ``ValueError`` from :func:`check_forest`."""
+    if not cfgs:
+        return []
+    check_forest(cfgs)
+    c0 = cfgs[0]
+    set_determinism(c0)
+    warm, states, accs = {}, [], []
+    evalset = tasks.eval_set(c0.task)
+    for c in cfgs:
+        key = warmstart_key(c)
+        if key not in warm:
+            model0, tok, info = warm_start(c, progress=progress)
+            warm[key] = (model0, tok, info, heldout_accuracy(model0, tok, evalset, c.max_new_tokens))
+        model0, tok, info, acc0 = warm[key]
+        st = new_state(c, copy.deepcopy(model0))
+        st.last_acc = acc0
+        states.append(st)
+        accs.append(acc0)
+    arch, names = sm.arch_of(states[0].model), sm.weight_names(states[0].model)
+    sched = [delay_schedule(c) for c in cfgs]
+    loss_opts = [_loss_options(c) for c in cfgs]
+    for k in range(c0.steps):
+        t0 = time.perf_counter()
+        dv = [behaviour_of(st, s, k) for st, s in zip(states, sched)]
+        got = sample_step(cfgs, states, [v for _, v in dv], k, tok, names, arch)
+        learned = learner_step(cfgs, states, got, names, arch, loss_opts)
+        t_step = time.perf_counter() - t0
+        for c, st, g, (d, v), lr_out, acc0 in zip(cfgs, states, got, dv, learned, accs):
+            logp_new, adv, loss, metrics, lr, grad_norm, skipped = lr_out
+            row = finish_row(c, st, k, tok=tok, evalset=evalset, batch=g[0], ro=g[1], R=g[2], adv=adv,
+                             logp_new=logp_new, loss=loss, loss_metrics=metrics, lr=lr, grad_norm=grad_norm,
+                             skipped=skipped, d=d, behaviour_version=v, t_gen=g[3], t_step=t_step)
+            if k == 0:
+                row["heldout_acc_start"] = acc0
+    out = []
+    for c, st in zip(cfgs, states):
+        summary = summarise_run(c, st.rows, st.last_acc, warm[warmstart_key(c)][2])
+        write_run(c, st.rows, summary)
+        out.append(summary)
+    return out
