@@ -1,0 +1,142 @@
+"""The batched forest (simulate/llm/batched.py) against the one-run-at-a-time path (simulate/llm/train.py).
+
+Tolerances: float32 results are compared to ``K·eps·max|ref|`` with ``eps = torch.finfo(float32).eps`` and
+``K = 64``: the stacked products may add the same terms in another order (on this machine they happen to
+agree bit for bit in the learner, and to a few eps in the sampler's recorded ``log μ``), and a reordered
+sum of ``n`` terms is off by at most ~``n·eps`` of its magnitude; ``K`` covers the few dozen sums deep
+the tiny model's forward is. Full runs are compared for a few steps only: sampling turns a last-bit change
+of a probability into a different token now and then, and from there the runs legitimately differ.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from simulate.llm import batched
+from simulate.llm import stacked_model as sm
+from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
+from simulate.llm.train import (
+    _loss_options,
+    copy_state,
+    delay_schedule,
+    new_state,
+    rl_step,
+    sample_batch,
+)
+from simulate.llm.tree import train_forest
+from simulate.llm.warmstart import warm_start
+
+K = 64
+EPS = torch.finfo(torch.float32).eps
+
+
+def close(a: torch.Tensor, ref: torch.Tensor) -> bool:
+    tol = K * EPS * max(1.0, float(ref.abs().max()))
+    return float((a - ref).abs().max()) <= tol
+
+
+def token_parity_rewards(tok, batch, ro) -> np.ndarray:
+    """A stand-in reward, ``R_i = (first completion token id) mod 2``: varies within groups from the first step
+    on (the briefly warm-started tiny model earns no task reward, so its updates would all be zero and the
+    comparison empty); both engines call it through the same name."""
+    return (ro.completion[:, 0] % 2).double().numpy()
+
+
+@pytest.fixture(autouse=True)
+def _rewards(monkeypatch):
+    from simulate.llm import train
+
+    monkeypatch.setattr(train, "rewards", token_parity_rewards)
+    monkeypatch.setattr(batched, "rewards", token_parity_rewards)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("batched")
+    base = TrainConfig(preset="tiny", steps=3, n_prompts=4, G=4, eval_every=2, D=2, length_normalize=True,
+                       task=TaskConfig(n_eval=16), warmstart=WarmStartConfig(steps=20, batch_size=16),
+                       cache_dir=str(tmp / "cache"))
+    torch.set_num_threads(1)
+    model0, tok, _ = warm_start(base, progress=False)
+    return tmp, base, model0, tok
+
+
+def test_one_step_per_run_matches_the_serial_step(setup):
+    """Three runs at behaviour versions 2, 1, 0 (d = 0, 1, 2 after two steps): each run's rollout, log π,
+    loss and clipped gradient of step 2 equal the serial step's to K·eps·max|ref|."""
+    tmp, base, model0, tok = setup
+    cfgs = [base.replace(estimator=e, d=d, out_dir=str(tmp / f"{e}{d}"))
+            for e, d in (("gmc", 0), ("grpo", 1), ("onpolicy", 2))]
+    from simulate.llm import tasks
+
+    evalset = tasks.eval_set(base.task)
+    states = []
+    for c in cfgs:  # two serial steps: versions 0, 1, 2 in every run's snapshots
+        st = new_state(c, __import__("copy").deepcopy(model0))
+        for k in (0, 1):
+            rl_step(c, st, k, tok=tok, evalset=evalset, delays=delay_schedule(c), loss_opts=_loss_options(c))
+        states.append(st)
+    serial = [copy_state(c, st) for c, st in zip(cfgs, states)]
+    mine = [copy_state(c, st) for c, st in zip(cfgs, states)]
+    k = 2
+    dv = [(d, 2 - d) for d in (0, 1, 2)]
+    names, arch = sm.weight_names(mine[0].model), sm.arch_of(mine[0].model)
+    got = batched.sample_step(cfgs, mine, [v for _, v in dv], k, tok, names, arch)
+    logp_ref = []
+    for c, st, (_, v), g in zip(cfgs, serial, dv, got):
+        st.behaviour.load_state_dict(st.snapshots[v])
+        ref = sample_batch(c, st.behaviour, tok, k)
+        assert torch.equal(g[1].seq, ref[1].seq) and torch.equal(g[1].mask, ref[1].mask)
+        assert close(g[1].logp_old, ref[1].logp_old), float((g[1].logp_old - ref[1].logp_old).abs().max())
+        np.testing.assert_array_equal(g[2], ref[2])
+        from simulate.llm.model import completion_logprobs
+
+        with torch.no_grad():
+            logp_ref.append(completion_logprobs(st.model, ref[1].seq, ref[1].attn, ref[1].mask, ref[1].prompt_len))
+        row = rl_step(c, st, k, tok=tok, evalset=evalset, delays=delay_schedule(c), loss_opts=_loss_options(c),
+                      batch_source=lambda kk, vv, ref=ref: ref)
+        st.ref_row = row
+    learned = batched.learner_step(cfgs, mine, got, names, arch, [_loss_options(c) for c in cfgs])
+    for st_ref, st, out, lp in zip(serial, mine, learned, logp_ref):
+        logp_new, _, loss, _, _, grad_norm, skipped = out
+        assert skipped is None and st.version == st_ref.version == 3 and grad_norm > 0
+        assert close(logp_new.detach(), lp)
+        assert close(loss.detach(), torch.tensor(st_ref.ref_row["loss"]))
+        assert abs(grad_norm - st_ref.ref_row["grad_norm"]) <= K * EPS * st_ref.ref_row["grad_norm"]
+        for (n, p), q in zip(st.model.named_parameters(), st_ref.model.parameters()):
+            assert close(p.grad, q.grad), n
+
+
+def test_batched_forest_follows_the_serial_forest(setup):
+    """train_forest(engine='batched') against the serial engine on a 3-step forest (2 estimators × d ∈ {0, 2}):
+    the bookkeeping columns equal, the learner's numbers within K·eps of their magnitude (the per-token
+    log-ratio columns: of T·max|log π| ≤ 8·20)."""
+    tmp, base, _, _ = setup
+    out = {}
+    for eng in ("serial", "batched"):
+        cfgs = [base.replace(estimator=e, d=d, out_dir=str(tmp / eng / f"{e}{d}"))
+                for e in ("gmc", "grpo") for d in (0, 2)]
+        train_forest(cfgs, engine=eng)
+        out[eng] = [pd.read_csv(f"{c.out_dir}/metrics.csv") for c in cfgs]
+    for a, b in zip(out["serial"], out["batched"]):
+        assert (a["grad_norm"] > 0).all() and (a["ell_mean"].iloc[1:].abs() > 1e-3).any() == (a["delay"] > 0).any()
+        for col in ("step", "version", "behaviour_version", "delay", "completion_tokens", "reward", "heldout_acc",
+                    "heldout_acc_start"):
+            pd.testing.assert_series_equal(a[col], b[col])
+        for col in ("loss", "grad_norm"):
+            assert np.all(np.abs(a[col] - b[col]) <= K * EPS * np.maximum(1, np.abs(a[col]))), col
+        for col in ("ell_mean", "ell_max", "ell_min"):
+            assert np.all(np.abs(a[col] - b[col]) <= K * EPS * 8 * 20), col
+
+
+def test_forest_refuses_runs_that_cannot_share_a_batch(setup):
+    tmp, base, _, _ = setup
+    a = base.replace(out_dir=str(tmp / "r1"))
+    with pytest.raises(ValueError, match="G"):
+        batched.train_forest_batched([a, a.replace(G=2, out_dir=str(tmp / "r2"))])
+    with pytest.raises(ValueError, match="own out_dir"):
+        batched.train_forest_batched([a, a.replace(d=2)])
+    with pytest.raises(ValueError, match="engine must be one of"):
+        train_forest([a], engine="vmap")
