@@ -90,3 +90,16 @@ def test_the_map_refuses_a_G_that_shortens_one_instance_only():
     check_axes(P, instances=("count-frac",), G=(512,), **kw)
     with pytest.raises(ValueError, match="on instance lm-faithful-exact"):
         check_axes(P, instances=("count-frac", "lm-faithful-exact"), G=(512,), **kw)  # 6144/(8·512) is not whole
+
+
+def test_the_class_optimum_is_at_least_the_warm_start():
+    """J_class (the top of v3+'s normalisation) is a sup over the policy class, so it is at least J at the
+    instance's own warm start. Seen failing: ascent from w = 0 and Gaussian starts stopped at 0.125 on
+    lm-faithful-exact, below its warm start's 0.5, and every cell refused to normalise."""
+    from simulate.protocol.instances import INSTANCES
+
+    for name in INSTANCES:
+        inst = get_instance(name)
+        if inst.w_init is not None:
+            J0 = inst.exact_J_grad(inst.w_init)[0]
+            assert J0 <= inst.J_class <= inst.J_star, name

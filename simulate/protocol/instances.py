@@ -194,7 +194,8 @@ CLASS_STARTS = 8
 
 def class_optimum(inst: TrainingInstance, starts: int = CLASS_STARTS, seed: int = 0, maxiter: int = 3000) -> float:
     """``Ĵ_class = max_j J(w_j)`` where ``w_j`` is L-BFGS ascent on the exact ``J(w)`` (gradient
-    ``∇_w J = Φᵀ∇_θ J`` by DP) from ``w = 0`` and ``starts`` Gaussian starts (``seed`` fixed). A lower
+    ``∇_w J = Φᵀ∇_θ J`` by DP) from ``w = 0``, ``starts`` Gaussian starts (``seed`` fixed) and the instance's
+    warm start ``w_init`` when it has one (so ``Ĵ_class ≥ J(w_init)``: the learner's own start is in the class). A lower
     bound on ``sup_w J`` (J is not concave in w) and at most ``J*``; a learner's J above it is possible
     and is reported as a normalised value above 1, not clipped. Deterministic on one machine."""
     from scipy.optimize import minimize
@@ -204,6 +205,8 @@ def class_optimum(inst: TrainingInstance, starts: int = CLASS_STARTS, seed: int 
     p = inst.n_params
     rng = np.random.default_rng(seed)
     inits = [np.zeros(p)] + [rng.standard_normal(p) for _ in range(int(starts))]
+    if inst.w_init is not None:  # from 0 and random starts ascent can stop far below a supervised warm start
+        inits.append(np.array(inst.w_init, dtype=np.float64))
 
     def neg(w):
         J, g = exact_J_grad_w(inst, w)
