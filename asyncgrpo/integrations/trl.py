@@ -39,6 +39,9 @@ What changes with respect to TRL's ``GRPOTrainer``:
   ``traj_is/ess/mean`` and ``traj_is/ess_frac/mean`` (``(Σw)²/Σw²`` and that over ``G``),
   ``traj_is/weight/{mean,max}``, ``traj_is/staleness/{mean,max}`` (optimizer steps between the
   rollout's generation and its use).
+
+TRL's own losses at any ``GRPOConfig`` setting (OPSM threshold, sapo temperatures, token-level luspo,
+``top_entropy_quantile``, the vLLM IS correction): :func:`trl_policy_loss` (docs/integrations.md).
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ import torch
 
 from asyncgrpo import estimators as est
 from asyncgrpo import functionals
+from asyncgrpo.estimators.maps.trl_loss_config import TRLLoss, trl_policy_loss
 from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.validation import check_eps, check_group_size
 
@@ -393,5 +397,5 @@ def tiny_qwen3(seed: int = 0, hidden_size: int = 32, num_hidden_layers: int = 2,
     return model, tok
 
 
-__all__ = ["AsyncGRPOTrainer", "shuffle_whole_groups", "group_order", "weight_metrics", "behaviour_logps", "tiny_qwen3",
-           "METRIC_PREFIX", "TESTED_TRL_VERSIONS"]
+__all__ = ["AsyncGRPOTrainer", "TRLLoss", "trl_policy_loss", "shuffle_whole_groups", "group_order", "weight_metrics",
+           "behaviour_logps", "tiny_qwen3", "METRIC_PREFIX", "TESTED_TRL_VERSIONS"]

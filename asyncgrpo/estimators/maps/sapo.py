@@ -44,25 +44,46 @@ def coef_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mod
             out[i, t] = math.exp(_LOG4 - ax - 2.0 * math.log1p(math.exp(-ax)) + e) / Ti
 
 
-def k_torch(ell, mask, adv, T_i, p):
+def check_taus(tau_pos, tau_neg):
+    """``(τ_pos, τ_neg)`` as floats; ``ValueError`` naming the peers' options unless both are finite and > 0."""
+    for v, name in ((tau_pos, "tau_pos (sapo_temperature_pos)"), (tau_neg, "tau_neg (sapo_temperature_neg)")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    return float(tau_pos), float(tau_neg)
+
+
+def _tau_torch(ell, adv, tau_pos, tau_neg):
     import torch
 
     # tensors of ell's dtype: torch.where on two Python floats gives float32 (1.05 → 1.0499999523)
-    tau = torch.where(adv > 0, torch.tensor(TAU_POS, dtype=ell.dtype), torch.tensor(TAU_NEG, dtype=ell.dtype))
-    tau = tau.unsqueeze(1)
-    ax = torch.abs(tau * (torch.exp(ell) - 1.0))
+    tau = torch.where(adv > 0, torch.tensor(tau_pos, dtype=ell.dtype), torch.tensor(tau_neg, dtype=ell.dtype))
+    return tau.unsqueeze(1)
+
+
+def gate_k_torch(ell, adv, tau_pos=TAU_POS, tau_neg=TAU_NEG):
+    """``k = 4σ(x)(1 − σ(x))·r``, ``x = τ(r − 1)``, at any temperatures (log space, as :func:`k_numpy`)."""
+    import torch
+
+    ax = torch.abs(_tau_torch(ell, adv, tau_pos, tau_neg) * (torch.exp(ell) - 1.0))
     return torch.exp(_LOG4 - ax - 2.0 * torch.log1p(torch.exp(-ax)) + ell)
 
 
-def objective(ell, mask, adv, logp):
-    """The value both peers log: ``−A·σ(τ(r−1))·4/τ`` per token."""
+def k_torch(ell, mask, adv, T_i, p):
+    return gate_k_torch(ell, adv)
+
+
+def gate_objective(ell, adv, tau_pos=TAU_POS, tau_neg=TAU_NEG):
+    """The value both peers log, ``−A·σ(τ(r−1))·4/τ`` per token, at any temperatures."""
     import torch
 
-    # tensors of ell's dtype: torch.where on two Python floats gives float32 (1.05 → 1.0499999523)
-    tau = torch.where(adv > 0, torch.tensor(TAU_POS, dtype=ell.dtype), torch.tensor(TAU_NEG, dtype=ell.dtype))
-    tau = tau.unsqueeze(1)
+    tau = _tau_torch(ell, adv, tau_pos, tau_neg)
     gate = torch.sigmoid(tau * (torch.exp(ell) - 1.0)) * (4.0 / tau)
     return torch.where(adv[:, None] == 0, torch.zeros_like(gate), -adv[:, None] * gate)
+
+
+def objective(ell, mask, adv, logp):
+    """The value both peers log at their default temperatures (:func:`gate_objective`)."""
+    return gate_objective(ell, adv)
 
 
 MAPS = (Estimator("sapo", "token", code=17, formula="4σ(x)(1−σ(x))·r, x = τ(r−1), τ = 1 (A>0) or 1.05",

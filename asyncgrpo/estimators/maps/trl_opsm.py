@@ -8,6 +8,8 @@ PPO ratio 1) the mask multiplies the GRPO token loss; TRL's normaliser is unchan
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -40,16 +42,30 @@ def coef_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mod
             out[i, t] = c / Ti if mask[i, t] else 0.0
 
 
-def k_torch(ell, mask, adv, T_i, p):
+def check_threshold(threshold) -> float:
+    """δ as a float; ``ValueError`` naming ``off_policy_mask_threshold`` unless it is a finite number ≥ 0 (a mean KL
+    estimate below 0 would drop every negative-advantage row whose policy did not move)."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold < math.inf:
+        raise ValueError(f"off_policy_mask_threshold must be a finite number >= 0 (or None: off), got {threshold!r}")
+    return float(threshold)
+
+
+def keep_torch(ell, mask, adv, threshold=THRESHOLD):
+    """``1{A_i ≥ 0 or −ℓ_i/T_i ≤ δ}`` per row ``[N, 1]`` (float of ``ell``'s dtype), at any δ."""
     import torch
 
     kl = -torch.where(mask, ell, torch.zeros_like(ell)).sum(dim=1, keepdim=True) \
         / mask.sum(dim=1, keepdim=True).to(ell.dtype).clamp(min=1.0)
-    keep = (adv >= 0).unsqueeze(1) | (kl <= THRESHOLD)
-    return torch.where(keep, torch.ones_like(kl), torch.zeros_like(kl)).expand_as(ell)
+    keep = (adv >= 0).unsqueeze(1) | (kl <= threshold)
+    return torch.where(keep, torch.ones_like(kl), torch.zeros_like(kl))
+
+
+def k_torch(ell, mask, adv, T_i, p):
+    return keep_torch(ell, mask, adv).expand_as(ell)
 
 
 MAPS = (Estimator("trl_seq_mask", "token", code=16, formula="1{A_i ≥ 0 or −ℓ_i/T_i ≤ δ}, δ = 0.5", numpy=k_numpy,
-                  numba=coef_nb, torch=k_torch, clip_ratio="unit", peer="TRL GRPOTrainer", uses_eps=False, correction=True,
+                  numba=coef_nb, torch=k_torch, clip_ratio="unit", peer="TRL GRPOTrainer", uses_eps=False,
+                  correction=True,
                   defaults={"off_policy_mask_threshold": THRESHOLD},
                   doc="TRL's off-policy sequence mask (OPSM)"),)
