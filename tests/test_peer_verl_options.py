@@ -250,3 +250,26 @@ def test_the_registry_estimators_are_their_presets_at_pi_old_equal_pi_theta(name
         tl.policy_loss(name, lp2, roll, adv, mask, loss_agg_mode="token-mean", **kw).backward()
         assert_close(lp.grad, lp2.grad, 8.0 * mask.numel(), scale=max(float(lp2.grad.abs().max()), 1.0),
                      msg=f"{name} seed {seed}")
+
+
+@pytest.mark.parametrize("taus", [(2.0, 0.5), (0.3, 3.0)])
+def test_sapo_temperatures_equal_verls_compute_policy_loss_sapo(taus):
+    """verl's ``actor.policy_loss`` ``tau_pos``/``tau_neg`` at non-default values: the gradient of verl's own
+    ``compute_policy_loss_sapo`` (which aggregates ``seq-mean-token-mean`` whatever ``loss_agg_mode`` says) is
+    ``−ν A k`` with the toolkit's ``gate_k_torch`` at those τ."""
+    from asyncgrpo.estimators.aggregation import token_normaliser
+    from asyncgrpo.estimators.maps.sapo import gate_k_torch
+
+    for seed in SEEDS:
+        cur, old, roll, adv, mask = batch(seed, scale=0.01)
+        cur = torch.where(mask, old + (cur - old).clamp(-3, 3), cur)
+        cfg = CA.ActorConfig()
+        cfg.__dict__.update(tau_pos=taus[0], tau_neg=taus[1], global_batch_info={})
+        lp = cur.clone().requires_grad_(True)
+        loss, _ = CA.compute_policy_loss_sapo(old, lp, adv[:, None].expand_as(cur), mask.long(),
+                                              loss_agg_mode="token-mean", config=cfg)
+        loss.backward()
+        k = gate_k_torch(torch.where(mask, cur - old, torch.zeros_like(cur)), adv, *taus)
+        want = -token_normaliser("seq-mean-token-mean", mask) * adv[:, None] * k
+        assert_close(lp.grad, want, 8.0 * mask.numel(), scale=max(float(want.abs().max()), 1e-3),
+                     msg=f"{taus} seed {seed}")
