@@ -18,9 +18,20 @@ from __future__ import annotations
 
 import os
 
-from simulate.llm.throughput import measure, table, training  # the one measurement, shared with the GPU check
+from simulate.llm.throughput import forest_training, measure, table, training  # shared with the GPU check
 
-__all__ = ["measure", "rows", "run", "table", "training"]
+__all__ = ["FOREST_ROWS", "forest_lines", "measure", "rows", "run", "table", "training"]
+
+#: Batched forest vs one run at a time (issue 35): ``(device, preset, dtype, estimators, delays, n_prompts, G,
+#: steps, in quick mode)``. The target is on training tokens per wall second, batched ÷ one run at a time.
+FOREST_ROWS = (
+    ("cpu", "tiny", "float32", 6, (0, 2, 4), 8, 8, 4, True),
+    ("cpu", "tiny", "float32", 6, (0, 2, 4), 2, 4, 4, False),
+    ("cpu", "small", "float32", 2, (0, 2), 4, 8, 3, False),
+    ("cuda", "gpu", "bfloat16", 6, (0, 8, 32), 32, 8, 4, True),
+)
+#: Pre-stated targets of issue 35 (batched ÷ one run at a time, training tokens per wall second).
+FOREST_TARGET = {"cpu": 3.0, "cuda": 10.0}
 
 
 def rows(quick: bool = False) -> list[dict]:
@@ -63,10 +74,53 @@ def run(quick: bool = False) -> str:
             tr.append(training("gpu", steps=6, n_prompts=32, device="cuda", dtype="bfloat16"))
     finally:
         torch.set_num_threads(before)
-    lines = ["", "training (one run at a time; the batched forest of issue 35 is not built): completion tokens/s per "
+    lines = ["", "training (one run at a time): completion tokens/s per "
              "learner step (median) and MFU = 6·N·(batch tokens)/step time ÷ the measured peak of an n×n matrix "
              "product on the same device and dtype (sampling FLOPs left out: a lower bound)"]
     lines += [f"  {r['device']:<5} {r['preset']:<5} {r['mode']}: {r['tokens_per_s']:,.0f} tokens/s, "
               f"{r['model_flops_per_s'] / 1e9:.3g} GFLOP/s of {r['peak_flops_per_s'] / 1e9:.3g} → MFU {r['mfu']:.2%} "
               f"(N = {r['params']:,} parameters)" for r in tr]
-    return table(rs) + "\n" + note + "\n".join(lines)
+    return table(rs) + "\n" + note + "\n".join(lines) + "\n" + "\n".join(forest_lines(quick))
+
+
+def _uptime() -> str:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return f"load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} (1, 5, 15 min) on {os.cpu_count()} CPUs"
+
+
+def forest_lines(quick: bool = False) -> list[str]:
+    """The batched-forest table (:func:`simulate.llm.throughput.forest_training`), CPU at one thread (the
+    harness's setting) and CUDA when available, with PASS/FAIL against :data:`FOREST_TARGET` and the load."""
+    import torch
+
+    from simulate.llm.throughput import FOREST_ESTIMATORS
+
+    out = ["", "forest training, batched (simulate/llm/batched.py) vs one run at a time (rl_step run by run, version-0 "
+           "batches shared), same runs and steps (first step untimed, no evaluation); tokens = completion tokens "
+           "trained; tok/cpu-s = per CPU second of this process (robust to a shared machine); MFU = 6·N·(prompt + "
+           "completion tokens)/wall s ÷ the stated peak (CPU: measured n×n float32 matmul at 1 thread; CUDA: the "
+           "measured bf16 matmul), sampling FLOPs left out",
+           f"  before: {_uptime()}"]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        for dev, preset, dt, n_est, delays, n_prompts, G, steps, in_quick in FOREST_ROWS:
+            if (quick and not in_quick) or (dev == "cuda" and not torch.cuda.is_available()):
+                continue
+            r = forest_training(preset, FOREST_ESTIMATORS[:n_est], delays, steps=steps - (quick and dev == "cpu"),
+                                n_prompts=n_prompts, G=G, device=dev, dtype=dt)
+            target = FOREST_TARGET[dev]
+            s1, sb = r["serial"], r["batched"]
+            out.append(f"  {dev:<4} {preset:<5} {r['runs']:>2} runs × {n_prompts * G:>3} rows, {r['steps_timed']} steps: "
+                       f"one-at-a-time {s1['tokens_per_s']:,.0f} tok/s ({s1['tokens_per_cpu_s']:,.0f} tok/cpu-s, "
+                       f"MFU {r['mfu_serial']:.1%}) | batched {sb['tokens_per_s']:,.0f} tok/s "
+                       f"({sb['tokens_per_cpu_s']:,.0f} tok/cpu-s, MFU {r['mfu_batched']:.1%}) | ratio "
+                       f"{r['ratio']:.2f}× wall, {r['ratio_cpu']:.2f}× cpu-s | target ≥{target:g}×: "
+                       f"{'PASS' if r['ratio'] >= target else 'FAIL'} | peak {r['peak_flops_per_s'] / 1e9:.3g} GFLOP/s, "
+                       f"N = {r['params']:,}")
+    finally:
+        torch.set_num_threads(before)
+    if not torch.cuda.is_available():
+        out.append("  no CUDA device: the GPU target (≥10×) not measured")
+    out.append(f"  after: {_uptime()}")
+    return out

@@ -140,3 +140,16 @@ def test_forest_refuses_runs_that_cannot_share_a_batch(setup):
         batched.train_forest_batched([a, a.replace(d=2)])
     with pytest.raises(ValueError, match="engine must be one of"):
         train_forest([a], engine="vmap")
+
+
+def test_bench_forest_row_compares_the_same_work():
+    """``bench llm``'s forest row: both engines train the same runs and steps (the same completion tokens), and
+    the ratio and MFU are what its parts say."""
+    from simulate.llm.throughput import forest_training
+
+    r = forest_training("tiny", ("gmc", "grpo"), (0, 1), steps=2, n_prompts=2, G=2)
+    assert r["runs"] == 4 and r["steps_timed"] == 1
+    assert r["serial"]["tokens"] == r["batched"]["tokens"] > 0
+    assert r["ratio"] == pytest.approx(r["batched"]["tokens_per_s"] / r["serial"]["tokens_per_s"])
+    for eng in ("serial", "batched"):
+        assert 0 < r[f"mfu_{eng}"] == pytest.approx(r[eng]["model_flops_per_s"] / r["peak_flops_per_s"])

@@ -33,6 +33,7 @@ import time
 
 import torch
 
+from asyncgrpo.progress import progress as tqdm
 from simulate.llm import stacked_model as sm
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, warmstart_key
@@ -148,6 +149,23 @@ def learner_step(cfgs, states, got, names, arch, loss_opts) -> list[tuple]:
     return [tuple(o) for o in out]
 
 
+def forest_step(cfgs, states, sched, k: int, *, tok, evalset, names, arch, loss_opts) -> list[dict]:
+    """Step ``k`` of every run (module docstring, steps 1–4); returns the runs' metrics rows (also appended to
+    each state's ``rows``). ``sched``: each run's :func:`simulate.llm.train.delay_schedule`."""
+    t0 = time.perf_counter()
+    dv = [behaviour_of(st, s, k) for st, s in zip(states, sched)]
+    got = sample_step(cfgs, states, [v for _, v in dv], k, tok, names, arch)
+    learned = learner_step(cfgs, states, got, names, arch, loss_opts)
+    t_step = time.perf_counter() - t0
+    rows = []
+    for c, st, g, (d, v), out in zip(cfgs, states, got, dv, learned):
+        logp_new, adv, loss, metrics, lr, grad_norm, skipped = out
+        rows.append(finish_row(c, st, k, tok=tok, evalset=evalset, batch=g[0], ro=g[1], R=g[2], adv=adv,
+                               logp_new=logp_new, loss=loss, loss_metrics=metrics, lr=lr, grad_norm=grad_norm,
+                               skipped=skipped, d=d, behaviour_version=v, t_gen=g[3], t_step=t_step))
+    return rows
+
+
 def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False) -> list[dict]:
     """Train every config of ``cfgs`` together (module docstring); returns their summaries in input order and
     writes each run's ``config.json``, ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` like
@@ -172,18 +190,11 @@ def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False) -> 
     arch, names = sm.arch_of(states[0].model), sm.weight_names(states[0].model)
     sched = [delay_schedule(c) for c in cfgs]
     loss_opts = [_loss_options(c) for c in cfgs]
-    for k in range(c0.steps):
-        t0 = time.perf_counter()
-        dv = [behaviour_of(st, s, k) for st, s in zip(states, sched)]
-        got = sample_step(cfgs, states, [v for _, v in dv], k, tok, names, arch)
-        learned = learner_step(cfgs, states, got, names, arch, loss_opts)
-        t_step = time.perf_counter() - t0
-        for c, st, g, (d, v), lr_out, acc0 in zip(cfgs, states, got, dv, learned, accs):
-            logp_new, adv, loss, metrics, lr, grad_norm, skipped = lr_out
-            row = finish_row(c, st, k, tok=tok, evalset=evalset, batch=g[0], ro=g[1], R=g[2], adv=adv,
-                             logp_new=logp_new, loss=loss, loss_metrics=metrics, lr=lr, grad_norm=grad_norm,
-                             skipped=skipped, d=d, behaviour_version=v, t_gen=g[3], t_step=t_step)
-            if k == 0:
+    for k in tqdm(range(c0.steps), desc=f"batched forest ({len(cfgs)} runs)", disable=not progress):
+        rows = forest_step(cfgs, states, sched, k, tok=tok, evalset=evalset, names=names, arch=arch,
+                           loss_opts=loss_opts)
+        if k == 0:
+            for row, acc0 in zip(rows, accs):
                 row["heldout_acc_start"] = acc0
     out = []
     for c, st in zip(cfgs, states):

@@ -146,3 +146,78 @@ def training(preset: str = "tiny", steps: int = 4, n_prompts: int = 8, G: int = 
     peak = matmul_peak(device, dtype)
     return dict(device=device, preset=preset, mode="one run", tokens_per_s=float(m["tokens_per_s"].median()),
                 model_flops_per_s=flops, peak_flops_per_s=peak, mfu=flops / peak, params=n_params)
+
+
+#: The bench's forest: the LM protocol's estimator families (trajectory-level and token-level) × delays.
+FOREST_ESTIMATORS = ("onpolicy", "is", "tis", "gmc", "grpo", "cispo")
+
+
+def forest_training(preset: str = "tiny", estimators=FOREST_ESTIMATORS, delays=(0, 2, 4), steps: int = 4,
+                    n_prompts: int = 8, G: int = 8, device: str = "cpu", dtype: str = "float32",
+                    cache_dir: str | None = None) -> dict:
+    """Training throughput of one seed's forest (``estimators × delays`` runs), one run at a time against batched.
+
+    Both engines train the same runs from the same short warm start for ``steps`` learner steps; the first
+    step is a warm-up and is not timed; neither evaluates (the held-out evaluation is the same serial code in
+    both). One run at a time: :func:`simulate.llm.train.rl_step` run by run, version-0 batches shared
+    (:class:`simulate.llm.tree.Version0Batches`, as the serial forest does); batched:
+    :func:`simulate.llm.batched.forest_step`. Per engine: completion tokens trained per wall second and per
+    CPU second of this process (``time.process_time``: less sensitive to other processes on a shared
+    machine), and ``MFU = 6·N·(real prompt + completion tokens of the learner batches) / wall s ÷``
+    :func:`matmul_peak` (sampling FLOPs left out: a lower bound)."""
+    import copy
+    import tempfile
+
+    import torch
+
+    from simulate.llm import batched, tasks
+    from simulate.llm import stacked_model as sm
+    from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
+    from simulate.llm.train import _loss_options, delay_schedule, new_state, rl_step, step_problems
+    from simulate.llm.tree import Version0Batches
+    from simulate.llm.warmstart import prompt_ids, warm_start
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = TrainConfig(preset=preset, device=device, dtype=dtype, steps=steps + 1, n_prompts=n_prompts, G=G,
+                           D=max(delays), eval_every=10 ** 6, length_normalize=True, task=TaskConfig(n_eval=16),
+                           warmstart=WarmStartConfig(steps=5, batch_size=16), cache_dir=cache_dir or tmp)
+        model0, tok, _ = warm_start(base, progress=False)
+    cfgs = [base.replace(estimator=e, d=d) for e in estimators for d in delays]
+    evalset = tasks.eval_set(base.task)
+    sched = [delay_schedule(c) for c in cfgs]
+    opts = [_loss_options(c) for c in cfgs]
+    prompt_tok = [sum(len(prompt_ids(tok, p)) for p in step_problems(base, k)) for k in range(steps)]
+    n_params = sum(p.numel() for p in model0.parameters())
+
+    def timed(step_fn) -> dict:
+        states = [new_state(c, copy.deepcopy(model0)) for c in cfgs]
+        step_fn(states, 0)  # warm-up (allocations, kernel selection): not timed
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        t0, c0 = time.perf_counter(), time.process_time()
+        for k in range(1, steps):
+            step_fn(states, k)
+        sync()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        comp = sum(r["completion_tokens"] for st in states for r in st.rows[1:])
+        seq = comp + len(cfgs) * sum(prompt_tok[1:])
+        return dict(tokens=comp, tokens_per_s=comp / wall, tokens_per_cpu_s=comp / cpu, seconds=wall, cpu_seconds=cpu,
+                    model_flops_per_s=6.0 * n_params * seq / wall)
+
+    v0 = Version0Batches(base, model0, tok)
+
+    def serial(states, k):
+        for c, st, s, o in zip(cfgs, states, sched, opts):
+            rl_step(c, st, k, tok=tok, evalset=evalset, delays=s, loss_opts=o, batch_source=v0)
+
+    names, arch = sm.weight_names(model0), sm.arch_of(model0)
+
+    def stacked(states, k):
+        batched.forest_step(cfgs, states, sched, k, tok=tok, evalset=evalset, names=names, arch=arch, loss_opts=opts)
+
+    one, many = timed(serial), timed(stacked)
+    peak = matmul_peak(device, dtype)
+    return dict(device=device, preset=preset, dtype=dtype, runs=len(cfgs), steps_timed=steps - 1, params=n_params,
+                peak_flops_per_s=peak, serial=one, batched=many, ratio=many["tokens_per_s"] / one["tokens_per_s"],
+                ratio_cpu=many["tokens_per_cpu_s"] / one["tokens_per_cpu_s"],
+                mfu_serial=one["model_flops_per_s"] / peak, mfu_batched=many["model_flops_per_s"] / peak)
