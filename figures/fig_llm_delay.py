@@ -228,20 +228,67 @@ def gpu_rows() -> tuple[list[dict], str]:
     return analysis.answer_rows(df, protocol, "gpu-lm", f"gpu preset, {protocol.digits}-digit sums"), line
 
 
-def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line: str, quick: bool) -> dict:
-    """The report section (interface "sections"): the protocol, the learning gain, the regime and the
-    perturbation table."""
+def kernels_provenance(protocol, out_dir: str) -> dict:
+    """Which CPU kernels the runs were made on: the protocol's pin (v5) and what the process that ran them
+    recorded (``kernels.json``, written by :func:`simulate.llm.perturb.main`), else this process's state."""
+    import json
+
+    from simulate.llm import determinism
+
+    path = os.path.join(out_dir, "kernels.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            ran = json.load(f)
+    else:
+        ran = determinism.kernel_state()
+    return {"pin": getattr(protocol, "kernel_pin", ""), "ran": ran,
+            "covers": "x86-64 CPUs with AVX2" if getattr(protocol, "kernel_pin", "") else "this CPU only"}
+
+
+def _kernel_paragraph(kernels: dict | None) -> str:
+    if not kernels or not kernels.get("pin"):
+        return ""
+    ran = kernels.get("ran", {})
+    return (f"Kernels: pinned to {kernels['pin']} (ATEN_CPU_CAPABILITY={ran.get('ATEN_CPU_CAPABILITY')}, "
+            f"MKL_CBWR={ran.get('MKL_CBWR')}; torch ran {ran.get('aten')}, torch {ran.get('torch')}): the same numbers "
+            f"on every {kernels['covers']}; CPUs without AVX2 and other architectures are not covered.")
+
+
+def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line: str, quick: bool,
+            kernels: dict | None = None) -> dict:
+    """The report section (interface "sections"): the protocol, the kernel pin, the learning gain, the regime
+    and the perturbation table (v5: each part's verdict on the pinned table and on every substituted one,
+    and the verdict reported under the consensus rule)."""
     paras = [f"Protocol {protocol.name} v{protocol.version} ({protocol.content_hash()}): delays {list(protocol.delays)}, "
              f"{len(protocol.seeds)} seeds{' (quick: not a verdict)' if quick else ''}.",
+             _kernel_paragraph(kernels),
              f"Learning at d = 0 ({protocol.baseline}): final held-out accuracy {gain.get('final', float('nan')):.3f} "
              f"from the warm start's {gain.get('warm_start', float('nan')):.3f}, gain {gain['mean']:+.3f} "
              f"[{gain['lo']:+.3f}, {gain['hi']:+.3f}] (95 % t over {gain['n']} seeds); target ≥ +{protocol.min_gain:g}: "
              + ("met." if gain["met"] else "not met."),
              (regime_text[:1].upper() + regime_text[1:] + ".") if regime_text else "Overlap regime: — (no gmc runs at d_max).",
              gpu_line]
+    paras = [p for p in paras if p]
     tables = []
     if pert is None:
         paras.append("Perturbation check: not run (" + ("quick variant" if quick else "no kernel path to compare") + ").")
+    elif "reference" in pert:  # v5
+        ran = [p["requested"] for p in pert["paths"] if p["ran"]]
+        paras.append(f"Perturbation check (sensitivity, kernel paths {', '.join(ran)} against the pinned "
+                     f"{pert['reference']}; {pert['method']}): {len(pert['parts'])} parts compared, "
+                     f"{len(pert['fragile'])} fragile" + (": " + "; ".join(pert["fragile"]) if pert["fragile"] else "")
+                     + (" — reported as inconclusive (consensus rule)." if pert["fragile"] and protocol.consensus
+                        else "."))
+        cols = [pert["reference"]] + ran
+        tables.append({"title": "LM verdicts on the pinned kernel path and with seeds "
+                                f"{pert['seeds']} re-made on each other path",
+                       "columns": ["part", *[f"{c}{' (pinned)' if c == pert['reference'] else ''}" for c in cols],
+                                   "fragile", "reported", "note"],
+                       "rows": [[r["part"], *[r[c] for c in cols], "yes" if r["fragile"] else "no", r["reported"],
+                                 r["note"]] for r in pert["parts"]],
+                       "note": f"runs {', '.join(pert['runs'])} on seeds {pert['seeds']}; "
+                               + "; ".join(f"{p['requested']}: torch runs {p['effective']}" + (f", {p['note']}" if p["note"] else "")
+                                           for p in pert["paths"])})
     else:
         cols = [pert["native"]] + [p["requested"] for p in pert["paths"] if p["ran"]]
         paras.append(f"Perturbation check under other ATen CPU kernel paths (seeds {pert['seeds']}): "
@@ -287,6 +334,19 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     df = ex.run(sw, **opts)
     results = ex.arm_results(df, protocol, quick=quick)
     result = results[0]  # the main arm: the registered verdict
+    from simulate.llm import analysis, perturb
+
+    main_arm = ex.arm(df, 1.0)
+    p_used = protocol.variant(quick)
+    reg = analysis.regime(main_arm, p_used)
+    pert = None
+    if not quick and ((protocol.version >= 5 and protocol.perturb_paths)
+                      or (protocol.version == 4 and protocol.perturb_capabilities)):
+        pert = perturb.perturb(main_arm, protocol, os.path.join(results_root, "llm", f"perturb-v{protocol.version}"))
+        print(perturb.table(pert))
+        if protocol.version >= 5 and protocol.consensus:  # the reported verdicts: the consensus rule's
+            result, reg = perturb.apply_consensus(result, reg, pert)
+            results = [result] + list(results[1:])
     fig, _ = plot(df, result, protocol.metric)
     fig.tight_layout()
     ev = evidence(result)
@@ -296,13 +356,15 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     meta["verdict"] = ("quick: not a verdict — " if quick else "") + result.verdict
     meta["protocol_hash"] = result.protocol_hash
     meta["lm_protocol"] = protocol.to_dict()
+    meta["kernels"] = kernels_provenance(protocol, sw.out_dir)
     meta["metric"] = protocol.metric
     meta["comparisons"] = [c.as_dict() for c in result.comparisons]
     meta["rates"] = [r.as_dict() for r in result.rates]
     meta["table"] = ex.table(df, protocol.metric)
     meta["lm_c9"] = "\n".join(result.lines)
     meta["runs"] = df[[c for c in ex.ROW_COLUMNS if c != "seconds"]].to_dict(orient="records")
-    meta["diagnostics"], meta["regime"] = diagnostics(ex.arm(df, 1.0), protocol.variant(quick))
+    meta["diagnostics"], regime_text = diagnostics(ex.arm(df, 1.0), protocol.variant(quick))
+    meta["regime"] = analysis.regime_line(reg, p_used.d_max) if regime_text else ""
     meta["diagnostics_arms"] = diagnostics_arms(df)
     meta["arms"] = [dict(lr_factor=r.lr_factor, eta=protocol.eta * r.lr_factor,
                          seeds=sorted(int(x) for x in ex.arm(df, r.lr_factor)["seed"].unique()),
@@ -313,22 +375,15 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     meta["turning_table"] = ex.turning_table(meta["turning_points"])
     meta["auc_vs_d"] = ex.summarise(df, protocol.metric).to_dict(orient="records")
     meta["auc_interval"] = "mean over seeds with a 95 % Student-t interval (scipy.stats.t)"
-    from simulate.llm import analysis, perturb
-
-    main_arm = ex.arm(df, 1.0)
-    p_used = protocol.variant(quick)
     gain = analysis.learning_gain(main_arm, p_used)
-    pert = None
-    if not quick and protocol.version >= 4 and protocol.perturb_capabilities:
-        pert = perturb.perturb(main_arm, protocol, os.path.join(results_root, "llm", f"perturb-v{protocol.version}"))
-        print(perturb.table(pert))
     gpu_answer, gpu_line = gpu_rows()
     meta["learning_gain"] = gain
     meta["perturbation"] = pert
-    meta["regime_interval"] = analysis.regime(main_arm, p_used)
+    meta["regime_interval"] = reg
     meta["answer"] = analysis.answer_rows(main_arm, p_used, "cpu-lm", f"tiny LM, {protocol.digits}-digit sums"
-                                          + (" (quick: not a verdict)" if quick else "")) + gpu_answer
-    meta["sections"] = [section(protocol, gain, meta["regime"], pert, gpu_line, quick)]
+                                          + (" (quick: not a verdict)" if quick else ""),
+                                          result=None if quick else result) + gpu_answer
+    meta["sections"] = [section(protocol, gain, meta["regime"], pert, gpu_line, quick, meta["kernels"])]
     meta["wall_seconds"] = time.perf_counter() - t0
     meta["caption"] = caption(protocol, result, quick)
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), ev, [], time.perf_counter() - t0)

@@ -17,7 +17,8 @@ from scipy import stats
 
 from simulate import verdicts as vd
 from simulate.llm import analysis
-from simulate.llm.protocol import PROTOCOL, PROTOCOL_GPU, PROTOCOL_V2, PROTOCOL_V3, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL_V4 as PROTOCOL  # this file checks v4, reproducible under its hash
+from simulate.llm.protocol import PROTOCOL_GPU, PROTOCOL_V2, PROTOCOL_V3, PROTOCOLS, LMProtocol
 
 
 def test_v4_is_registered_and_older_versions_keep_their_hashes():

@@ -204,9 +204,17 @@ def _perturb(args, df, protocol) -> None:
     from simulate.llm import perturb
 
     if protocol.version < 4 or not protocol.perturb_seeds:
-        raise ValueError(f"--perturb needs a protocol with perturb_seeds (version 4), got version {protocol.version}")
-    res = perturb.perturb(ex.arm(df, 1.0), protocol, os.path.join(args.experiment_dir, "perturb"))
+        raise ValueError(f"--perturb needs a protocol with perturb_seeds (version 4 or later), got version {protocol.version}")
+    main_arm = ex.arm(df, 1.0)
+    res = perturb.perturb(main_arm, protocol, os.path.join(args.experiment_dir, "perturb"))
     print(perturb.table(res))
+    if protocol.version >= 5 and protocol.consensus:
+        from simulate.llm import analysis
+
+        rep, reg = perturb.apply_consensus(analysis.c9_result(main_arm, protocol), analysis.regime(main_arm, protocol), res)
+        print("reported under the consensus rule (a part that moves on a perturbed kernel path is inconclusive):")
+        print("\n".join(rep.lines))
+        print(analysis.regime_line(reg, protocol.d_max))
 
 
 def cmd_gpu_check(args) -> int:
@@ -273,11 +281,13 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPUs)")
     p.add_argument("--cells", default=None, help="sweep cell store (default EXPERIMENT_DIR/cells); resume reuses it")
     p.add_argument("--protocol-version", "--protocol", dest="protocol_version", default=str(PROTOCOL.version),
-                   help=f"registered LM protocol whose comparisons apply: 2, 3, 4 or gpu (default {PROTOCOL.version}; "
-                        f"2 and 3 reproduce the v2 and v3 reports; gpu: the GPU protocol, simulate/llm/gpu_protocol.py)")
+                   help=f"registered LM protocol whose comparisons apply: 2, 3, 4, 5 or gpu (default {PROTOCOL.version}; "
+                        f"2, 3 and 4 reproduce the v2, v3 and v4 reports; 5 runs on pinned CPU kernels; gpu: the GPU "
+                        f"protocol, simulate/llm/gpu_protocol.py)")
     p.add_argument("--perturb", action="store_true",
-                   help="v4: re-make the registered comparisons under the other ATEN_CPU_CAPABILITY kernel paths and "
-                        "list every fragile verdict (simulate/llm/perturb.py)")
+                   help="re-make the registered comparisons under other CPU kernel paths and list every fragile verdict "
+                        "(v4: ATEN_CPU_CAPABILITY; v5: the protocol's perturb_paths with the consensus rule; "
+                        "simulate/llm/perturb.py)")
     p.add_argument("--budget-s", type=float, default=420.0,
                    help="--protocol gpu: seconds for the runs; seeds are started while the next batch fits")
     p.add_argument("--dry-run", action="store_true",
@@ -304,5 +314,25 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(build_parser(_named_protocol(argv)), argv)
 
 
+def kernel_path_of(argv: list[str]) -> str:
+    """The CPU kernel path a command line asks for: ``--kernels``, else (``experiment``) its protocol's pin."""
+    from simulate.llm.protocol import PROTOCOL
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--kernels", default=None)
+    pre.add_argument("--device", default="cpu")
+    a = pre.parse_known_args(list(argv))[0]
+    if a.kernels is not None or a.device != "cpu":
+        return a.kernels or ""
+    if argv and argv[0] == "experiment":
+        return getattr(_named_protocol(argv) or PROTOCOL, "kernel_pin", "")
+    return ""
+
+
 if __name__ == "__main__":
+    # the kernel path must be in the environment before torch/MKL initialise: re-execute with it (the
+    # experiment's workers and warm starts inherit it; simulate/llm/determinism.py)
+    from simulate.llm.determinism import reexec_argv
+
+    reexec_argv(kernel_path_of(sys.argv[1:]), sys.argv[1:])
     sys.exit(main())

@@ -106,6 +106,9 @@ class C9Result:
     skipped: tuple[str, ...] = ()
     lr_factor: float = 1.0
     """The step-size arm (``η·lr_factor``); the claim's registered verdict is the main arm's (1.0)."""
+    notes: tuple[str, ...] = ()
+    """v5's consensus rule: one note per part whose verdict moved on a perturbed kernel path
+    (:func:`simulate.llm.perturb.apply_consensus`)."""
 
     @property
     def lines(self) -> list[str]:
@@ -125,6 +128,8 @@ class C9Result:
                        f"(power {pw:.2f}) → {r.verdict}")
         for why in self.skipped:
             out.append(f"{pre}not compared: {why}")
+        for note in self.notes:
+            out.append(f"{pre}note: {note}")
         armtxt = "" if self.lr_factor == 1.0 else f", step-size arm η×{self.lr_factor:g}"
         out.append(f"{pre}C9 at LM scale (d={self.d_max}, {self.n_seeds} seeds{armtxt}, metric {self.metric}, protocol "
                    f"{self.protocol_hash}): {self.verdict}")
@@ -342,11 +347,12 @@ def regime_line(r: dict, d_max: int, estimator: str = "gmc") -> str:
     if r["interval"] is None:
         return (f"at d = {d_max} {estimator}'s runs are in the {r['label']} overlap regime (median learning-phase "
                 f"χ̂²(π_θ‖μ) on the sampled batch {r['estimate']:.3g})")
+    note = f"; {r['note']}" if r.get("note") else ""
     if r["lo"] is None:
-        return f"at d = {d_max} {estimator}'s overlap regime is {r['label']} ({r['interval']})"
+        return f"at d = {d_max} {estimator}'s overlap regime is {r['label']} ({r['interval']}{note})"
     return (f"at d = {d_max} {estimator}'s overlap regime is {r['label']}: learning-phase χ̂²(π_θ‖μ) geometric mean "
             f"{r['estimate']:.3g} [{r['lo']:.3g}, {r['hi']:.3g}] ({r['interval']}; local iff the interval lies "
-            f"below 1, far iff above)")
+            f"below 1, far iff above{note})")
 
 
 def learning_gain(df: pd.DataFrame, protocol: LMProtocol = PROTOCOL) -> dict:
@@ -367,12 +373,13 @@ ANSWER_RIVALS: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "grpo")
 ANSWER_DELAYS: tuple[int, ...] = (8, 32)
 
 
-def answer_rows(df: pd.DataFrame, protocol: LMProtocol, group: str, setting: str) -> list[dict]:
+def answer_rows(df: pd.DataFrame, protocol: LMProtocol, group: str, setting: str, result: C9Result | None = None) -> list[dict]:
     """The report's answer rows: ``gmc − rival`` in ``protocol.metric`` at ``d ∈`` :data:`ANSWER_DELAYS`,
     paired over seeds, with the 95 % paired t-interval (:func:`simulate.verdicts.t_interval` of the
     per-seed differences). At ``d_max`` the verdict is the registered Holm family's (``gmc not worse than
-    X``); at other delays it is left out (a per-d test is a map, not a verdict)."""
-    res = c9_result(df, protocol)
+    X``); at other delays it is left out (a per-d test is a map, not a verdict). ``result``: the reported
+    C9 result when it is not the table's own (v5: after the consensus rule)."""
+    res = c9_result(df, protocol) if result is None else result
     holm = {c.name: c.verdict for c in res.comparisons}
     out = []
     for d in ANSWER_DELAYS:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from asyncgrpo.estimators.aggregation import check_loss_agg_mode
 from asyncgrpo.estimators.token_level import CISPO_CLAMPS, TOKEN_ESTIMATORS
+from simulate.llm.determinism import parse_path
 from simulate.training.config import (  # one list of estimator names each (torch-free)
     ALL_ESTIMATORS,
     REGISTERED_ESTIMATORS,
@@ -204,8 +205,16 @@ class TrainConfig:
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     cache_dir: str = "results/llm/cache"
     """Warm-start cache."""
+    kernels: str = ""
+    """CPU kernel path ``"<aten>+<mkl>"`` the run must be made on (:mod:`simulate.llm.determinism`; LM protocol
+    v5 pins ``avx2+COMPATIBLE``): a process that does not run it refuses the run. ``""``: whatever the process
+    runs, not recorded (before v5; left out of :meth:`to_dict`, so earlier configs and caches keep their keys)."""
 
     def __post_init__(self) -> None:
+        if self.kernels:
+            parse_path(self.kernels)
+            if self.device != "cpu":
+                raise ValueError(f"kernels (a CPU kernel path) applies to device cpu only, got device {self.device!r}")
         if self.estimator not in REGISTERED_ESTIMATORS:  # the peers' corrections too (asyncgrpo.estimators.registry)
             raise ValueError(f"estimator must be one of {', '.join(REGISTERED_ESTIMATORS)}, got {self.estimator!r}")
         for name in ("eps", "eps_low", "eps_high", "tau_m2", "eta", "temperature"):
@@ -269,8 +278,11 @@ class TrainConfig:
                 "queue": f"queue(n={self.n_actors})"}[self.delay]
 
     def to_dict(self) -> dict:
-        """Plain nested dict (JSON-serialisable)."""
-        return dataclasses.asdict(self)
+        """Plain nested dict (JSON-serialisable); ``kernels`` only when set (configs before v5 keep their form)."""
+        out = dataclasses.asdict(self)
+        if not self.kernels:
+            out.pop("kernels")
+        return out
 
     def replace(self, **changes) -> TrainConfig:
         """A copy with ``changes`` (nested ``task=``/``warmstart=`` take dataclasses)."""
@@ -352,5 +364,7 @@ def warmstart_key(cfg: TrainConfig) -> str:
         "code": _source_hash(WARMSTART_SOURCES),
         "version": 2,
     }
+    if cfg.kernels:  # v5: the warm start is made on the run's kernel path (other paths give other weights)
+        payload["kernels"] = cfg.kernels
     blob = json.dumps(payload, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -76,7 +76,7 @@ def protocol_base(protocol: LMProtocol = PROTOCOL, quick: bool = False, cache_di
                                        n_eval=protocol.quick_n_eval if q else protocol.n_eval),
                        warmstart=WarmStartConfig(steps=protocol.quick_warmstart_steps if q else protocol.warmstart_steps,
                                                  batch_size=protocol.warmstart_batch_size, eta=protocol.warmstart_eta),
-                       cache_dir=cache_dir)
+                       cache_dir=cache_dir, kernels=protocol.kernel_pin)
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,8 @@ def config_settings(cfg: TrainConfig) -> dict:
     out = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
+        if f.name == "kernels" and not v:
+            continue  # no recorded kernel path (before v5): the cells keep the keys they had
         if dataclasses.is_dataclass(v):
             out.update({f"{f.name}.{k}": x for k, x in dataclasses.asdict(v).items()})
         elif isinstance(v, float) and not math.isfinite(v):
@@ -336,10 +338,19 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
     The table (the run's row, the cell id and every config setting) is also written to
     ``out_dir/results.csv``. ``backend=None``: :data:`DEFAULT_BACKEND` on CPU, ``"serial"`` on CUDA
     (one device: parallel processes would only hold extra CUDA contexts). An ``out_dir`` holding runs
-    of other settings is refused unless ``overwrite`` (:func:`check_manifest`).
+    of other settings is refused unless ``overwrite`` (:func:`check_manifest`). A sweep whose runs record a
+    kernel path (``base.kernels``, v5) that this process does not run is run in a child process started
+    with it (:func:`simulate.llm.perturb.run_under`; the warm starts too), and its table read back.
     """
     from sweep import load_cells, run_sweep
 
+    from simulate.llm import determinism
+
+    if sweep.base.kernels and sweep.base.device == "cpu" and not determinism.env_matches(sweep.base.kernels):
+        from simulate.llm.perturb import run_under
+
+        return run_under(sweep, sweep.base.kernels, progress=progress, root=root, backend=backend,
+                         overwrite=overwrite, **engine_opts)
     check_manifest(sweep, overwrite)
     eng = to_sweep(sweep)
     root = os.path.join(sweep.out_dir, "cells") if root is None else root

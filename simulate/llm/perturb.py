@@ -12,10 +12,22 @@ is **fragile**. Paths the CPU lacks (torch then runs another one) are listed as 
 
 ``python -m simulate.llm.perturb --capability avx2 --out DIR --protocol PROTOCOL.json [--quick]`` is the
 subprocess's entry point (it writes ``DIR/results.csv`` and ``DIR/capability.txt``).
+
+**Version 5** (:mod:`simulate.llm.protocol`): the runs are made on the pinned kernel path
+(``protocol.kernel_pin``, :mod:`simulate.llm.determinism`) and the check is a sensitivity check. Every path
+of ``protocol.perturb_paths`` (``"<aten>+<mkl>"``) re-makes the same runs on ``perturb_seeds`` in a child
+process started with that path; its runs are *substituted* for the pinned runs of those seeds in the full
+table, and every part is re-decided on the substituted table (:func:`perturb_v5`). A part is fragile when
+some substituted table gives another verdict or label; under the consensus rule
+(:func:`apply_consensus`) its reported verdict is then ``inconclusive`` with the note "kernel-fragile:
+<path> gives <verdict>". ``python -m simulate.llm.perturb --sweep SWEEP.json --path SPEC`` is the child
+that runs any sweep under a path (:func:`run_under`: also the pinned protocol sweep itself, when the
+calling process does not run the pin).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,6 +36,8 @@ import time
 
 import pandas as pd
 
+from simulate import verdicts as vd
+from simulate.llm import determinism
 from simulate.llm.protocol import CPU_CAPABILITIES, LMProtocol
 
 #: Environment variable that selects ATen's CPU kernel path.
@@ -114,6 +128,8 @@ def perturb(native: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: boo
     (restricted here to the perturbation's seeds and runs). Returns ``paths`` (requested, effective, ran),
     ``parts`` (one row per part: its verdict natively and under each path that ran, and ``fragile``),
     ``fragile`` (the fragile parts), ``seeds``, ``seconds``."""
+    if protocol.version >= 5 and capabilities is None:
+        return perturb_v5(native, protocol, root, quick=quick)
     t0 = time.perf_counter()
     requested = tuple(capabilities if capabilities is not None else protocol.perturb_capabilities)
     bad = [c for c in requested if c not in CPU_CAPABILITIES]
@@ -138,6 +154,151 @@ def perturb(native: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: boo
                 seeds=list(sw.seeds), runs=[f"{x}@d={d}" for x, d in sw.pairs], seconds=time.perf_counter() - t0)
 
 
+def sweep_to_dict(sweep) -> dict:
+    """A :class:`simulate.llm.experiment.Sweep` as JSON-ready data (the base config flattened by
+    :func:`simulate.llm.experiment.config_settings`)."""
+    from simulate.llm import experiment as ex
+
+    return dict(estimators=list(sweep.estimators), delays=list(sweep.delays), seeds=list(sweep.seeds),
+                out_dir=sweep.out_dir, base=ex.config_settings(sweep.base),
+                pairs=None if sweep.pairs is None else [list(x) for x in sweep.pairs],
+                arms=None if sweep.arms is None else [[f, list(s)] for f, s in sweep.arms],
+                arm_pairs=None if sweep.arm_pairs is None else [[f, [list(x) for x in ps]] for f, ps in sweep.arm_pairs])
+
+
+def sweep_from_dict(d: dict):
+    """Inverse of :func:`sweep_to_dict`."""
+    from simulate.llm import experiment as ex
+
+    pairs = lambda ps: tuple((str(x), int(dd)) for x, dd in ps)  # noqa: E731
+    return ex.Sweep(estimators=tuple(d["estimators"]), delays=tuple(d["delays"]), seeds=tuple(d["seeds"]),
+                    base=ex.config_from_settings(d["base"]), out_dir=d["out_dir"],
+                    pairs=None if d["pairs"] is None else pairs(d["pairs"]),
+                    arms=None if d["arms"] is None else tuple((float(f), tuple(s)) for f, s in d["arms"]),
+                    arm_pairs=None if d["arm_pairs"] is None else tuple((float(f), pairs(ps)) for f, ps in d["arm_pairs"]))
+
+
+def start_under(sweep, spec: str, *, log: str | None = None, progress: bool = False, root: str | None = None,
+                backend: str | None = None, overwrite: bool = False, **engine_opts) -> subprocess.Popen:
+    """Start a child process on the kernel path ``spec`` (:func:`simulate.llm.determinism.path_env`) that runs
+    ``sweep`` (:func:`main`); its output goes to ``log`` (default: this process's). A Dask ``client`` cannot
+    carry a kernel path into its workers: it is left out and the child uses the local backend."""
+    os.makedirs(sweep.out_dir, exist_ok=True)
+    path = os.path.join(sweep.out_dir, "sweep.json")
+    with open(path, "w") as f:
+        json.dump(sweep_to_dict(sweep), f)
+    dropped = [k for k in ("client", "scheduler", "dask_local") if engine_opts.pop(k, None) is not None]
+    if dropped:
+        print(f"note: kernel path {spec}: the sweep runs in a child process started with it; {', '.join(dropped)} "
+              f"left out (local backend)", file=sys.stderr)
+        backend = None if backend == "dask" else backend
+    cmd = [sys.executable, "-m", "simulate.llm.perturb", "--sweep", path, "--path", spec]
+    cmd += (["--root", str(root)] if root else []) + (["--backend", backend] if backend else [])
+    cmd += (["--workers", str(engine_opts.pop("n_workers"))] if engine_opts.get("n_workers") else [])
+    cmd += (["--overwrite"] if overwrite else []) + (["--progress"] if progress else [])
+    out = open(log, "w") if log else None
+    proc = subprocess.Popen(cmd, env=determinism.path_env(spec), stdout=out, stderr=subprocess.STDOUT if out else None)
+    proc.log_file = out  # closed by finish_under
+    return proc
+
+
+def finish_under(proc: subprocess.Popen, sweep, spec: str, log: str | None = None) -> pd.DataFrame:
+    """Wait for :func:`start_under`'s child; its results table, or ``RuntimeError`` with its last lines."""
+    rc = proc.wait()
+    if getattr(proc, "log_file", None):
+        proc.log_file.close()
+    if rc != 0:
+        tail = ""
+        if log and os.path.exists(log):
+            with open(log) as f:
+                tail = "".join(f.readlines()[-15:])
+        raise RuntimeError(f"the sweep on kernel path {spec} failed (exit {rc}){':' if tail else ''}\n{tail}")
+    return pd.read_csv(os.path.join(sweep.out_dir, "results.csv"))
+
+
+def run_under(sweep, spec: str, **opts) -> pd.DataFrame:
+    """Run ``sweep`` in a child process on the kernel path ``spec`` and return its results table (what
+    :func:`simulate.llm.experiment.run` does for a sweep whose runs record a path this process does not run)."""
+    return finish_under(start_under(sweep, spec, **opts), sweep, spec)
+
+
+def _slug(spec: str) -> str:
+    return spec.replace("+", "_")
+
+
+def substitute(table: pd.DataFrame, path_table: pd.DataFrame, seeds, pairs) -> pd.DataFrame:
+    """``table`` with the runs of ``seeds`` × ``pairs`` replaced by ``path_table``'s (the same runs made on
+    another kernel path); raises ``ValueError`` when ``path_table`` lacks one of them."""
+    key = lambda df: df["estimator"] + ":" + df["d"].astype(str)  # noqa: E731
+    want = {f"{x}:{d}" for x, d in pairs}
+    sub = path_table[path_table["seed"].isin(seeds) & key(path_table).isin(want)]
+    if len(sub) != len(seeds) * len(want):
+        raise ValueError(f"the perturbed table has {len(sub)} of the {len(seeds) * len(want)} runs to substitute")
+    keep = table[~(table["seed"].isin(seeds) & key(table).isin(want))]
+    return pd.concat([keep, sub[[c for c in table.columns if c in sub.columns]]], ignore_index=True)
+
+
+def perturb_v5(table: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: bool = False) -> dict:
+    """The v5 perturbation check (module docstring): ``table`` is the protocol's results table on its pinned
+    path. Returns ``reference`` (the pin), ``paths``, ``parts`` (each part's verdict on the pinned table and on
+    every substituted one, ``fragile``, and the ``reported`` verdict with its ``note`` by the consensus
+    rule), ``fragile``, ``seeds``, ``runs``, ``method``, ``seconds``."""
+    t0 = time.perf_counter()
+    todo, paths = [], []
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"
+    for spec in protocol.perturb_paths:
+        aten = determinism.parse_path(spec)[determinism.ATEN_VAR]
+        eff = subprocess.run([sys.executable, "-c", code], env=determinism.path_env(spec), capture_output=True,
+                             text=True, check=True).stdout.strip()
+        ok = aten is None or eff == aten
+        paths.append(dict(requested=spec, effective=eff, ran=ok, note="" if ok else f"not on this CPU (torch runs {eff})"))
+        if ok:
+            todo.append(spec)
+    procs = {}
+    for spec in todo:
+        sw = perturb_sweep(protocol, os.path.join(root, _slug(spec)), quick)
+        sw = dataclasses.replace(sw, base=sw.base.replace(kernels=spec))
+        log = os.path.join(root, _slug(spec) + ".log")
+        os.makedirs(root, exist_ok=True)
+        procs[spec] = (start_under(sw, spec, log=log, backend="serial"), sw, log)
+    ref = protocol.kernel_pin or "pinned"
+    verdicts = {ref: parts(table, protocol, quick)}
+    seeds, pairs = None, None
+    for spec, (proc, sw, log) in procs.items():
+        seeds, pairs = sw.seeds, sw.pairs
+        got = finish_under(proc, sw, spec, log)
+        verdicts[spec] = parts(substitute(table, got, sw.seeds, sw.pairs), protocol, quick)
+    if seeds is None:
+        sw = perturb_sweep(protocol, root, quick)
+        seeds, pairs = sw.seeds, sw.pairs
+    rows = compare(verdicts, ref)
+    for r in rows:
+        moved = [(c, r[c]) for c in verdicts if c != ref and r[c] != r[ref]]
+        r["reported"] = vd.INCONCLUSIVE if moved and protocol.consensus else r[ref]
+        r["note"] = "; ".join(f"kernel-fragile: {c} gives {v}" for c, v in moved)
+    return dict(reference=ref, native=ref, paths=paths, parts=rows, fragile=[r["part"] for r in rows if r["fragile"]],
+                seeds=list(seeds), runs=[f"{x}@d={d}" for x, d in pairs], seconds=time.perf_counter() - t0,
+                method=f"runs of seeds {list(seeds)} made on each path substituted for the pinned ones in the full "
+                       f"table; every part re-decided on it" + ("; consensus rule" if protocol.consensus else ""))
+
+
+def apply_consensus(result, regime: dict, pert: dict):
+    """The reported C9 result and regime under v5's consensus rule: each part's verdict (and the regime label)
+    replaced by ``pert``'s ``reported`` one, the fragile parts' notes added, and the claim's verdict
+    :func:`simulate.verdicts.combine` of the reported parts. Returns ``(result, regime)``."""
+    rep = {r["part"]: r for r in pert["parts"]}
+    fix = lambda x: dataclasses.replace(x, verdict=rep[x.name]["reported"]) if x.name in rep else x  # noqa: E731
+    comps, rates = tuple(fix(c) for c in result.comparisons), tuple(fix(r) for r in result.rates)
+    parts_ = [c.verdict for c in comps] + [r.verdict for r in rates]
+    notes = tuple(f"{r['part']}: {r['note']} (reported {r['reported']})" for r in pert["parts"] if r["note"])
+    out = dataclasses.replace(result, comparisons=comps, rates=rates,
+                              verdict=vd.combine(parts_) if parts_ else result.verdict, notes=result.notes + notes)
+    reg = dict(regime)
+    if REGIME_PART in rep and rep[REGIME_PART]["note"]:
+        reg.update(label=rep[REGIME_PART]["reported"], note=rep[REGIME_PART]["note"])
+    return out, reg
+
+
 def compare(verdicts: dict[str, dict[str, str]], native: str) -> list[dict]:
     """One row per part of ``verdicts[native]``: its verdict or label under every path (``"—"`` where a path
     has no such part) and ``fragile``: whether they are not all the same."""
@@ -150,25 +311,52 @@ def compare(verdicts: dict[str, dict[str, str]], native: str) -> list[dict]:
 
 def table(result: dict) -> str:
     """The perturbation result as text: one line per part, its verdict under each kernel path."""
-    cols = [result["native"]] + [p["requested"] for p in result["paths"] if p["ran"]]
-    lines = [f"perturbation check (seeds {result['seeds']}, runs {', '.join(result['runs'])}; native path "
-             f"{result['native']}): fragile parts {len(result['fragile'])} of {len(result['parts'])}"]
+    ref = result.get("reference", result["native"])
+    cols = [ref] + [p["requested"] for p in result["paths"] if p["ran"]]
+    what = f"pinned path {ref}" if "reference" in result else f"native path {ref}"
+    lines = [f"perturbation check (seeds {result['seeds']}, runs {', '.join(result['runs'])}; {what}): fragile "
+             f"parts {len(result['fragile'])} of {len(result['parts'])}"]
+    if "method" in result:
+        lines.append(f"  ({result['method']})")
     lines += [f"  {r['part']}: " + ", ".join(f"{c} {r[c]}" for c in cols) + (" — FRAGILE" if r["fragile"] else "")
-              for r in result["parts"]]
+              + (f" → reported {r['reported']}" if "reported" in r else "") for r in result["parts"]]
     lines += [f"  {p['requested']}: {p['note']}" for p in result["paths"] if not p["ran"]]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Subprocess entry point: run :func:`perturb_sweep` under this process's kernel path."""
+    """Subprocess entry point: run :func:`perturb_sweep` under this process's kernel path (v4, ``--capability``),
+    or any sweep under a v5 kernel path (``--sweep``/``--path``, :func:`run_under`)."""
     from simulate.llm import experiment as ex
 
     p = argparse.ArgumentParser(prog="python -m simulate.llm.perturb", description=__doc__.splitlines()[0])
-    p.add_argument("--capability", required=True, choices=CPU_CAPABILITIES)
-    p.add_argument("--out", required=True)
-    p.add_argument("--protocol", required=True, help="the protocol as JSON (LMProtocol.to_dict)")
+    p.add_argument("--capability", choices=CPU_CAPABILITIES)
+    p.add_argument("--out")
+    p.add_argument("--protocol", help="the protocol as JSON (LMProtocol.to_dict)")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--sweep", help="v5: a sweep as JSON (sweep_to_dict), run under --path")
+    p.add_argument("--path", help="v5: the kernel path this process must run ('<aten>+<mkl>')")
+    p.add_argument("--root", default=None)
+    p.add_argument("--backend", default=None)
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--progress", action="store_true")
     a = p.parse_args(argv)
+    if a.sweep:
+        if not a.path:
+            raise SystemExit("error: --sweep needs --path")
+        why = determinism.running(a.path)
+        if why:
+            raise SystemExit(f"error: {why}")
+        with open(a.sweep) as f:
+            sw = sweep_from_dict(json.load(f))
+        ex.run(sw, progress=a.progress, root=a.root, backend=a.backend, overwrite=a.overwrite,
+               **({"n_workers": a.workers} if a.workers else {}))
+        with open(os.path.join(sw.out_dir, "kernels.json"), "w") as f:
+            json.dump(determinism.kernel_state(), f)
+        return 0
+    if not (a.capability and a.out and a.protocol):
+        raise SystemExit("error: --capability, --out and --protocol are required (or --sweep and --path)")
     with open(a.protocol) as f:
         protocol = protocol_from_dict(json.load(f))
     eff = effective_capability()

@@ -72,7 +72,7 @@ and why:
 ``--full`` (``full_seeds``: 24 seeds in the main arm, 12 in the step-size arm) is the same protocol on
 more seeds, for a machine with time; its verdicts use the same rule.
 
-**Version 4** (issue 35; :data:`PROTOCOL`). v3's row barely learnt (accuracy AUC ≈ 0.50 at ``d = 0`` from
+**Version 4** (issue 35; :data:`PROTOCOL_V4`). v3's row barely learnt (accuracy AUC ≈ 0.50 at ``d = 0`` from
 a 0.48 warm start), so it measured collapse-avoidance, not learning, and two of its statements flipped
 with the CPU's SIMD kernels. What changes and why:
 
@@ -95,6 +95,29 @@ with the CPU's SIMD kernels. What changes and why:
   (``ATEN_CPU_CAPABILITY``, warm start included, in subprocesses) on ``perturb_seeds`` (4 seeds, the
   budget) and compared with the native run on the same seeds; a part whose verdict or label differs is
   *fragile* (:mod:`simulate.llm.perturb`).
+
+**Version 5** (issue 35; :data:`PROTOCOL`; fixed before any v5 run, as the response to v4's measured
+fragility: on seeds 0–3, 2 of 12 parts differed between native avx512 and the default/avx2 paths — "gmc not
+worse than tis" inconclusive natively, holds under both; the regime label inconclusive natively, local under
+both). v4's task, runs, seeds, delays, comparisons, rates and regime interval are unchanged. What changes:
+
+- *Pinned kernels* (``kernel_pin = "avx2+COMPATIBLE"``, :mod:`simulate.llm.determinism`): every run, warm
+  start included, is made with ``ATEN_CPU_CAPABILITY=avx2`` and ``MKL_CBWR=COMPATIBLE``, so the row's
+  numbers are the same on every x86-64 CPU with AVX2 (CPUs without AVX2 and other architectures are not
+  covered: a run there is refused). Measured on the AMD EPYC of 2026-12-04 (tiny model, 150 warm-start and
+  8 RL steps): unpinned, ATen avx512 / avx2 / default give three different runs, and so do MKL with CNR off /
+  ``AUTO`` / ``COMPATIBLE``; pinned, the run is bit for bit the same with ``MKL_ENABLE_INSTRUCTIONS`` =
+  AVX512, AVX2 or SSE4_2 (a ceiling MKL honours on Intel CPUs; on this AMD CPU it changed nothing even
+  unpinned) and whatever ``ATEN_CPU_CAPABILITY`` the caller had set. Cost: +13–18 % CPU time.
+- *Perturbation as a sensitivity check* (``perturb_paths``): the runs the registered parts need are re-made on
+  ``perturb_seeds`` under other kernel paths — ``native`` (no pin: the CPU's own ATen and MKL paths) and
+  ``default+COMPATIBLE`` (ATen's scalar kernels) — and substituted for the pinned runs of those seeds in the
+  full table; every part is re-decided on each substituted table.
+- *Consensus rule* (``consensus``): a part's reported verdict (or the regime label) is the pinned table's only
+  where every substituted table gives the same; otherwise it is reported as ``inconclusive`` with the note
+  "kernel-fragile: <path> gives <verdict>". The claim's verdict is :func:`simulate.verdicts.combine` of the
+  reported parts. So a verdict that a last-bit change on a third of the seeds moves is not reported as a
+  finding, and the reported row is the same on every covered CPU.
 """
 from __future__ import annotations
 
@@ -192,6 +215,13 @@ class LMProtocol:
     """ATen CPU kernel paths (``ATEN_CPU_CAPABILITY``) the perturbation check re-runs under (those the CPU has)."""
     perturb_seeds: tuple[int, ...] = ()
     """Seeds of the perturbation check (a prefix of ``seeds``)."""
+    # version 5 (absent from the hash of versions < 5)
+    kernel_pin: str = ""
+    """CPU kernel path of every run (``"<aten>+<mkl>"``, :mod:`simulate.llm.determinism`); ``""``: the process's."""
+    perturb_paths: tuple[str, ...] = ()
+    """Kernel paths the perturbation check re-runs ``perturb_seeds`` under (v5; v4 used ``perturb_capabilities``)."""
+    consensus: bool = False
+    """A part whose verdict moves on some perturbed path is reported ``inconclusive`` (v5, module docstring)."""
 
     def __post_init__(self) -> None:
         if self.metric not in ("auc", "final_acc"):
@@ -207,6 +237,16 @@ class LMProtocol:
         if len(set(self.seeds)) < 2:
             raise ValueError("seeds must hold at least 2 distinct seeds (paired t over seeds)")
 
+        if self.version >= 5:
+            from simulate.llm.determinism import parse_path
+
+            for spec in (self.kernel_pin, *self.perturb_paths):
+                if spec:
+                    parse_path(spec)
+            if self.kernel_pin in self.perturb_paths:
+                raise ValueError(f"perturb_paths must differ from kernel_pin {self.kernel_pin!r}, got {self.perturb_paths!r}")
+            if self.kernel_pin and self.device != "cpu":
+                raise ValueError(f"kernel_pin applies to device cpu only, got device {self.device!r}")
         if self.version >= 4:
             if not set(self.perturb_seeds) <= set(self.seeds):
                 raise ValueError(f"perturb_seeds {self.perturb_seeds!r} must be among seeds {self.seeds!r}")
@@ -280,7 +320,8 @@ class LMProtocol:
         """Plain dict (JSON-serialisable, tuples as lists). Versions < 3 leave out the fields v3 added, so
         :data:`PROTOCOL_V2` keeps the hash it was registered under."""
         out = json.loads(json.dumps(dataclasses.asdict(self)))
-        for f in (V3_FIELDS if self.version < 3 else ()) + (V4_FIELDS if self.version < 4 else ()):
+        for f in ((V3_FIELDS if self.version < 3 else ()) + (V4_FIELDS if self.version < 4 else ())
+                  + (V5_FIELDS if self.version < 5 else ())):
             out.pop(f)
         return out
 
@@ -295,6 +336,8 @@ V3_FIELDS: tuple[str, ...] = ("arm_lr_factor", "arm_seeds", "arm_delays", "full_
 #: Fields added by version 4 (absent from the canonical JSON, hence the hash, of earlier versions).
 V4_FIELDS: tuple[str, ...] = ("warmup_steps", "adv_norm", "warmstart_batch_size", "warmstart_eta", "device", "dtype",
                               "max_new_tokens", "min_gain", "regime_level", "perturb_capabilities", "perturb_seeds")
+#: Fields added by version 5 (absent from the canonical JSON, hence the hash, of earlier versions).
+V5_FIELDS: tuple[str, ...] = ("kernel_pin", "perturb_paths", "consensus")
 #: ATen's CPU kernel paths (``ATEN_CPU_CAPABILITY`` values), slowest first.
 CPU_CAPABILITIES: tuple[str, ...] = ("default", "avx2", "avx512")
 
@@ -303,10 +346,13 @@ CPU_CAPABILITIES: tuple[str, ...] = ("default", "avx2", "avx512")
 PROTOCOL_V2 = LMProtocol(version=2, delays=(0, 8, 32), n_prompts=16)
 #: Version 3 (the report of commit 6ea58be), reproducible under its hash.
 PROTOCOL_V3 = LMProtocol()
-#: The protocol of the report (version 4, module docstring).
-PROTOCOL = LMProtocol(version=4, delays=(0, 2, 8, 32), arm_seeds=(), arm_delays=(), warmstart_steps=800,
+#: Version 4 (the report of commit ca54025), reproducible under its hash ``5be17b59f04d88a2``.
+PROTOCOL_V4 = LMProtocol(version=4, delays=(0, 2, 8, 32), arm_seeds=(), arm_delays=(), warmstart_steps=800,
                       warmup_steps=10, adv_norm=True, perturb_capabilities=CPU_CAPABILITIES,
                       perturb_seeds=tuple(range(4)))
+#: The protocol of the report (version 5, module docstring): v4's runs on pinned kernels with the consensus rule.
+PROTOCOL = dataclasses.replace(PROTOCOL_V4, version=5, perturb_capabilities=(), kernel_pin="avx2+COMPATIBLE",
+                               perturb_paths=("native", "default+COMPATIBLE"), consensus=True)
 #: The GPU protocol (``experiment --protocol gpu``, :mod:`simulate.llm.gpu_protocol`): the same rules on the
 #: ``gpu`` preset (~85M parameters, bf16, 3-digit sums) at v3's six delays; seeds run while the budget lasts.
 PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 32), arm_seeds=(), arm_delays=(),
@@ -315,4 +361,4 @@ PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 3
                           quick_seeds=(0, 1), quick_delays=(0, 2), quick_steps=3, quick_n_prompts=4,
                           quick_warmstart_steps=5, quick_n_eval=16)
 #: Registered protocols (``python -m simulate.llm experiment --protocol-version``).
-PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL, "gpu": PROTOCOL_GPU}
+PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL_V4, 5: PROTOCOL, "gpu": PROTOCOL_GPU}
