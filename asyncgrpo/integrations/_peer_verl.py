@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from asyncgrpo.estimators.aggregation import LOSS_AGG_MODES, token_normaliser
 from asyncgrpo.estimators.maps.verl_rollout_config import SAFETY_BOUND, RolloutCorrection
+from asyncgrpo.estimators.maps.verl_rollout_stats import offpolicy_stats
 from asyncgrpo.validation import check_mask, check_real_array
 
 
@@ -65,8 +66,9 @@ def verl_policy_loss(log_prob, old_log_prob, rollout_log_prob, advantages, respo
     is ``[N]`` or ``[N, T]``. ``global_batch_info``: ``dp_size``, ``batch_num_tokens``, ``global_batch_size`` as
     verl's ``agg_loss`` reads them. When rejection leaves no token, the loss is 0 (verl's ``token-mean`` is NaN there).
 
-    ``return_metrics=True``: ``(loss, metrics)`` with verl's names: ``rollout_corr/…`` (IS fractions and batch-norm
-    factor, rejection fractions), ``actor/pg_loss`` (verl's objective value), ``actor/ppo_kl``, ``actor/pg_clipfrac``.
+    ``return_metrics=True``: ``(loss, metrics)`` with verl's names: every ``rollout_corr/…`` statistic verl's
+    correction step logs for this setting (:mod:`asyncgrpo.estimators.maps.verl_rollout_stats`), ``actor/pg_loss``
+    (verl's objective value), ``actor/ppo_kl``, ``actor/pg_clipfrac``.
     """
     import torch
 
@@ -110,7 +112,8 @@ def verl_policy_loss(log_prob, old_log_prob, rollout_log_prob, advantages, respo
     dp = int(info.get("dp_size") or 1)
     key = "batch_num_tokens" if loss_agg_mode == "token-mean" else "global_batch_size"
     agg = {key: info[key]} if info.get(key) is not None and loss_agg_mode != "seq-mean-token-sum-norm" else {}
-    metrics: dict[str, Any] = {f"rollout_corr/{n}": v for n, v in {**m_is, **m_rs}.items()}
+    m_off = offpolicy_stats(cur if cfg.bypass_mode else old, roll, mask) if return_metrics else {}
+    metrics: dict[str, Any] = {f"rollout_corr/{n}": v for n, v in {**m_is, **m_rs, **m_off}.items()}
     if bool(kept.any()):
         nu = token_normaliser(loss_agg_mode, kept, **agg).to(dtype) * dp
         coef = torch.where(kept & (A_tok != 0) & (k != 0), nu * A_tok * k, zero)

@@ -220,6 +220,9 @@ class RolloutCorrection:
             n = float(m.sum())
             metrics = {"rollout_is_ratio_fraction_high": float(((raw > self.is_upper) & m).sum()) / n,
                        "rollout_is_ratio_fraction_low": float(((raw < lo_c) & m).sum()) / n}
+        from asyncgrpo.estimators.maps.verl_rollout_stats import is_stats
+
+        metrics.update(is_stats(w, raw, stat, m, self.rollout_is, self.is_upper, self.is_lower))
         if self.rollout_is_batch_normalize:
             if self.rollout_is == "token":
                 mean = w.sum() / m.sum()
@@ -239,6 +242,8 @@ class RolloutCorrection:
         """``(kept [N, T] bool, metrics)``: ``mask`` with the tokens/rows every ``rollout_rs`` criterion rejects
         removed, and verl's ``rollout_rs_*masked_fraction`` metrics (overall and per option)."""
         import torch
+
+        from asyncgrpo.estimators.maps.verl_rollout_stats import rs_stats
 
         m = mask.to(torch.bool)
         if not self.rs:
@@ -260,6 +265,8 @@ class RolloutCorrection:
                 x = torch.where(m, x, torch.full_like(x, -math.inf)).amax(dim=1, keepdim=True)
                 x = torch.where(rows[:, None], x, torch.zeros_like(x))
             ok = (x <= math.log(upper)) & (x >= math.log(lower)) if k == "k1" else x <= upper
+            bounds = (math.log(upper), math.log(lower)) if k == "k1" else (upper, None)
+            metrics.update(rs_stats(opt, x, m, *bounds))
             ok = ok.expand_as(m) & m
             kept &= ok
             rej = m & ~ok
