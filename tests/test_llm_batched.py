@@ -153,3 +153,35 @@ def test_bench_forest_row_compares_the_same_work():
     assert r["ratio"] == pytest.approx(r["batched"]["tokens_per_s"] / r["serial"]["tokens_per_s"])
     for eng in ("serial", "batched"):
         assert 0 < r[f"mfu_{eng}"] == pytest.approx(r[eng]["model_flops_per_s"] / r["peak_flops_per_s"])
+
+
+def test_several_seeds_in_one_batch_follow_their_serial_runs(setup):
+    """Two seeds (their own warm starts and prompts) in one batched forest: each run follows its seed's serial run
+    (bookkeeping equal, loss to K·eps)."""
+    tmp, base, _, _ = setup
+    cfgs = [base.replace(steps=2, seed=s, d=1, out_dir=str(tmp / "seeds" / f"b{s}")) for s in (0, 1)]
+    batched.train_forest_batched(cfgs)
+    for c in cfgs:
+        ref = c.replace(out_dir=c.out_dir.replace("/b", "/s"))
+        train_forest([ref])
+        a, b = pd.read_csv(f"{ref.out_dir}/metrics.csv"), pd.read_csv(f"{c.out_dir}/metrics.csv")
+        assert (a["grad_norm"] > 0).all()
+        for col in ("version", "behaviour_version", "completion_tokens", "reward"):
+            pd.testing.assert_series_equal(a[col], b[col])
+        assert np.all(np.abs(a["loss"] - b["loss"]) <= K * EPS * np.maximum(1, np.abs(a["loss"])))
+
+
+def test_extra_left_padding_changes_no_log_prob(setup):
+    """Seeds whose prompts differ in width share a batch by padding further left (batched._pad_left): a row's
+    log π must not change by it (pads are masked keys), to K·eps."""
+    _, base, model0, tok = setup
+    cfg = base.replace(n_prompts=2, G=2)
+    ro = sample_batch(cfg, model0, tok, 0)[1]
+    names, arch = sm.weight_names(model0), sm.arch_of(model0)
+    W = sm.stack_weights([model0], names)
+    with torch.no_grad():
+        ref = sm.completion_logprobs(W, arch, ro.seq[None], ro.attn[None], ro.mask[None], ro.prompt_len)
+        P = ro.prompt_len + 3
+        seq, attn = batched._pad_left(ro.seq, 3, tok.pad_id), batched._pad_left(ro.attn, 3, 0)
+        got = sm.completion_logprobs(W, arch, seq[None], attn[None], ro.mask[None], P)
+    assert seq.shape[1] == ro.seq.shape[1] + 3 and close(got, ref)

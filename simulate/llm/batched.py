@@ -80,9 +80,9 @@ def check_forest(cfgs: list[TrainConfig]) -> None:
         raise ValueError("cfgs: every run needs its own out_dir")
 
 
-def _pad_left(x: torch.Tensor, P: int, value: int) -> torch.Tensor:
-    """Left-pad ``[N, p(+T)]`` by ``P − p`` columns of ``value`` (prompts of different seeds differ in width)."""
-    extra = P - x.shape[1]
+def _pad_left(x: torch.Tensor, extra: int, value: int) -> torch.Tensor:
+    """``x [N, L]`` with ``extra`` more columns of ``value`` on the left (prompts of different seeds may differ
+    in width; a further-left pad is a masked key, so no row's numbers change)."""
     return torch.nn.functional.pad(x, (extra, 0), value=value) if extra > 0 else x
 
 
@@ -102,8 +102,8 @@ def sample_step(cfgs, states, versions, k: int, tok, names, arch) -> list[tuple]
     batches = [step_problems(cfgs[r], k) for r in owners]
     padded = [left_pad([prompt_ids(tok, p) for p in b], tok.pad_id, cfgs[0].device) for b in batches]
     P = max(i.shape[1] for i, _ in padded)  # seeds' prompts may differ in width: more left padding, same numbers
-    ids = torch.stack([_pad_left(i, P, tok.pad_id) for i, _ in padded])
-    attn = torch.stack([_pad_left(a, P, 0) for _, a in padded])
+    ids = torch.stack([_pad_left(i, P - i.shape[1], tok.pad_id) for i, _ in padded])
+    attn = torch.stack([_pad_left(a, P - a.shape[1], 0) for _, a in padded])
     W = sm.stack_weights([states[r].snapshots[versions[r]] for r in owners], names)
     c0 = cfgs[0]
     seq, at, mask, logp = sm.generate(W, arch, ids, attn, max_new_tokens=c0.max_new_tokens, eos_id=tok.eos_id,
@@ -121,8 +121,8 @@ def learner_step(cfgs, states, got, names, arch, loss_opts) -> list[tuple]:
     """One stacked forward/backward and each run's guarded AdamW step; per run
     ``(logp_new, adv, loss, loss_metrics, lr, grad_norm, skipped)``."""
     P = max(g[1].prompt_len for g in got)
-    seq = torch.stack([_pad_left(g[1].seq, P, 0) for g in got])
-    attn = torch.stack([_pad_left(g[1].attn, P, 0) for g in got])
+    seq = torch.stack([_pad_left(g[1].seq, P - g[1].prompt_len, 0) for g in got])
+    attn = torch.stack([_pad_left(g[1].attn, P - g[1].prompt_len, 0) for g in got])
     mask = torch.stack([g[1].mask for g in got])
     for st in states:
         st.opt.zero_grad(set_to_none=True)
