@@ -173,3 +173,36 @@ def test_v5_sweep_runs_pinned_in_a_child_and_the_perturbation_substitutes(tmp_pa
     for r in res["parts"]:
         assert r["reported"] == (vd.INCONCLUSIVE if r["fragile"] else r[determinism.PIN])
     assert "fragile parts" in perturb.table(res)
+
+
+def test_report_section_prints_the_pin_paths_parts_and_fragile_count():
+    from figures.fig_llm_delay import section
+
+    pert = {"reference": "avx2+COMPATIBLE", "native": "avx2+COMPATIBLE", "seeds": [0, 1], "runs": ["gmc@d=32"],
+            "method": "substituted", "fragile": ["b"],
+            "paths": [dict(requested="native", effective="avx512", ran=True, note=""),
+                      dict(requested="default+COMPATIBLE", effective="default", ran=True, note="")],
+            "parts": [dict(part="a", **{"avx2+COMPATIBLE": "holds", "native": "holds", "default+COMPATIBLE": "holds"},
+                           fragile=False, reported="holds", note=""),
+                      dict(part="b", **{"avx2+COMPATIBLE": "holds", "native": "refuted", "default+COMPATIBLE": "holds"},
+                           fragile=True, reported="inconclusive", note="kernel-fragile: native gives refuted")]}
+    gain = dict(n=12, mean=0.2, lo=0.18, hi=0.22, met=True, final=0.75, warm_start=0.55)
+    kernels = {"pin": "avx2+COMPATIBLE", "covers": "x86-64 CPUs with AVX2",
+               "ran": {"aten": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "torch": "2"}}
+    sec = section(PROTOCOL, gain, "", pert, "GPU row: not run.", False, kernels)
+    text = " ".join(sec["paragraphs"])
+    assert "pinned to avx2+COMPATIBLE" in text and "not covered" in text
+    assert "kernel paths native, default+COMPATIBLE" in text and "2 parts compared, 1 fragile: b" in text
+    tab, = sec["tables"]
+    assert tab["columns"] == ["part", "avx2+COMPATIBLE (pinned)", "native", "default+COMPATIBLE", "fragile",
+                              "reported", "note"]
+    assert tab["rows"][1][-3:] == ["yes", "inconclusive", "kernel-fragile: native gives refuted"]
+
+
+def test_cli_reexecutes_on_the_kernel_path_its_command_asks_for():
+    from simulate.llm.__main__ import kernel_path_of
+
+    assert kernel_path_of(["experiment"]) == PROTOCOL.kernel_pin
+    assert kernel_path_of(["experiment", "--protocol", "4"]) == "" and kernel_path_of(["experiment", "--protocol", "gpu"]) == ""
+    assert kernel_path_of(["train", "--kernels", "avx2+COMPATIBLE"]) == "avx2+COMPATIBLE" and kernel_path_of(["train"]) == ""
+    assert kernel_path_of(["experiment", "--device", "cuda"]) == ""
