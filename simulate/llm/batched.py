@@ -22,9 +22,10 @@ A run's state is the serial :class:`simulate.llm.train.RunState`, so everything 
 serial code. The numbers agree with the one-run-at-a-time path to float round-off, not bit for bit: the
 stacked products may sum in another order, and sampling turns a last-bit change of a probability into a
 different token now and then, after which the runs' trajectories differ (``tests/test_llm_batched.py``
-checks one step's log-probs, losses and gradients per run to a tolerance from float32's eps). Unlike
-:func:`simulate.llm.tree.train_forest` it does not share the runs' common prefixes (every run trains every
-step); the timing columns of a row are the whole batched step's.
+checks one step's log-probs, losses and gradients per run to a tolerance from float32's eps). Like
+:func:`simulate.llm.tree.train_forest`, runs that differ only in a smaller fixed delay are forked from the
+larger-delay run after their common prefix (:func:`fork_plan`); the timing columns of a row are the whole
+batched step's.
 """
 from __future__ import annotations
 
@@ -44,9 +45,11 @@ from simulate.llm.train import (
     behaviour_of,
     clip_and_step,
     commit_update,
+    copy_state,
     delay_schedule,
     finish_row,
     group_advantages,
+    kept_versions,
     new_state,
     rewards,
     sampler,
@@ -166,36 +169,63 @@ def forest_step(cfgs, states, sched, k: int, *, tok, evalset, names, arch, loss_
     return rows
 
 
-def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False) -> list[dict]:
+def fork_plan(cfgs: list[TrainConfig]) -> dict[int, tuple[int, int]]:
+    """``{branch: (trunk, step)}``: a fixed-delay run whose config equals another's but for a smaller ``d`` (and
+    ``D``, ``out_dir``) is the larger-delay trunk's copy until after step ``min(d, K−1)``
+    (:mod:`simulate.llm.tree`'s argument: both sample the warm start until then), so it is forked from it there
+    instead of being computed; trunks and runs of other delay models are absent."""
+    groups: dict = {}
+    for i, c in enumerate(cfgs):
+        if c.delay == "fixed":
+            groups.setdefault(c.replace(d=0, D=0, out_dir=""), []).append(i)
+    plan = {}
+    for members in groups.values():
+        trunk = max(members, key=lambda i: cfgs[i].d)
+        for i in members:
+            if i != trunk:
+                plan[i] = (trunk, min(cfgs[i].d, cfgs[i].steps - 1))
+    return plan
+
+
+def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False, share_prefixes: bool = True) -> list[dict]:
     """Train every config of ``cfgs`` together (module docstring); returns their summaries in input order and
     writes each run's ``config.json``, ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` like
-    :func:`simulate.llm.tree.train_forest`. ``ValueError`` from :func:`check_forest`."""
+    :func:`simulate.llm.tree.train_forest`. With ``share_prefixes`` a run that differs from another only in a
+    smaller fixed delay is forked from it (:func:`fork_plan`) rather than computed until then.
+    ``ValueError`` from :func:`check_forest`."""
     if not cfgs:
         return []
     check_forest(cfgs)
     c0 = cfgs[0]
     set_determinism(c0)
-    warm, states, accs = {}, [], []
+    warm, states = {}, []
     evalset = tasks.eval_set(c0.task)
-    for c in cfgs:
+    plan = fork_plan(cfgs) if share_prefixes else {}
+    for i, c in enumerate(cfgs):
         key = warmstart_key(c)
         if key not in warm:
             model0, tok, info = warm_start(c, progress=progress)
             warm[key] = (model0, tok, info, heldout_accuracy(model0, tok, evalset, c.max_new_tokens))
         model0, tok, info, acc0 = warm[key]
-        st = new_state(c, copy.deepcopy(model0))
-        st.last_acc = acc0
+        st = None if i in plan else new_state(c, copy.deepcopy(model0))
+        if st is not None:
+            st.last_acc = acc0
         states.append(st)
-        accs.append(acc0)
-    arch, names = sm.arch_of(states[0].model), sm.weight_names(states[0].model)
+    arch, names = sm.arch_of(model0), sm.weight_names(model0)
     sched = [delay_schedule(c) for c in cfgs]
     loss_opts = [_loss_options(c) for c in cfgs]
     for k in tqdm(range(c0.steps), desc=f"batched forest ({len(cfgs)} runs)", disable=not progress):
-        rows = forest_step(cfgs, states, sched, k, tok=tok, evalset=evalset, names=names, arch=arch,
-                           loss_opts=loss_opts)
+        on = [i for i, st in enumerate(states) if st is not None]
+        rows = forest_step([cfgs[i] for i in on], [states[i] for i in on], [sched[i] for i in on], k, tok=tok,
+                           evalset=evalset, names=names, arch=arch, loss_opts=[loss_opts[i] for i in on])
         if k == 0:
-            for row, acc0 in zip(rows, accs):
-                row["heldout_acc_start"] = acc0
+            for i, row in zip(on, rows):
+                row["heldout_acc_start"] = warm[warmstart_key(cfgs[i])][3]
+        for i, (trunk, at) in plan.items():
+            if at == k:
+                st = states[i] = copy_state(cfgs[trunk], states[trunk])
+                for v in [v for v in st.snapshots if v < st.version - kept_versions(cfgs[i])]:
+                    del st.snapshots[v]  # versions the branch's delay never reads
     out = []
     for c, st in zip(cfgs, states):
         summary = summarise_run(c, st.rows, st.last_acc, warm[warmstart_key(c)][2])
