@@ -5,16 +5,19 @@
 the vLLM importance-sampling correction (``vllm_importance_sampling_mode`` × clip bounds) and the loss types'
 normalisers. TRL's ``_compute_loss`` runs on a bare trainer whose attributes are set as ``GRPOTrainer.__init__`` sets
 them from the options (a real ``GRPOConfig()``'s defaults otherwise), with the test's ``log π_θ`` and entropies as
-the model's output; three policies (``π_θ ≠ π_old ≠ μ``). Compared: the gradient wrt ``log π_θ`` at TRL's finite
-entries, ``k = 8·N·T`` float64 ulps of the largest (float32 for sapo: TRL's ``τ`` is a float32 tensor).
+the model's output; three policies (``π_θ ≠ π_old ≠ μ``). Compared: the gradient wrt ``log π_θ`` (TRL's is finite
+on these batches, asserted), ``k = 8·N·T`` float64 ulps of the largest (float32 for sapo: TRL's ``τ`` is a float32 tensor).
 
-Not TRL's code here: the vLLM ratio ``ρ̃`` itself, which TRL computes inside ``_generate_and_score_completions``
-(generation); it is handed to TRL's ``_compute_loss`` as ``inputs["importance_sampling_ratio"]``, so what is
-compared is how TRL applies it; ``test_vllm_ratio_modes_by_their_definition`` checks ``ρ̃`` on hand-made rows.
+The vLLM ratio ``ρ̃`` is TRL's own too: TRL computes it in ``_generate_and_score_completions`` (generation);
+:func:`trl_vllm_ratio` runs that method on a bare trainer whose sampler (``_generate``) returns the test's
+completions and log-probs (TRL stores them in float32, so the test's ``μ`` is float32-representable) and whose
+model returns ``log π_old``, and reads ``vllm_importance_sampling_ratio`` at TRL's next model call (the reference
+model's, ``beta ≠ 0``), where the test stops it.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import types
 from collections import defaultdict
@@ -62,7 +65,46 @@ def batch(seed):
     adv[rng.random(N) < 0.15] = 0.0
     ent = rng.gamma(2.0, 1.0, (N, T))
     t = lambda a: torch.tensor(np.where(mask, a, 0.0), dtype=torch.float64)  # noqa: E731
+    mu = mu.astype(np.float32).astype(np.float64)  # the sampler's log-probs as TRL stores them (float32)
     return t(cur), t(old), t(mu), torch.tensor(adv), torch.tensor(mask), t(ent)
+
+
+class _Stop(Exception):
+    pass
+
+
+def trl_vllm_ratio(cfg, old, mu, mask):
+    """TRL's own vLLM IS ratio: ``GRPOTrainer._generate_and_score_completions`` run up to it (module docstring)."""
+    N = mask.shape[0]
+    tr = object.__new__(trl_grpo.GRPOTrainer)
+    args = types.SimpleNamespace(per_device_train_batch_size=N, steps_per_generation=1, gradient_accumulation_steps=1,
+                                 gradient_checkpointing_kwargs=None)
+    tr.__dict__.update(
+        environment_factories=None, environments=None, tools=None, _is_vlm=False, pad_to_multiple_of=None,
+        mask_truncated_completions=False, args=args, num_iterations=1, beta=0.1, ref_model=object(), use_vllm=True,
+        accelerator=types.SimpleNamespace(device="cpu", gather=lambda x: x),
+        _tokenizer=types.SimpleNamespace(pad_token_id=0),
+        model=types.SimpleNamespace(training=True, is_gradient_checkpointing=False),
+        vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=cfg.vllm_importance_sampling_mode,
+        vllm_importance_sampling_clip_min=cfg.vllm_importance_sampling_clip_min,
+        vllm_importance_sampling_clip_max=cfg.vllm_importance_sampling_clip_max)
+    lengths = mask.sum(1).tolist()
+    sampled = [[float(mu[i, t]) for t in range(L)] for i, L in enumerate(lengths)]
+    tr._generate = lambda prompts: ([[1, 2]] * N, [[5] * L for L in lengths], None, ["x"] * N, sampled, {}, None, None)
+    calls = []
+
+    def model_logps(model, *a, **k):
+        calls.append(model)
+        if len(calls) == 1:
+            return old.clone(), None, None
+        raise _Stop(inspect.currentframe().f_back.f_locals["vllm_importance_sampling_ratio"])
+
+    tr._get_per_token_logps_and_entropies = model_logps
+    try:
+        tr._generate_and_score_completions([{"prompt": "ab"}] * N)
+    except _Stop as stop:
+        return stop.args[0]
+    raise AssertionError("TRL's generation step did not reach its vLLM importance-sampling ratio")
 
 
 def trl_grad(opts, cur, old, mu, adv, mask, ent):
@@ -89,7 +131,7 @@ def trl_grad(opts, cur, old, mu, adv, mask, ent):
                   advantages=adv.clone(), old_per_token_logps=old, sampling_per_token_logps=mu,
                   num_items_in_batch=mask.sum())
     if cfg.vllm_is_on:
-        inputs["importance_sampling_ratio"] = cfg.vllm_is_ratio(old, mu, mask)
+        inputs["importance_sampling_ratio"] = trl_vllm_ratio(cfg, old, mu, mask)
     loss = tr._compute_loss(None, inputs)
     loss.backward()
     return lp.grad
@@ -161,6 +203,23 @@ def test_entropy_mask_is_trls_get_high_entropy_mask():
         want = tr.get_high_entropy_mask(ent, mask.long(), 1 - q)
         got = TRLLoss(top_entropy_quantile=q).entropy_mask(ent, mask)
         assert bool((got == want).all()) and 0 < int(got.sum()) < int(mask.sum()), q
+
+
+@pytest.mark.parametrize("mode", ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"))
+@pytest.mark.parametrize("bounds", [(0.9, 1.1), (None, 1.05), (0.95, None)])
+def test_vllm_ratio_is_trls_own(mode, bounds):
+    """``ρ̃`` equals the ratio TRL's own generation step computes, exactly (the same float64 operations)."""
+    bound_hit = False
+    for seed in SEEDS:
+        cur, old, mu, adv, mask, _ = batch(seed)
+        cfg = TRLLoss(use_vllm=True, vllm_importance_sampling_mode=mode, vllm_importance_sampling_clip_min=bounds[0],
+                      vllm_importance_sampling_clip_max=bounds[1])
+        want = trl_vllm_ratio(cfg, old, mu, mask)
+        got = cfg.vllm_is_ratio(old, mu, mask)
+        assert got.shape == want.shape and bool((got == want).all()), (mode, bounds, seed)
+        hit = (got == 0) if mode.endswith("mask") else sum((got == b) for b in bounds if b is not None)
+        bound_hit |= bool(torch.as_tensor(hit).any())
+    assert bound_hit, (mode, bounds, "no ratio reached a bound: the case tests nothing")
 
 
 def test_vllm_ratio_modes_by_their_definition():
