@@ -37,19 +37,19 @@ def close(a: torch.Tensor, ref: torch.Tensor) -> bool:
     return float((a - ref).abs().max()) <= tol
 
 
-def token_parity_rewards(tok, batch, ro) -> np.ndarray:
-    """A stand-in reward, ``R_i = (first completion token id) mod 2``: varies within groups from the first step
-    on (the briefly warm-started tiny model earns no task reward, so its updates would all be zero and the
-    comparison empty); both engines call it through the same name."""
-    return (ro.completion[:, 0] % 2).double().numpy()
+def text_parity_reward(problem, text: str, lenient=None) -> float:
+    """A stand-in task reward, ``R = (Σ character codes of the completion) mod 2``: varies within groups and across
+    held-out problems from the first step on (the briefly warm-started tiny model earns no task reward, so its
+    updates would all be zero, its accuracy 0, and the comparison empty); every caller (sampling rewards of
+    both engines, both held-out evaluations) reaches it through ``tasks.reward``."""
+    return float(sum(map(ord, text)) % 2)
 
 
 @pytest.fixture(autouse=True)
 def _rewards(monkeypatch):
-    from simulate.llm import train
+    from simulate.llm import tasks
 
-    monkeypatch.setattr(train, "rewards", token_parity_rewards)
-    monkeypatch.setattr(batched, "rewards", token_parity_rewards)
+    monkeypatch.setattr(tasks, "reward", text_parity_reward)
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +122,7 @@ def test_batched_forest_follows_the_serial_forest(setup):
         out[eng] = [pd.read_csv(f"{c.out_dir}/metrics.csv") for c in cfgs]
     for a, b in zip(out["serial"], out["batched"]):
         assert (a["grad_norm"] > 0).all() and (a["ell_mean"].iloc[1:].abs() > 1e-3).any() == (a["delay"] > 0).any()
+        assert 0 < a["heldout_acc"].dropna().min() and a["heldout_acc"].dropna().max() < 1
         for col in ("step", "version", "behaviour_version", "delay", "completion_tokens", "reward", "heldout_acc",
                     "heldout_acc_start"):
             pd.testing.assert_series_equal(a[col], b[col])

@@ -16,7 +16,8 @@ shape, and differ in their weights, optimiser state, behaviour snapshots and los
    run's weights enter only its own loss, so ``∂Σ/∂θ_r = ∂loss_r/∂θ_r``);
 4. each run clips its gradient and takes its own AdamW step (:func:`simulate.llm.train.clip_and_step`,
    the serial optimiser, skipped when the loss or gradient is not finite), keeps its snapshot, and logs
-   the serial metrics row (:func:`simulate.llm.train.finish_row`, held-out evaluation included).
+   the serial metrics row (:func:`simulate.llm.train.finish_row`); when an evaluation is due, every run's
+   greedy held-out accuracy comes from one stacked decode (:func:`heldout_accuracies`).
 
 A run's state is the serial :class:`simulate.llm.train.RunState`, so everything after the forward is the
 serial code. The numbers agree with the one-run-at-a-time path to float round-off, not bit for bit: the
@@ -47,6 +48,7 @@ from simulate.llm.train import (
     commit_update,
     copy_state,
     delay_schedule,
+    eval_due,
     finish_row,
     group_advantages,
     kept_versions,
@@ -160,13 +162,30 @@ def forest_step(cfgs, states, sched, k: int, *, tok, evalset, names, arch, loss_
     got = sample_step(cfgs, states, [v for _, v in dv], k, tok, names, arch)
     learned = learner_step(cfgs, states, got, names, arch, loss_opts)
     t_step = time.perf_counter() - t0
+    accs = heldout_accuracies(cfgs[0], [st.model for st in states], tok, evalset, names, arch) \
+        if eval_due(cfgs[0], k) else [None] * len(cfgs)
     rows = []
-    for c, st, g, (d, v), out in zip(cfgs, states, got, dv, learned):
+    for c, st, g, (d, v), out, acc in zip(cfgs, states, got, dv, learned, accs):
         logp_new, adv, loss, metrics, lr, grad_norm, skipped = out
         rows.append(finish_row(c, st, k, tok=tok, evalset=evalset, batch=g[0], ro=g[1], R=g[2], adv=adv,
                                logp_new=logp_new, loss=loss, loss_metrics=metrics, lr=lr, grad_norm=grad_norm,
-                               skipped=skipped, d=d, behaviour_version=v, t_gen=g[3], t_step=t_step))
+                               skipped=skipped, d=d, behaviour_version=v, t_gen=g[3], t_step=t_step, acc=acc))
     return rows
+
+
+@torch.no_grad()
+def heldout_accuracies(cfg: TrainConfig, models, tok, problems, names, arch) -> list[float]:
+    """Every run's greedy held-out accuracy ``(1/n) Σ_j R(greedy(x_j))`` in one stacked decode (the serial
+    :func:`simulate.llm.warmstart.heldout_accuracy` decodes run by run; same prompts, scoring by
+    :func:`simulate.llm.train.rewards`)."""
+    ids, attn = left_pad([prompt_ids(tok, p) for p in problems], tok.pad_id, cfg.device)
+    R = len(models)
+    seq, at, mask, logp = sm.generate(sm.stack_weights(models, names), arch, ids.expand(R, -1, -1),
+                                      attn.expand(R, -1, -1), max_new_tokens=cfg.max_new_tokens, eos_id=tok.eos_id,
+                                      pad_id=tok.pad_id, greedy=True)
+    P = ids.shape[1]
+    return [float(rewards(tok, problems, Rollout(seq[r], at[r], mask[r], logp[r], P)).sum()) / len(problems)
+            for r in range(R)]
 
 
 def fork_plan(cfgs: list[TrainConfig]) -> dict[int, tuple[int, int]]:

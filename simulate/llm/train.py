@@ -331,9 +331,10 @@ def commit_update(cfg: TrainConfig, st: RunState) -> None:
 
 
 def finish_row(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, batch, ro, R, adv, logp_new, loss,
-               loss_metrics, lr, grad_norm, skipped, d, behaviour_version, t_gen, t_step) -> dict:
+               loss_metrics, lr, grad_norm, skipped, d, behaviour_version, t_gen, t_step, acc=None) -> dict:
     """Step ``k``'s metrics row (diagnostics, the loss's metrics, the held-out accuracy when due), appended to
-    ``st.rows`` and returned."""
+    ``st.rows`` and returned. ``acc``: the due accuracy computed elsewhere (the batched forest decodes every
+    run's at once); ``None``: computed here."""
     tok_ell = torch.where(ro.mask, logp_new.detach() - ro.logp_old, torch.zeros_like(logp_new))
     n_tok = int(ro.mask.sum())
     row = {
@@ -347,7 +348,9 @@ def finish_row(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, batch, r
     }
     row.update({(f"loss/{k}" if k in row else k): v for k, v in loss_metrics.items()})
     if eval_due(cfg, k):
-        st.last_acc = row["heldout_acc"] = heldout_accuracy(st.model, tok, evalset, cfg.max_new_tokens)
+        if acc is None:
+            acc = heldout_accuracy(st.model, tok, evalset, cfg.max_new_tokens)
+        st.last_acc = row["heldout_acc"] = acc
     st.rows.append(row)
     return row
 
