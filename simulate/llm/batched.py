@@ -100,7 +100,7 @@ def sample_step(cfgs, states, versions, k: int, tok, names, arch) -> list[tuple]
     t0 = time.perf_counter()
     key_of, samplers = [], {}
     for r, (c, st, v) in enumerate(zip(cfgs, states, versions)):
-        key = (c.seed, warmstart_key(c)) if v == 0 else r
+        key = (c.seed, c.init_seed) if v == 0 else r  # the forest's other warm-start settings are common
         key_of.append(key)
         samplers.setdefault(key, r)
     owners = list(samplers.values())
@@ -126,7 +126,7 @@ def learner_step(cfgs, states, got, names, arch, loss_opts) -> list[tuple]:
     """One stacked forward/backward and each run's guarded AdamW step; per run
     ``(logp_new, adv, loss, loss_metrics, lr, grad_norm, skipped)``."""
     P = max(g[1].prompt_len for g in got)
-    seq = torch.stack([_pad_left(g[1].seq, P - g[1].prompt_len, 0) for g in got])
+    seq = torch.stack([_pad_left(g[1].seq, P - g[1].prompt_len, 0) for g in got])  # any id: masked
     attn = torch.stack([_pad_left(g[1].attn, P - g[1].prompt_len, 0) for g in got])
     mask = torch.stack([g[1].mask for g in got])
     for st in states:
