@@ -348,8 +348,7 @@ def finish_row(cfg: TrainConfig, st: RunState, k: int, *, tok, evalset, batch, r
     }
     row.update({(f"loss/{k}" if k in row else k): v for k, v in loss_metrics.items()})
     if eval_due(cfg, k):
-        if acc is None:
-            acc = heldout_accuracy(st.model, tok, evalset, cfg.max_new_tokens)
+        acc = heldout_accuracy(st.model, tok, evalset, cfg.max_new_tokens) if acc is None else acc
         st.last_acc = row["heldout_acc"] = acc
     st.rows.append(row)
     return row
