@@ -17,7 +17,8 @@ import math
 from typing import Any, Mapping
 
 from asyncgrpo.estimators.aggregation import LOSS_AGG_MODES, token_normaliser
-from asyncgrpo.estimators.maps.verl_rollout_config import SAFETY_BOUND, RolloutCorrection
+from asyncgrpo.estimators.maps.verl_rollout_config import RolloutCorrection
+from asyncgrpo.estimators.maps.verl_rollout_corr import SAFETY_BOUND
 from asyncgrpo.estimators.maps.verl_rollout_stats import offpolicy_stats
 from asyncgrpo.validation import check_mask, check_real_array
 

@@ -39,8 +39,9 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-#: verl's ``SAFETY_BOUND``.
-SAFETY_BOUND = 20.0
+from asyncgrpo.estimators.maps.verl_rollout_corr import SAFETY_BOUND
+from asyncgrpo.estimators.maps.verl_rollout_stats import is_stats, rs_stats
+
 IS_LEVELS = ("token", "sequence")
 RS_OPTIONS = ("token_k1", "token_k2", "token_k3", "seq_sum_k1", "seq_sum_k2", "seq_sum_k3", "seq_mean_k1",
               "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3")
@@ -220,8 +221,6 @@ class RolloutCorrection:
             n = float(m.sum())
             metrics = {"rollout_is_ratio_fraction_high": float(((raw > self.is_upper) & m).sum()) / n,
                        "rollout_is_ratio_fraction_low": float(((raw < lo_c) & m).sum()) / n}
-        from asyncgrpo.estimators.maps.verl_rollout_stats import is_stats
-
         metrics.update(is_stats(w, raw, stat, m, self.rollout_is, self.is_upper, self.is_lower))
         if self.rollout_is_batch_normalize:
             if self.rollout_is == "token":
@@ -242,8 +241,6 @@ class RolloutCorrection:
         """``(kept [N, T] bool, metrics)``: ``mask`` with the tokens/rows every ``rollout_rs`` criterion rejects
         removed, and verl's ``rollout_rs_*masked_fraction`` metrics (overall and per option)."""
         import torch
-
-        from asyncgrpo.estimators.maps.verl_rollout_stats import rs_stats
 
         m = mask.to(torch.bool)
         if not self.rs:
@@ -278,5 +275,5 @@ class RolloutCorrection:
         return kept, metrics
 
 
-__all__ = ["SAFETY_BOUND", "IS_LEVELS", "RS_OPTIONS", "LOSS_TYPES", "PRESETS", "ESTIMATOR_PRESETS",
+__all__ = ["IS_LEVELS", "RS_OPTIONS", "LOSS_TYPES", "PRESETS", "ESTIMATOR_PRESETS",
            "RolloutCorrection", "parse_is_threshold", "parse_rs"]

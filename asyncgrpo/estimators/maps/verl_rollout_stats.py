@@ -10,7 +10,7 @@ over all ``N`` rows, those of a rejection statistic over the rows with a real to
 """
 from __future__ import annotations
 
-from asyncgrpo.estimators.maps.verl_rollout_config import SAFETY_BOUND
+from asyncgrpo.estimators.maps.verl_rollout_corr import SAFETY_BOUND
 
 
 def _tok_mean(x, m):
