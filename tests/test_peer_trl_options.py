@@ -6,7 +6,8 @@ the vLLM importance-sampling correction (``vllm_importance_sampling_mode`` × cl
 normalisers. TRL's ``_compute_loss`` runs on a bare trainer whose attributes are set as ``GRPOTrainer.__init__`` sets
 them from the options (a real ``GRPOConfig()``'s defaults otherwise), with the test's ``log π_θ`` and entropies as
 the model's output; three policies (``π_θ ≠ π_old ≠ μ``). Compared: the gradient wrt ``log π_θ`` (TRL's is finite
-on these batches, asserted), ``k = 8·N·T`` float64 ulps of the largest (float32 for sapo: TRL's ``τ`` is a float32 tensor).
+on these batches, asserted), ``k = 8·N·T`` float64 ulps of the largest (float32 for sapo: TRL's ``τ`` is a float32
+tensor).
 
 The vLLM ratio ``ρ̃`` is TRL's own too: TRL computes it in ``_generate_and_score_completions`` (generation);
 :func:`trl_vllm_ratio` runs that method on a bare trainer whose sampler (``_generate``) returns the test's
@@ -53,14 +54,15 @@ def _defaults():
     return dict(vars(a))
 
 
-def batch(seed):
-    """``(log π_θ, log π_old, log μ, A, mask, entropies)`` float64 with every policy different."""
+def batch(seed, drift=0.0):
+    """``(log π_θ, log π_old, log μ, A, mask, entropies)`` float64 with every policy different; ``drift`` is added
+    to every ``log π_θ − log π_old``."""
     rng = np.random.default_rng([seed, 3636])
     N, T = int(rng.integers(5, 12)), int(rng.integers(3, 12))
     mask = np.arange(T)[None, :] < rng.integers(1, T + 1, N)[:, None]
     mu = rng.normal(-2.0, 0.7, (N, T))
     old = mu + rng.normal(0.0, 0.15, (N, T))
-    cur = old + rng.normal(0.0, 0.15, (N, T)) + 0.8 * (rng.random((N, T)) < 0.1)
+    cur = old + rng.normal(0.0, 0.15, (N, T)) + 0.8 * (rng.random((N, T)) < 0.1) + drift
     adv = rng.uniform(-2, 2, N)
     adv[rng.random(N) < 0.15] = 0.0
     ent = rng.gamma(2.0, 1.0, (N, T))
@@ -107,7 +109,7 @@ def trl_vllm_ratio(cfg, old, mu, mask):
     raise AssertionError("TRL's generation step did not reach its vLLM importance-sampling ratio")
 
 
-def trl_grad(opts, cur, old, mu, adv, mask, ent):
+def trl_grad(opts, cur, old, mu, adv, mask, ent, accum=1):
     """TRL's ``_compute_loss`` gradient wrt ``log π_θ`` under ``opts`` (``GRPOConfig`` names)."""
     cfg = TRLLoss.from_config(opts)
     args = types.SimpleNamespace(**{**_defaults(), **opts})
@@ -118,7 +120,7 @@ def trl_grad(opts, cur, old, mu, adv, mask, ent):
         epsilon_low=cfg.epsilon, epsilon_high=cfg.eps_high, beta=0.0, use_vllm=cfg.use_vllm,
         vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction,
         max_completion_length=cfg.max_completion_length, aux_loss_enabled=False, _entropy_bonus_enabled=False,
-        current_gradient_accumulation_steps=1, args=args, model=types.SimpleNamespace(training=True),
+        current_gradient_accumulation_steps=accum, args=args, model=types.SimpleNamespace(training=True),
         _metrics={"train": defaultdict(list)},
         accelerator=types.SimpleNamespace(gather=lambda x: x, reduce=lambda x, reduction: x, num_processes=1,
                                           gather_for_metrics=lambda x: x, sync_gradients=True,
@@ -137,13 +139,14 @@ def trl_grad(opts, cur, old, mu, adv, mask, ent):
     return lp.grad
 
 
-def check(opts, tol_dtype=None):
+def check(opts, tol_dtype=None, drift=0.0, accum=1):
     for seed in SEEDS:
-        cur, old, mu, adv, mask, ent = batch(seed)
-        want = trl_grad(opts, cur, old, mu, adv, mask, ent)
+        cur, old, mu, adv, mask, ent = batch(seed, drift)
+        want = trl_grad(opts, cur, old, mu, adv, mask, ent, accum)
         lp = cur.clone().requires_grad_(True)
-        trl_policy_loss(lp, old, adv, mask, opts, sampling_logp=mu, entropies=ent,
-                        num_items_in_batch=float(mask.sum())).backward()
+        # one process, steps_per_generation = 1: TRL's dapo/vespo count is num_items_in_batch·accum
+        trl_policy_loss(lp, old, adv, mask, opts, sampling_logp=mu, entropies=ent, accumulation_steps=accum,
+                        num_items_in_batch=float(mask.sum()) * accum).backward()
         fin = torch.isfinite(want)
         assert bool(fin.all()), (opts, seed)
         assert_close(lp.grad, want, 8.0 * mask.numel(), scale=max(float(want.abs().max()), 1.0), dtype=tol_dtype,
@@ -162,12 +165,20 @@ SETTINGS = {
     "bnpo_opsm": dict(loss_type="bnpo", off_policy_mask_threshold=0.05),
     "dr_grpo_L64": dict(loss_type="dr_grpo", max_completion_length=64, epsilon=0.1),
     "dapo_entropy": dict(loss_type="dapo", top_entropy_quantile=0.5),
+    "vespo_defaults": dict(loss_type="vespo"),
+    "vespo_k_lambda": dict(loss_type="vespo", vespo_k_pos=1.5, vespo_lambda_pos=2.5, vespo_k_neg=0.5,
+                           vespo_lambda_neg=4.0),
+    "vespo_opsm_entropy_seq": dict(loss_type="vespo", off_policy_mask_threshold=0.02, top_entropy_quantile=0.5,
+                                   importance_sampling_level="sequence"),
 }
 VLLM = {
     f"vllm_{mode}": dict(loss_type="grpo", use_vllm=True, vllm_importance_sampling_mode=mode,
                          vllm_importance_sampling_clip_min=0.9, vllm_importance_sampling_clip_max=1.1)
     for mode in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 }
+for mode in ("token_truncate", "token_mask"):
+    VLLM[f"vespo_vllm_{mode}"] = dict(loss_type="vespo", use_vllm=True, vllm_importance_sampling_mode=mode,
+                                      vllm_importance_sampling_clip_min=0.9, vllm_importance_sampling_clip_max=1.1)
 VLLM["vllm_default_seq_level"] = dict(loss_type="luspo", use_vllm=True, importance_sampling_level="sequence",
                                       vllm_importance_sampling_mode="token_mask",
                                       vllm_importance_sampling_clip_max=1.1)
@@ -176,6 +187,20 @@ VLLM["vllm_default_seq_level"] = dict(loss_type="luspo", use_vllm=True, importan
 @pytest.mark.parametrize("name", tuple(SETTINGS) + tuple(VLLM))
 def test_trl_options_equal_trls_compute_loss(name):
     check({**SETTINGS, **VLLM}[name])
+
+
+@pytest.mark.parametrize("loss_type", ("grpo", "luspo", "dapo", "vespo"))
+def test_gradient_accumulation_divides_as_trl(loss_type):
+    """Two accumulation steps: TRL divides grpo/luspo by them and scales dapo/vespo's token count instead."""
+    check(dict(loss_type=loss_type), accum=2)
+
+
+@pytest.mark.parametrize("drift", (-3.0, 3.0))
+def test_vespo_log_weight_clamps_as_trl(drift):
+    """Rows whose ``Σ_t ℓ`` passes VESPO's clamps (``log 1e-8`` below, 20 above); small ``k`` (float32-exact, as
+    TRL's ``torch.where`` of Python floats makes them) so that ``φ`` at the clamp is not 0."""
+    check(dict(loss_type="vespo", vespo_k_pos=0.125, vespo_k_neg=0.25, vespo_lambda_pos=0.5,
+               vespo_lambda_neg=0.25), drift=drift)
 
 
 @pytest.mark.parametrize("taus", [(2.0, 0.5), (0.3, 3.0)])
@@ -263,7 +288,9 @@ def test_from_a_real_grpoconfig():
     (dict(vllm_importance_sampling_mode="token"), r"vllm_importance_sampling_mode must be one of"),
     (dict(vllm_importance_sampling_clip_min=2.0, vllm_importance_sampling_clip_max=1.0), r"clip_min .* <= "),
     (dict(epsilon=1.0), r"epsilon must be a finite number in \(0, 1\)"),
-    (dict(loss_type="vespo"), r"loss_type must be one of"),
+    (dict(loss_type="cispo"), r"loss_type must be one of"),
+    (dict(loss_type="vespo", use_vllm=True), r"vespo.*needs a token vllm_importance_sampling_mode"),
+    (dict(vespo_lambda_neg=-1.0), r"vespo_lambda_neg must be a finite number in \[0, inf\)"),
     (dict(importance_sampling_level="seq"), r"importance_sampling_level must be 'token' or 'sequence'"),
     (dict(delta=-1.0), r"delta must be a finite number"),
     (dict(off_policy_mask=0.5), r"unknown TRL loss option"),

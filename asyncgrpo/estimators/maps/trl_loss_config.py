@@ -19,19 +19,23 @@ them in); :class:`TRLLoss` takes any:
 ``top_entropy_quantile``                  1.0 (all tokens)               keep tokens whose entropy ≥ the batch's
                                                                          ``1 − q`` quantile (float32, as TRL)
 ``vllm_importance_sampling_correction``   ``True`` (with ``use_vllm``)   multiply the loss by ``ρ̃ = π_old/μ``
+                                                                         (vespo: inside ``φ``)
 ``vllm_importance_sampling_mode``         ``"sequence_mask"``            ``{token,sequence}_{truncate,mask}``:
                                                                          ``clamp(ρ)`` or ``ρ·1{min ≤ ρ ≤ max}``
 ``vllm_importance_sampling_clip_min``     ``None``                       ``min`` (``None``: no lower bound)
 ``vllm_importance_sampling_clip_max``     3.0                            ``max`` (TRL's deprecated
                                                                          ``vllm_importance_sampling_cap`` accepted)
 ``max_completion_length``                 512                            ``dr_grpo``'s ``L``
+``vespo_k_pos``/``_lambda_pos``/          2, 3 / 3, 2                    VESPO's ``φ(w) = e^{λ + k log w − λw}``,
+``vespo_k_neg``/``_lambda_neg``                                          ``w`` the row's clamped ratio (× ``ρ̃``)
 ========================================  =============================  ==========================================
 
 In the one form ``ĝ = Σ ν A k ∇log π_θ``: ``k = k_loss·m_opsm·m_entropy·ρ̃`` with ``k_loss`` the clipped ratio
 ``r·1{unclipped}`` (token level) or ``s_i·1{unclipped}`` (sequence level: ``d s_i/d log π_{i,t} = s_i/T_i`` on every
 token, which the ``grpo`` normaliser's ``1/T_i`` carries), or sapo's gate derivative ``4σ(x)(1−σ(x))·r``. ``ν``:
 ``grpo``/``sapo`` ``1/(T_i N)``, ``bnpo`` ``1/n_tok``, ``dr_grpo`` ``1/(N·L)``, ``dapo`` ``1/num_items_in_batch``,
-``luspo`` ``1/N`` (the row's loss summed over its tokens), each then divided by the accumulation steps (TRL).
+``luspo`` ``1/N`` (the row's loss summed over its tokens), ``vespo`` as ``dapo`` with ``k = φ``; all but ``dapo``
+and ``vespo`` then divided by the accumulation steps (TRL).
 """
 from __future__ import annotations
 
@@ -39,11 +43,14 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "sapo")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "sapo", "vespo")
 LEVELS = ("token", "sequence")
 VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 #: ``loss_type`` → the aggregation mode of :mod:`asyncgrpo.estimators.aggregation` (``"theory"``: ``1/N``).
-NORMALISER = {"grpo": "grpo", "sapo": "grpo", "bnpo": "bnpo", "dr_grpo": "dr_grpo", "dapo": "dapo", "luspo": "theory"}
+NORMALISER = {"grpo": "grpo", "sapo": "grpo", "bnpo": "bnpo", "dr_grpo": "dr_grpo", "dapo": "dapo", "luspo": "theory",
+              "vespo": "dapo"}
+#: ``log 1e-8``: VESPO's lower clamp of its log-weights (TRL's, matching the paper's code).
+VESPO_LOG_MIN = math.log(1e-8)
 
 
 def _num(v, name, lo=0.0, strict=True, hi=math.inf):
@@ -74,6 +81,10 @@ class TRLLoss:
     vllm_importance_sampling_clip_min: float | None = None
     vllm_importance_sampling_clip_max: float | None = 3.0
     max_completion_length: int = 512
+    vespo_k_pos: float = 2.0
+    vespo_lambda_pos: float = 3.0
+    vespo_k_neg: float = 3.0
+    vespo_lambda_neg: float = 2.0
 
     def __post_init__(self):
         if self.loss_type not in LOSS_TYPES:
@@ -113,6 +124,14 @@ class TRLLoss:
         if self.vllm_is_on and self.vllm_importance_sampling_mode.endswith("truncate") and lo is None and hi is None:
             raise ValueError("a truncate vllm_importance_sampling_mode needs vllm_importance_sampling_clip_min or "
                              "_clip_max (torch.clamp with neither)")
+        for name in ("vespo_k_pos", "vespo_k_neg"):
+            _num(getattr(self, name), name, lo=-math.inf)
+        for name in ("vespo_lambda_pos", "vespo_lambda_neg"):
+            _num(getattr(self, name), name, strict=False)
+        mode = self.vllm_importance_sampling_mode
+        if self.loss_type == "vespo" and self.vllm_is_on and not mode.startswith("token"):
+            raise ValueError("loss_type='vespo' with the vLLM IS correction needs a token vllm_importance_sampling_mode "
+                             f"(token_truncate or token_mask), as TRL requires; got {mode!r}")
         L = self.max_completion_length
         if isinstance(L, bool) or not isinstance(L, int) or L < 1:
             raise ValueError(f"max_completion_length must be an int >= 1, got {L!r}")
@@ -177,6 +196,22 @@ class TRLLoss:
         thr = torch.quantile(vals, 1.0 - self.top_entropy_quantile)
         return (torch.where(mask, entropies, torch.zeros_like(entropies)) >= thr) & mask
 
+    def vespo_weight(self, ell, adv, mask, rho=None):
+        """VESPO's ``φ(w) = exp(λ + k log w − λ w)`` per row ``[N, 1]``: ``log w = clamp(Σ_t clamp(ℓ_{i,t}, ±20)
+        [+ Σ_t clamp(log ρ̃_{i,t}, log 1e-8, 20)], log 1e-8, 20)`` (``ρ̃`` the token vLLM ratio, over every position as
+        TRL), ``(k, λ)`` the ``_pos`` pair for ``A ≥ 0``, ``λ ≥ 1e-4``; NaN/inf → 0."""
+        import torch
+
+        seq = torch.where(mask, ell.clamp(-20.0, 20.0), torch.zeros_like(ell)).sum(dim=-1, keepdim=True)
+        if rho is not None:
+            seq = seq + torch.log(rho).clamp(VESPO_LOG_MIN, 20.0).sum(dim=-1, keepdim=True)
+        log_w = seq.clamp(VESPO_LOG_MIN, 20.0)
+        pos = (adv >= 0)[:, None]
+        t = lambda v: torch.tensor(v, dtype=ell.dtype, device=ell.device)  # noqa: E731
+        k = torch.where(pos, t(self.vespo_k_pos), t(self.vespo_k_neg))
+        lam = torch.where(pos, t(self.vespo_lambda_pos), t(self.vespo_lambda_neg)).clamp(min=1e-4)
+        return torch.exp(lam + k * log_w - lam * torch.exp(log_w)).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
     def coefficient(self, ell, adv, mask):
         """``k_loss`` ``[N, T]`` of ``ell = log π_θ − log π_old`` (0 off ``mask``) and ``adv`` ``[N]``."""
         import torch
@@ -227,7 +262,7 @@ def trl_policy_loss(logp, old_logp, adv, mask, config: Any = None, *, sampling_l
     old = cur if old_logp is None else check_real_array(old_logp, "old_logp").detach().to(dtype)
     adv = check_real_array(adv, "adv").detach().to(dtype)
     ell = torch.where(mask, cur - old, zero)
-    k = cfg.coefficient(ell, adv, mask)
+    k = None if cfg.loss_type == "vespo" else cfg.coefficient(ell, adv, mask)
     M = torch.where(mask, torch.ones_like(cur), zero)
     metrics: dict[str, float] = {}
     if cfg.off_policy_mask_threshold is not None:
@@ -241,26 +276,33 @@ def trl_policy_loss(logp, old_logp, adv, mask, config: Any = None, *, sampling_l
         if entropies is None:
             raise ValueError(f"top_entropy_quantile={cfg.top_entropy_quantile} needs entropies [N, T]")
         M = M * cfg.entropy_mask(entropies.detach(), mask).to(dtype)
+    rho = None
     if cfg.vllm_is_on:
         if sampling_logp is None:
             raise ValueError("use_vllm with vllm_importance_sampling_correction needs sampling_logp (the sampler's "
                              "log-probs, TRL's sampling_per_token_logps)")
         rho = cfg.vllm_is_ratio(old, sampling_logp.detach().to(dtype), mask)
-        M = M * rho
         metrics["importance_sampling_ratio/mean"] = float(rho.mean())
-    if cfg.importance_sampling_level == "sequence":
+    if cfg.loss_type == "vespo":
+        # φ is detached and multiplies −A log π per token: k = φ·M, whatever importance_sampling_level; the vLLM
+        # ratio enters φ, not the product (TRL)
+        k = cfg.vespo_weight(ell, adv, mask, rho).expand_as(cur)
+    elif rho is not None:
+        M = M * rho
+    if cfg.importance_sampling_level == "sequence" and cfg.loss_type != "vespo":
         M = (M.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)).expand_as(M)
     k = torch.where(mask, k * M, zero)
     mode = NORMALISER[cfg.loss_type]
-    agg = {"dr_grpo": dict(loss_scale_factor=cfg.max_completion_length),
-           "dapo": dict(batch_num_tokens=num_items_in_batch)}.get(cfg.loss_type, {})
-    if cfg.loss_type == "dapo" and num_items_in_batch is None:
-        raise ValueError("loss_type='dapo' needs num_items_in_batch (TRL's active-token count of the batch)")
+    agg = {"dr_grpo": dict(loss_scale_factor=cfg.max_completion_length)}.get(cfg.loss_type, {})
+    if mode == "dapo":
+        if num_items_in_batch is None:
+            raise ValueError(f"loss_type={cfg.loss_type!r} needs num_items_in_batch (TRL's active-token count)")
+        agg = dict(batch_num_tokens=num_items_in_batch)
     if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or accumulation_steps < 1:
         raise ValueError(f"accumulation_steps must be an int >= 1, got {accumulation_steps!r}")
     nu = token_normaliser(mode, mask, **agg).to(dtype)
-    if cfg.loss_type != "dapo":
-        nu = nu / accumulation_steps  # TRL divides all but dapo (whose count spans the accumulation) by the steps
+    if mode != "dapo":
+        nu = nu / accumulation_steps  # TRL divides all but dapo/vespo (their count spans the accumulation) by the steps
     A = adv[:, None].expand_as(cur)
     coef = torch.where(mask & (A != 0) & (k != 0), nu * A * k, zero)
     loss = -torch.where(mask, coef.to(logp.dtype) * logp, torch.zeros_like(logp)).sum()
