@@ -298,3 +298,18 @@ def test_from_a_real_grpoconfig():
 def test_bad_options_name_the_parameter_and_the_valid_range(bad, match):
     with pytest.raises(ValueError, match=match):
         TRLLoss.from_config(bad)
+
+
+def test_diagnostics_carry_the_toolkits_prefix_and_their_values():
+    """``return_metrics``: the kept share of rows (TRL's ``get_off_policy_mask``) and the mean vLLM ratio (TRL's own),
+    under ``trl_loss/`` (they are not names TRL logs)."""
+    cur, old, mu, adv, mask, ent = batch(0)
+    opts = dict(loss_type="grpo", off_policy_mask_threshold=0.03, use_vllm=True,
+                vllm_importance_sampling_mode="token_truncate", vllm_importance_sampling_clip_max=1.1)
+    _, m = trl_policy_loss(cur.clone().requires_grad_(True), old, adv, mask, opts, sampling_logp=mu,
+                           return_metrics=True)
+    keep = trl_grpo.GRPOTrainer.get_off_policy_mask(adv[:, None], cur, mu, mask.long(), 0.03)
+    assert m["trl_loss/opsm_kept_row_frac"] == pytest.approx(float(keep.double().mean()), rel=1e-15)
+    want = trl_vllm_ratio(TRLLoss.from_config(opts), old, mu, mask)
+    assert m["trl_loss/vllm_is_ratio_mean"] == pytest.approx(float(want.mean()), rel=1e-15)
+    assert set(m) == {"trl_loss/opsm_kept_row_frac", "trl_loss/vllm_is_ratio_mean"}

@@ -243,7 +243,8 @@ def trl_policy_loss(logp, old_logp, adv, mask, config: Any = None, *, sampling_l
     ``old_logp`` when absent, as TRL — and the vLLM IS ratio, which needs it), ``entropies`` (``top_entropy_quantile
     < 1``) are ``[N, T]``; ``adv`` ``[N]``; ``num_items_in_batch``: ``dapo``'s token count. A row's sequence-level
     loss depends on all its tokens, so there ``k = mean_row(M)·k_loss`` with ``M`` the per-token multipliers.
-    ``return_metrics``: ``(loss, metrics)`` with TRL's value ``loss`` and the kept shares.
+    ``return_metrics``: ``(loss, metrics)``, the toolkit's diagnostics (not TRL names; TRL logs its ratio statistics
+    during generation): ``trl_loss/opsm_kept_row_frac`` (rows OPSM keeps), ``trl_loss/vllm_is_ratio_mean``.
     """
     import torch
 
@@ -271,7 +272,7 @@ def trl_policy_loss(logp, old_logp, adv, mask, config: Any = None, *, sampling_l
         ell_mu = torch.where(mask, -torch.nan_to_num(mu - cur, nan=0.0), zero)
         keep = keep_torch(ell_mu, mask, adv, cfg.off_policy_mask_threshold)
         M = M * keep
-        metrics["opsm_kept_row_frac"] = float(keep.mean())
+        metrics["trl_loss/opsm_kept_row_frac"] = float(keep.mean())
     if cfg.top_entropy_quantile < 1.0:
         if entropies is None:
             raise ValueError(f"top_entropy_quantile={cfg.top_entropy_quantile} needs entropies [N, T]")
@@ -282,7 +283,7 @@ def trl_policy_loss(logp, old_logp, adv, mask, config: Any = None, *, sampling_l
             raise ValueError("use_vllm with vllm_importance_sampling_correction needs sampling_logp (the sampler's "
                              "log-probs, TRL's sampling_per_token_logps)")
         rho = cfg.vllm_is_ratio(old, sampling_logp.detach().to(dtype), mask)
-        metrics["importance_sampling_ratio/mean"] = float(rho.mean())
+        metrics["trl_loss/vllm_is_ratio_mean"] = float(rho.mean())
     if cfg.loss_type == "vespo":
         # φ is detached and multiplies −A log π per token: k = φ·M, whatever importance_sampling_level; the vLLM
         # ratio enters φ, not the product (TRL)
