@@ -186,3 +186,31 @@ def test_extra_left_padding_changes_no_log_prob(setup):
         seq, attn = batched._pad_left(ro.seq, 3, tok.pad_id), batched._pad_left(ro.attn, 3, 0)
         got = sm.completion_logprobs(W, arch, seq[None], attn[None], ro.mask[None], P)
     assert seq.shape[1] == ro.seq.shape[1] + 3 and close(got, ref)
+
+
+def test_stacked_forward_gradients_match_the_model_with_padded_rows():
+    """Two random-init tiny models, rows ending early (pad tokens after EOS): the stacked forward's log π and every
+    weight's gradient equal the serial model's to K·eps·max|ref| (the pad row of the tied embedding included:
+    ``nn.Embedding(padding_idx)`` passes no gradient through a pad lookup, and neither may the stacked one)."""
+    from simulate.llm.model import build_model, completion_logprobs, generate
+    from simulate.llm.throughput import prompt_batch
+
+    tok, prompts = prompt_batch(16)
+    models = [build_model("tiny", tok.vocab_size, seed=s) for s in (0, 1)]
+    ros = [generate(m, prompts, max_new_tokens=8, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                    generator=torch.Generator().manual_seed(5)) for m in models]
+    assert all(bool((~ro.mask).any()) for ro in ros)  # some rows stopped at EOS: pads in the learner batch
+    w = torch.randn(ros[0].mask.shape, generator=torch.Generator().manual_seed(1))
+    names, arch = sm.weight_names(models[0]), sm.arch_of(models[0])
+    stack = lambda f: torch.stack([f(ro) for ro in ros])  # noqa: E731
+    lp = sm.completion_logprobs(sm.stack_weights(models, names), arch, stack(lambda r: r.seq), stack(lambda r: r.attn),
+                                stack(lambda r: r.mask), ros[0].prompt_len)
+    (lp * w).sum().backward()
+    got = [{n: p.grad.clone() for n, p in m.named_parameters()} for m in models]
+    for m, ro, g, lp_r in zip(models, ros, got, lp):
+        m.zero_grad()
+        ref = completion_logprobs(m, ro.seq, ro.attn, ro.mask, ro.prompt_len)
+        (ref * w).sum().backward()
+        assert close(lp_r.detach(), ref.detach())
+        for n, p in m.named_parameters():
+            assert close(g[n], p.grad), n

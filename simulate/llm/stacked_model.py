@@ -37,6 +37,8 @@ class Arch:
     head_dim: int
     eps: float
     rope_theta: float
+    padding_idx: int | None = None
+    """The embedding's padding row (``nn.Embedding(padding_idx)``): its lookups pass no gradient."""
 
 
 def arch_of(model) -> Arch:
@@ -55,7 +57,7 @@ def arch_of(model) -> Arch:
         raise ValueError("the stacked forward needs full attention in every layer (no sliding window)")
     return Arch(c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
                 getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads, float(c.rms_norm_eps),
-                float(rope["rope_theta"]))
+                float(rope["rope_theta"]), model.get_input_embeddings().padding_idx)
 
 
 def weight_names(model) -> list[str]:
@@ -134,6 +136,8 @@ def logits(W: dict, arch: Arch, ids: torch.Tensor, pos: torch.Tensor, allowed: t
     R, V = E.shape[:2]
     offs = (torch.arange(R, device=ids.device) * V)[:, None, None]
     x = E.reshape(R * V, -1)[ids + offs]
+    if arch.padding_idx is not None:  # as nn.Embedding(padding_idx): a pad lookup trains nothing (the row is the
+        x = torch.where((ids == arch.padding_idx)[..., None], x.detach(), x)  # tied head's too, so it matters)
     cos, sin = _rope_tables(arch, pos, x.dtype)
     for i in range(arch.n_layers):
         x = _block(W, i, arch, x, cos, sin, allowed, cache, at)
