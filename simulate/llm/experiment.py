@@ -346,6 +346,7 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
 
     from simulate.llm import determinism
 
+    check_manifest(sweep, overwrite)  # here too when a child runs it: the refusal is one clear error in this process
     if sweep.base.kernels and sweep.base.device == "cpu" and not determinism.env_matches(sweep.base.kernels):
         from simulate.llm.perturb import run_under
 
