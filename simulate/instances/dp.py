@@ -46,6 +46,77 @@ def exact_J_grad_nb(logp, next_state, reward, s0, grad_out):
 
 
 @njit(cache=True)
+def start_law_nb(starts, S):
+    """``d₀(s) = Σ_c 1{starts[c] = s}/C``, ``ndarray(float64, (S,))``: the uniform law over the start states
+    (``δ_{s0}`` exactly for one start)."""
+    d0 = np.zeros(S)
+    C = starts.shape[0]
+    for c in range(C):
+        d0[starts[c]] += 1.0 / C
+    return d0
+
+
+@njit(cache=True)
+def J_grad_law_nb(pi, next_state, step_reward, reward, d0, starts, grad_out, occ, val):
+    """Exact ``J = (1/C) Σ_c V_0(starts[c])`` (returned) and ``∇_θ J`` (into ``grad_out``) by one forward–backward
+    DP from the start law ``d0`` (:func:`start_law_nb` of ``starts``): the one DP of the package.
+
+    ``pi = π_θ = exp(log π_θ)`` ``(T,S,V)`` (computed once by the caller); forward occupancy ``occ[0] = d₀``,
+    ``occ[t+1](s') = Σ_{s,a: next(s,a)=s'} occ[t](s) π(a|s)``; backward ``val[T] = R_T``,
+    ``Q_t(s,a) = r_t(s,a) + val[t+1](next(s,a))``, ``val[t](s) = Σ_a π(a|s) Q_t(s,a)``;
+    ``∂J/∂θ[t,s,a] = occ[t](s) π(a|s) (Q_t(s,a) − val[t](s))`` (0 where ``occ[t](s) = 0``). ``occ``, ``val``:
+    scratch ``(T+1, S)``. The DPs are linear in ``d₀``, so several starts cost one pass (simulate.training.contexts).
+    """
+    T, S, V = pi.shape
+    for s in range(S):
+        occ[0, s] = d0[s]
+    for t in range(1, T + 1):
+        for s in range(S):
+            occ[t, s] = 0.0
+    for t in range(T):
+        for s in range(S):
+            if occ[t, s] > 0.0:
+                for a in range(V):
+                    occ[t + 1, next_state[t, s, a]] += occ[t, s] * pi[t, s, a]
+    for s in range(S):
+        val[T, s] = reward[s]
+    for t in range(T - 1, -1, -1):
+        for s in range(S):
+            v = 0.0
+            for a in range(V):
+                v += pi[t, s, a] * (step_reward[t, s, a] + val[t + 1, next_state[t, s, a]])
+            val[t, s] = v
+    for t in range(T):
+        for s in range(S):
+            if occ[t, s] == 0.0:
+                for a in range(V):
+                    grad_out[t, s, a] = 0.0
+                continue
+            for a in range(V):
+                q = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
+                grad_out[t, s, a] = occ[t, s] * pi[t, s, a] * (q - val[t, s])
+    C = starts.shape[0]
+    if C == 1:
+        return val[0, starts[0]]
+    J = 0.0
+    for c in range(C):
+        J += val[0, starts[c]]
+    return J / C
+
+
+@njit(cache=True)
+def exp_nb(logp):
+    """``exp(logp)`` elementwise, a new array of the same shape."""
+    T, S, V = logp.shape
+    out = np.empty((T, S, V))
+    for t in range(T):
+        for s in range(S):
+            for a in range(V):
+                out[t, s, a] = math.exp(logp[t, s, a])
+    return out
+
+
+@njit(cache=True)
 def exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad_out):
     """Exact ``J(θ)`` (returned) and ``∇J(θ)`` (written into ``grad_out``) by forward–backward DP.
 
@@ -54,31 +125,34 @@ def exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad_out):
     ``next_state (T,S,V)`` int, ``grad_out (T,S,V)``.
     Forward occupancy ``d_0 = δ_{s0}``, ``d_{t+1}(s') = Σ_{s,a: next(s,a)=s'} d_t(s) π(a|s)``;
     backward ``V_T = R_T``, ``Q_t(s,a) = r_t(s,a) + V_{t+1}(next(s,a))``, ``V_t(s) = Σ_a π(a|s) Q_t(s,a)``;
-    ``∂J/∂θ[t,s,a] = d_t(s) π(a|s) (Q_t(s,a) − V_t(s))`` and ``J = V_0(s_0)``.
+    ``∂J/∂θ[t,s,a] = d_t(s) π(a|s) (Q_t(s,a) − V_t(s))`` and ``J = V_0(s_0)`` (:func:`J_grad_law_nb`).
     """
     T, S, V = logp.shape
-    p = np.zeros((T + 1, S))
-    p[0, s0] = 1.0
-    for t in range(T):
-        for s in range(S):
-            if p[t, s] > 0.0:
-                for a in range(V):
-                    p[t + 1, next_state[t, s, a]] += p[t, s] * math.exp(logp[t, s, a])
-    val = np.empty((T + 1, S))
+    starts = np.array([s0], dtype=np.int64)
+    return J_grad_law_nb(exp_nb(logp), next_state, step_reward, reward, start_law_nb(starts, S), starts, grad_out,
+                         np.empty((T + 1, S)), np.empty((T + 1, S)))
+
+
+@njit(cache=True)
+def chi2_law_nb(logp, logq, next_state, d0, f, g):
+    """``χ²(π‖μ)`` of paths from the start law ``d0``: ``Σ_c χ²_c / C`` for the uniform law over ``C`` starts
+    (the start law is shared by π and μ). Forward ``f_0 = d₀``, ``f_{t+1}(s') = Σ_{s,a: next(s,a)=s'} f_t(s)
+    π(a|s)²/μ(a|s)``, result ``Σ_s f_T(s) − 1``; ``f``, ``g``: scratch ``(S,)``."""
+    T, S, V = logp.shape
     for s in range(S):
-        val[T, s] = reward[s]
-    for t in range(T - 1, -1, -1):
-        for s in range(S):
-            v = 0.0
-            for a in range(V):
-                v += math.exp(logp[t, s, a]) * (step_reward[t, s, a] + val[t + 1, next_state[t, s, a]])
-            val[t, s] = v
+        f[s] = d0[s]
     for t in range(T):
         for s in range(S):
-            for a in range(V):
-                q = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
-                grad_out[t, s, a] = p[t, s] * math.exp(logp[t, s, a]) * (q - val[t, s])
-    return val[0, s0]
+            g[s] = 0.0
+        for s in range(S):
+            if f[s] != 0.0:
+                for a in range(V):
+                    g[next_state[t, s, a]] += f[s] * math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
+        f, g = g, f
+    tot = 0.0
+    for s in range(S):
+        tot += f[s]
+    return tot - 1.0
 
 
 @njit(cache=True)
@@ -88,17 +162,53 @@ def chi2_nb(logp, logq, next_state, s0):
     ``f_0 = δ_{s0}``, ``f_{t+1}(s') = Σ_{s,a: next(s,a)=s'} f_t(s) π(a|s)²/μ(a|s)``, result ``Σ_s f_T(s) − 1``;
     ``logp = log π``, ``logq = log μ``, both ``(T,S,V)``. Not clipped at 0 (round-off may give −1e−16).
     """
+    S = logp.shape[1]
+    return chi2_law_nb(logp, logq, next_state, start_law_nb(np.array([s0], dtype=np.int64), S), np.empty(S),
+                       np.empty(S))
+
+
+@njit(cache=True)
+def logratio_max_nb(logp, logq, next_state, s0):
+    """``max_{τ: μ(τ) > 0} |log π(τ) − log μ(τ)|`` exactly, by a forward max-plus DP over ``(t, s)``.
+
+    ``log π(τ) − log μ(τ) = Σ_t x_t(s_t, a_t)`` with ``x = logp − logq`` and deterministic transitions, so
+    the largest and the smallest sum reaching each state obey ``hi_{t+1}(s') = max_{s,a→s'} hi_t(s) + x_t(s,a)``
+    (``lo`` with min), ``hi_0 = lo_0 = 0`` at ``s0``; the result is ``max_s max(hi_T(s), −lo_T(s))``. An action
+    with ``logq = −inf`` is outside μ's support and skipped. ``logp, logq (T,S,V)``. Cost ``O(T·S·V)``, as
+    :func:`chi2_nb`.
+    """
     T, S, V = logp.shape
-    f = np.zeros(S)
-    f[s0] = 1.0
+    hi = np.full(S, -np.inf)
+    lo = np.full(S, np.inf)
+    hi[s0] = 0.0
+    lo[s0] = 0.0
+    nh = np.empty(S)
+    nl = np.empty(S)
     for t in range(T):
-        g = np.zeros(S)
+        nh[:] = -np.inf
+        nl[:] = np.inf
         for s in range(S):
-            if f[s] != 0.0:
-                for a in range(V):
-                    g[next_state[t, s, a]] += f[s] * math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
-        f = g
-    return f.sum() - 1.0
+            if hi[s] == -np.inf:  # not reached along μ's support
+                continue
+            for a in range(V):
+                q = logq[t, s, a]
+                if q == -np.inf:
+                    continue
+                x = logp[t, s, a] - q
+                if x != x:  # NaN: say so rather than let the comparisons below drop it
+                    return np.nan
+                s2 = next_state[t, s, a]
+                if hi[s] + x > nh[s2]:
+                    nh[s2] = hi[s] + x
+                if lo[s] + x < nl[s2]:
+                    nl[s2] = lo[s] + x
+        hi, nh = nh, hi
+        lo, nl = nl, lo
+    out = 0.0
+    for s in range(S):
+        if hi[s] != -np.inf:
+            out = max(out, max(hi[s], -lo[s]))
+    return out
 
 
 def log_policy(theta) -> np.ndarray:
@@ -256,4 +366,5 @@ def stale_pair(mdp: TabularMDP, theta, d: float, eta: float, direction: str = "g
     return th - d * eta * (u / norm)
 
 
-__all__ = ["log_softmax_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "state_distribution", "backward_values", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]
+__all__ = ["log_softmax_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "start_law_nb", "J_grad_law_nb",
+           "chi2_law_nb", "exp_nb", "logratio_max_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "state_distribution", "backward_values", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]

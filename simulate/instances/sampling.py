@@ -27,40 +27,50 @@ def alias_tables(logp):
     large = np.empty(V, dtype=np.int64)
     for t in range(T):
         for s in range(S):
-            m = logp[t, s, 0]
-            for a in range(1, V):
-                m = max(m, logp[t, s, a])
-            tot = 0.0
-            for a in range(V):
-                scaled[a] = math.exp(logp[t, s, a] - m)
-                tot += scaled[a]
-            ns = 0
-            nl = 0
-            for a in range(V):
-                scaled[a] *= V / tot
-                alias[t, s, a] = a
-                if scaled[a] < 1.0:
-                    small[ns] = a
-                    ns += 1
-                else:
-                    large[nl] = a
-                    nl += 1
-            while ns > 0 and nl > 0:
-                ns -= 1
-                j = small[ns]
-                nl -= 1
-                g = large[nl]
-                prob[t, s, j] = scaled[j]
-                alias[t, s, j] = g
-                scaled[g] = (scaled[g] + scaled[j]) - 1.0
-                if scaled[g] < 1.0:
-                    small[ns] = g
-                    ns += 1
-                else:
-                    large[nl] = g
-                    nl += 1
-            # leftovers are 1 up to round-off: keep themselves (prob = 1, alias = self)
+            alias_row_nb(logp, t, s, prob, alias, scaled, small, large)
     return prob, alias
+
+
+@njit(cache=True)
+def alias_row_nb(logp, t, s, prob, alias, scaled, small, large):
+    """Row ``(t, s)`` of :func:`alias_tables` into ``prob``/``alias`` (overwritten); ``scaled``, ``small``,
+    ``large``: scratch ``(V,)``. A row depends on ``logp[t, s]`` only, so rows may be built lazily, on the first
+    visit of ``(t, s)`` by a sample, with the same bits."""
+    V = logp.shape[2]
+    m = logp[t, s, 0]
+    for a in range(1, V):
+        m = max(m, logp[t, s, a])
+    tot = 0.0
+    for a in range(V):
+        scaled[a] = math.exp(logp[t, s, a] - m)
+        tot += scaled[a]
+    ns = 0
+    nl = 0
+    for a in range(V):
+        scaled[a] *= V / tot
+        prob[t, s, a] = 1.0
+        alias[t, s, a] = a
+        if scaled[a] < 1.0:
+            small[ns] = a
+            ns += 1
+        else:
+            large[nl] = a
+            nl += 1
+    while ns > 0 and nl > 0:
+        ns -= 1
+        j = small[ns]
+        nl -= 1
+        g = large[nl]
+        prob[t, s, j] = scaled[j]
+        alias[t, s, j] = g
+        scaled[g] = (scaled[g] + scaled[j]) - 1.0
+        if scaled[g] < 1.0:
+            small[ns] = g
+            ns += 1
+        else:
+            large[nl] = g
+            nl += 1
+    # leftovers are 1 up to round-off: keep themselves (prob = 1, alias = self)
 
 
 @njit(cache=True)
@@ -184,4 +194,21 @@ def add_score_nb(logp, states, actions, coef, grad_out):
             grad_out[t, s, actions[i, t]] += c
     return grad_out
 
-__all__ = ["alias_tables", "rng_seed_nb", "rng_uniform_nb", "sample_token_nb", "sample_paths_nb", "sample_groups_nb", "traj_log_prob_nb", "add_score_nb"]
+
+@njit(cache=True)
+def add_score_pi_nb(pi, states, actions, coef, grad_out):
+    """:func:`add_score_nb` from ``π = exp(log π)`` already computed (the same bits, one ``exp`` fewer per use)."""
+    n, T = actions.shape
+    V = pi.shape[2]
+    for i in range(n):
+        for t in range(T):
+            c = coef[i, t]
+            if c == 0.0:
+                continue
+            s = states[i, t]
+            for b in range(V):
+                grad_out[t, s, b] -= c * pi[t, s, b]
+            grad_out[t, s, actions[i, t]] += c
+    return grad_out
+
+__all__ = ["alias_tables", "alias_row_nb", "add_score_pi_nb", "rng_seed_nb", "rng_uniform_nb", "sample_token_nb", "sample_paths_nb", "sample_groups_nb", "traj_log_prob_nb", "add_score_nb"]
