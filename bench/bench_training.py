@@ -6,7 +6,12 @@ fixed delay ``d = 8`` (``μ_k = π_{θ_{k−8}}``), ``K`` SGD steps, one run per
 of step ``k``: divergence checks, exact ``J``/``∇J``/``χ²``/overlap diagnostics by DP, sampling the ``N = G``
 trajectories from ``μ_k``, weights, ``ĝ = (1/N) Σ_n A_n w_n s_θ(τ_n)`` and the update. Instances:
 ``count-frac`` (small: V = 3, T = 6, 126 logits), ``count-long-bernoulli`` (large: V = 8, T = 12, 1248
-logits) and ``feature-lm-bernoulli`` (log-linear ``θ = Φw``, p = 32 over 2176 logits).
+logits), ``feature-lm-bernoulli`` (log-linear ``θ = Φw``, p = 32 over 2176 logits) and ``ladder-v16-t12``
+(:func:`ladder_instance`: the toy-to-LM ladder's size, V = 16, T = 12, shared parameters p = 32 over 3264
+logits, Bernoulli reward).
+
+After the timings, the per-phase profile of a learner step (:func:`simulate.training.profile.profile_phases`:
+the kernel's phases with a clock read between them, one thread) on every instance: where the time goes.
 
 Rows: the Numba learner at 1 and 2 threads (``numba.set_num_threads``; ``R`` runs in one kernel call, so
 ``prange`` has runs for both threads), best of ``repeats`` after a warm-up call (Numba's compile or cache
@@ -35,9 +40,32 @@ from simulate.protocol.instances import get_instance
 from simulate.training import TrainConfig, run_many
 
 #: (instance, η): the η keeps the runs of the timed budget finite (a diverged run would stop early).
-INSTANCES = (("count-frac", 1.0), ("count-long-bernoulli", 1.0), ("feature-lm-bernoulli", 2.0))
+INSTANCES = (("count-frac", 1.0), ("count-long-bernoulli", 1.0), ("feature-lm-bernoulli", 2.0), ("ladder-v16-t12", 2.0))
 TARGET_VS_NUMPY = 30.0
 TARGET_SCALING = 1.8
+
+
+def ladder_instance():
+    """The ladder-sized bench instance (issue 37): previous-token state, V = 16, T = 12, the LM-like log-linear
+    policy of ``feature-lm-bernoulli`` (``θ[t,s,a] = e_aᵀWe_s + b_a``, p = 32, shared across positions and
+    tokens), random bigram rewards (seed 5) paid as a coin flip; one start state."""
+    from simulate.protocol.instances import TrainingInstance, bigram_rewards, prev_token_mdp, token_state_features
+
+    V, T, m = 16, 12, 4
+    ns, s0 = prev_token_mdp(V, T)
+    return TrainingInstance("ladder-v16-t12", "ladder-sized LM-like log-linear policy, V = 16, T = 12, p = 32",
+                            ns, np.zeros(V + 1), s0, step_reward=bigram_rewards(V, T, 5),
+                            features=token_state_features(V, T, m, 5), bernoulli=True)
+
+
+_LOCAL = {"ladder-v16-t12": ladder_instance}
+_BUILT: dict = {}
+
+
+def _instance(name: str):
+    if name in _LOCAL:
+        return _BUILT.setdefault(name, _LOCAL[name]())
+    return get_instance(name)
 
 
 def _configs(inst, eta: float, K: int, R: int) -> list[TrainConfig]:
@@ -63,7 +91,7 @@ def run(quick: bool = False, K: int | None = None, R: int | None = None, R_ref: 
     old = numba.get_num_threads()
     try:
         for name, eta in INSTANCES:
-            inst = get_instance(name)
+            inst = _instance(name)
             cfgs = _configs(inst, eta, K, R)
             N = cfgs[0].G * cfgs[0].n_prompts
             curves = {}
@@ -125,4 +153,22 @@ def run(quick: bool = False, K: int | None = None, R: int | None = None, R_ref: 
                          f"{verdict(same[name], timing=False)}")
     else:
         lines.append("scaling: only one Numba thread available (NUMBA_NUM_THREADS=1), not measured")
+    lines += ["", profile_table(K=min(K, 128), R=min(R, 4))]
     return "\n".join(lines)
+
+
+def profile_table(K: int = 128, R: int = 4) -> str:
+    """µs per learner step of each kernel phase (:data:`simulate.training.profile.PHASES`) on every bench
+    instance, 1 thread, ``R`` runs of ``K`` steps of the bench's configuration; the load average beside it."""
+    from simulate.training.profile import PHASES, profile_phases
+
+    cols = {name: profile_phases(_instance(name), _configs(_instance(name), eta, K, R)) for name, eta in INSTANCES}
+    names = [n for n, _ in INSTANCES]
+    out = [f"per-phase profile, µs per learner step (1 thread, {R} runs × {K} steps, counter read "
+           f"{max(c['overhead_ns'] for c in cols.values()):.0f} ns subtracted; load {os.getloadavg()[0]:.2f})",
+           f"{'phase':<38}" + "".join(f"{n:>22}" for n in names)]
+    for ph in PHASES:
+        cells = [(cols[n]["phases"][ph], 100 * cols[n]["phases"][ph] / cols[n]["total_us"]) for n in names]
+        out.append(f"{ph:<38}" + "".join(f"{us:>15.2f} ({pct:>3.0f}%)" for us, pct in cells))
+    out.append(f"{'total':<38}" + "".join(f"{cols[n]['total_us']:>22.2f}" for n in names))
+    return "\n".join(out)
