@@ -131,3 +131,39 @@ def test_heldout_check_reads_the_cells_own_tuning_values_even_from_one_run():
     for _, r in h.iterrows():
         src = t[(t.estimator == r.estimator) & (t.d == r.d)].iloc[0]
         assert (r.eta_tuned, r.tune_nauc, r.tune_lcb) == (2.0, src.tune_nauc, src.tune_lcb)
+
+
+def test_a_cell_without_any_learning_phase_has_an_unknown_regime():
+    from simulate.protocol.c9 import learning_regime
+
+    t = _rows(_means(P))
+    t["chi2_learn_med"] = np.nan  # every run solved at once: no learning-phase step
+    assert learning_regime(t, "gmc", P.primary["d"], 0.2, 8, P)["regime"] == "unknown"
+
+
+def test_no_sensitivity_line_when_it_is_not_asked_for():
+    t = _rows(_means(P))
+    assert "lower" in set(t.eta_kind)
+    assert "sensitivity" not in c9_verdicts(t, P, sensitivity=False)
+    assert "sensitivity" in c9_verdicts(t, P)
+
+
+def test_a_rivals_printed_failure_rate_is_its_share_of_failed_runs():
+    d = P.primary["d"]
+    comp, _ = c9_instance(_rows(_means(P), failed={("tic", d): {0, 1, 2}}), P)
+    row = comp[comp.name == f"gmc − tic (d={d}, tuned η)"].iloc[0]
+    assert row.rival_fail_rate == 6 / 24  # 3 seeds fail at η and at its neighbour: 6 of 24 runs
+
+
+def test_v3_saturation_needs_the_zero_gradient_fraction_strictly_above_its_threshold():
+    at = saturation(_rows(_means(V3), zero=V3.saturation_zero, kinds=("tuned", "neighbour")), V3)
+    above = saturation(_rows(_means(V3), zero=np.nextafter(V3.saturation_zero, 1.0), kinds=("tuned", "neighbour")), V3)
+    assert not at["saturated"] and above["saturated"]
+
+
+def test_instances_keep_their_table_order_and_comparisons_a_unique_index():
+    a = _rows(_means(P)).assign(instance="zeta")
+    b = _rows(_means(P)).assign(instance="alpha")
+    r = c9_verdicts(pd.concat([a, b], ignore_index=True), P, sensitivity=False)
+    assert list(r["matrix"].columns) == ["zeta", "alpha"]
+    assert r["comparisons"].index.is_unique and r["subclaims"].index.is_unique

@@ -28,7 +28,8 @@ is not finite, ``max|θ_k| > theta_max`` (logit overflow), or ``J(θ_k) < collap
 Layout: :class:`TrainConfig` (frozen, one docstring per field) → :func:`run_training` →
 :class:`TrainResult`. :func:`run_many` runs a list of configs sharing one instance in one parallel
 Numba kernel (``prange`` over runs, one seed per run, seeded inside the kernel), so results do not
-depend on the batch they run in. The pure kernel :func:`_train_one_nb` owns the whole loop.
+depend on the batch they run in. The pure kernel :func:`_train_one_nb` owns the whole loop, as a loop of named phases
+(:mod:`simulate.training.phases`).
 
 Layout: :mod:`~simulate.training.config` (instance spec, config, result), :mod:`~simulate.training.kernel`
 (the Numba learner), :mod:`~simulate.training.run` (batching); every public name is re-exported here.
