@@ -60,7 +60,7 @@ from simulate.llm.train import (
     summarise_run,
     surrogate,
 )
-from simulate.llm.tree import write_run
+from simulate.llm.run_files import write_run
 from simulate.llm.warmstart import heldout_accuracy, prompt_ids, warm_start
 
 #: Fields in which the runs of one batched forest may differ: weights, loss, optimiser, delays and seed

@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # config imports this module (parse_path), not the other way round
-    from simulate.llm.config import TrainConfig
 
 #: The environment variables a kernel path sets (ATen's capability, MKL's CNR branch).
 ATEN_VAR, MKL_VAR = "ATEN_CPU_CAPABILITY", "MKL_CBWR"
@@ -131,7 +128,7 @@ def kernel_state() -> dict:
             "path": env.get(MARK), "torch": torch.__version__}
 
 
-def set_determinism(cfg: TrainConfig) -> None:
+def set_determinism(cfg) -> None:  # cfg: a TrainConfig (config imports this module, not the other way round)
     """Fixed thread count and deterministic kernels: the same config gives the same numbers on CPU; a config
     that records a kernel path (``cfg.kernels``, v5) is refused unless this process runs it.
 

@@ -340,7 +340,7 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
     (one device: parallel processes would only hold extra CUDA contexts). An ``out_dir`` holding runs
     of other settings is refused unless ``overwrite`` (:func:`check_manifest`). A sweep whose runs record a
     kernel path (``base.kernels``, v5) that this process does not run is run in a child process started
-    with it (:func:`simulate.llm.perturb.run_under`; the warm starts too), and its table read back.
+    with it (:func:`simulate.llm.pinned.run_under`; the warm starts too), and its table read back.
     """
     from sweep import load_cells, run_sweep
 
@@ -348,10 +348,10 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
 
     check_manifest(sweep, overwrite)  # here too when a child runs it: the refusal is one clear error in this process
     if sweep.base.kernels and sweep.base.device == "cpu" and not determinism.env_matches(sweep.base.kernels):
-        from simulate.llm.perturb import run_under
+        from simulate.llm.pinned import run_under
 
-        return run_under(sweep, sweep.base.kernels, progress=progress, root=root, backend=backend,
-                         overwrite=overwrite, **engine_opts)
+        return run_under(sweep, sweep.base.kernels, data=sweep_to_dict(sweep), progress=progress, root=root,
+                         backend=backend, overwrite=overwrite, **engine_opts)
     check_manifest(sweep, overwrite)
     eng = to_sweep(sweep)
     root = os.path.join(sweep.out_dir, "cells") if root is None else root
@@ -366,3 +366,23 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
         json.dump(manifest(sweep), f, indent=1)
     df.to_csv(os.path.join(sweep.out_dir, "results.csv"), index=False)
     return df
+
+
+def sweep_to_dict(sweep) -> dict:
+    """A :class:`simulate.llm.experiment.Sweep` as JSON-ready data (the base config flattened by
+    :func:`config_settings`)."""
+    return dict(estimators=list(sweep.estimators), delays=list(sweep.delays), seeds=list(sweep.seeds),
+                out_dir=sweep.out_dir, base=config_settings(sweep.base),
+                pairs=None if sweep.pairs is None else [list(x) for x in sweep.pairs],
+                arms=None if sweep.arms is None else [[f, list(s)] for f, s in sweep.arms],
+                arm_pairs=None if sweep.arm_pairs is None else [[f, [list(x) for x in ps]] for f, ps in sweep.arm_pairs])
+
+
+def sweep_from_dict(d: dict):
+    """Inverse of :func:`sweep_to_dict`."""
+    pairs = lambda ps: tuple((str(x), int(dd)) for x, dd in ps)  # noqa: E731
+    return Sweep(estimators=tuple(d["estimators"]), delays=tuple(d["delays"]), seeds=tuple(d["seeds"]),
+                    base=config_from_settings(d["base"]), out_dir=d["out_dir"],
+                    pairs=None if d["pairs"] is None else pairs(d["pairs"]),
+                    arms=None if d["arms"] is None else tuple((float(f), tuple(s)) for f, s in d["arms"]),
+                    arm_pairs=None if d["arm_pairs"] is None else tuple((float(f), pairs(ps)) for f, ps in d["arm_pairs"]))

@@ -38,6 +38,8 @@ import pandas as pd
 
 from simulate import verdicts as vd
 from simulate.llm import determinism
+from simulate.llm import experiment as ex
+from simulate.llm.pinned import finish_under, run_under, start_under  # noqa: F401 (re-exported)
 from simulate.llm.protocol import CPU_CAPABILITIES, LMProtocol
 
 #: Environment variable that selects ATen's CPU kernel path.
@@ -67,8 +69,6 @@ def perturb_pairs(protocol: LMProtocol) -> tuple[tuple[str, int], ...]:
 def perturb_sweep(protocol: LMProtocol, out_dir: str, quick: bool = False):
     """The sweep one kernel path runs: :func:`perturb_pairs` on ``perturb_seeds`` (quick: the first quick
     seed pair), with its own warm-start cache under ``out_dir``."""
-    from simulate.llm import experiment as ex
-
     seeds = tuple(protocol.quick_seeds) if quick else tuple(protocol.perturb_seeds)
     p = protocol.variant(quick)
     return ex.Sweep(estimators=p.estimators, delays=(0, p.d_max), seeds=seeds,
@@ -154,74 +154,6 @@ def perturb(native: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: boo
                 seeds=list(sw.seeds), runs=[f"{x}@d={d}" for x, d in sw.pairs], seconds=time.perf_counter() - t0)
 
 
-def sweep_to_dict(sweep) -> dict:
-    """A :class:`simulate.llm.experiment.Sweep` as JSON-ready data (the base config flattened by
-    :func:`simulate.llm.experiment.config_settings`)."""
-    from simulate.llm import experiment as ex
-
-    return dict(estimators=list(sweep.estimators), delays=list(sweep.delays), seeds=list(sweep.seeds),
-                out_dir=sweep.out_dir, base=ex.config_settings(sweep.base),
-                pairs=None if sweep.pairs is None else [list(x) for x in sweep.pairs],
-                arms=None if sweep.arms is None else [[f, list(s)] for f, s in sweep.arms],
-                arm_pairs=None if sweep.arm_pairs is None else [[f, [list(x) for x in ps]] for f, ps in sweep.arm_pairs])
-
-
-def sweep_from_dict(d: dict):
-    """Inverse of :func:`sweep_to_dict`."""
-    from simulate.llm import experiment as ex
-
-    pairs = lambda ps: tuple((str(x), int(dd)) for x, dd in ps)  # noqa: E731
-    return ex.Sweep(estimators=tuple(d["estimators"]), delays=tuple(d["delays"]), seeds=tuple(d["seeds"]),
-                    base=ex.config_from_settings(d["base"]), out_dir=d["out_dir"],
-                    pairs=None if d["pairs"] is None else pairs(d["pairs"]),
-                    arms=None if d["arms"] is None else tuple((float(f), tuple(s)) for f, s in d["arms"]),
-                    arm_pairs=None if d["arm_pairs"] is None else tuple((float(f), pairs(ps)) for f, ps in d["arm_pairs"]))
-
-
-def start_under(sweep, spec: str, *, log: str | None = None, progress: bool = False, root: str | None = None,
-                backend: str | None = None, overwrite: bool = False, **engine_opts) -> subprocess.Popen:
-    """Start a child process on the kernel path ``spec`` (:func:`simulate.llm.determinism.path_env`) that runs
-    ``sweep`` (:func:`main`); its output goes to ``log`` (default: this process's). A Dask ``client`` cannot
-    carry a kernel path into its workers: it is left out and the child uses the local backend."""
-    os.makedirs(sweep.out_dir, exist_ok=True)
-    path = os.path.join(sweep.out_dir, "sweep.json")
-    with open(path, "w") as f:
-        json.dump(sweep_to_dict(sweep), f)
-    dropped = [k for k in ("client", "scheduler", "dask_local") if engine_opts.pop(k, None) is not None]
-    if dropped:
-        print(f"note: kernel path {spec}: the sweep runs in a child process started with it; {', '.join(dropped)} "
-              f"left out (local backend)", file=sys.stderr)
-        backend = None if backend == "dask" else backend
-    cmd = [sys.executable, "-m", "simulate.llm.perturb", "--sweep", path, "--path", spec]
-    cmd += (["--root", str(root)] if root else []) + (["--backend", backend] if backend else [])
-    cmd += (["--workers", str(engine_opts.pop("n_workers"))] if engine_opts.get("n_workers") else [])
-    cmd += (["--overwrite"] if overwrite else []) + (["--progress"] if progress else [])
-    out = open(log, "w") if log else None
-    proc = subprocess.Popen(cmd, env=determinism.path_env(spec), stdout=out, stderr=subprocess.STDOUT if out else None)
-    proc.log_file = out  # closed by finish_under
-    return proc
-
-
-def finish_under(proc: subprocess.Popen, sweep, spec: str, log: str | None = None) -> pd.DataFrame:
-    """Wait for :func:`start_under`'s child; its results table, or ``RuntimeError`` with its last lines."""
-    rc = proc.wait()
-    if getattr(proc, "log_file", None):
-        proc.log_file.close()
-    if rc != 0:
-        tail = ""
-        if log and os.path.exists(log):
-            with open(log) as f:
-                tail = "".join(f.readlines()[-15:])
-        raise RuntimeError(f"the sweep on kernel path {spec} failed (exit {rc}){':' if tail else ''}\n{tail}")
-    return pd.read_csv(os.path.join(sweep.out_dir, "results.csv"))
-
-
-def run_under(sweep, spec: str, **opts) -> pd.DataFrame:
-    """Run ``sweep`` in a child process on the kernel path ``spec`` and return its results table (what
-    :func:`simulate.llm.experiment.run` does for a sweep whose runs record a path this process does not run)."""
-    return finish_under(start_under(sweep, spec, **opts), sweep, spec)
-
-
 def _slug(spec: str) -> str:
     return spec.replace("+", "_")
 
@@ -260,7 +192,7 @@ def perturb_v5(table: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: b
         sw = dataclasses.replace(sw, base=sw.base.replace(kernels=spec))
         log = os.path.join(root, _slug(spec) + ".log")
         os.makedirs(root, exist_ok=True)
-        procs[spec] = (start_under(sw, spec, log=log, backend="serial"), sw, log)
+        procs[spec] = (start_under(sw, spec, data=ex.sweep_to_dict(sw), log=log, backend="serial"), sw, log)
     ref = protocol.kernel_pin or "pinned"
     verdicts = {ref: parts(table, protocol, quick)}
     seeds, pairs = None, None
@@ -327,8 +259,6 @@ def table(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Subprocess entry point: run :func:`perturb_sweep` under this process's kernel path (v4, ``--capability``),
     or any sweep under a v5 kernel path (``--sweep``/``--path``, :func:`run_under`)."""
-    from simulate.llm import experiment as ex
-
     p = argparse.ArgumentParser(prog="python -m simulate.llm.perturb", description=__doc__.splitlines()[0])
     p.add_argument("--capability", choices=CPU_CAPABILITIES)
     p.add_argument("--out")
@@ -349,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             raise SystemExit(f"error: {why}")
         with open(a.sweep) as f:
-            sw = sweep_from_dict(json.load(f))
+            sw = ex.sweep_from_dict(json.load(f))
         ex.run(sw, progress=a.progress, root=a.root, backend=a.backend, overwrite=a.overwrite,
                **({"n_workers": a.workers} if a.workers else {}))
         with open(os.path.join(sw.out_dir, "kernels.json"), "w") as f:

@@ -189,3 +189,18 @@ def write_config(cfg: TrainConfig, ck: dict | None, start: int, end: int) -> Non
         out["resume_history"] = history
     with open(path, "w") as f:
         json.dump(out, f, indent=2)
+
+
+def write_run(cfg: TrainConfig, rows: list[dict], summary: dict) -> None:
+    """A finished run's files in ``cfg.out_dir``: ``config.json``, ``metrics.jsonl``, ``metrics.csv`` and
+    ``summary.json`` (what :func:`simulate.llm.tree.train_forest` and the batched forest write for each run)."""
+    import pandas as pd
+
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    with open(os.path.join(cfg.out_dir, "config.json"), "w") as f:
+        json.dump(cfg.to_dict(), f, indent=2)
+    with open(os.path.join(cfg.out_dir, "metrics.jsonl"), "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    pd.DataFrame(rows).to_csv(os.path.join(cfg.out_dir, "metrics.csv"), index=False)
+    with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)

@@ -32,6 +32,7 @@ import os
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig
 from simulate.llm.determinism import set_determinism
+from simulate.llm.run_files import write_run  # noqa: F401 (re-exported: tree.write_run)
 from simulate.llm.train import (
     _loss_options,
     copy_state,
@@ -78,19 +79,6 @@ class Version0Batches:
         else:
             self.cache[k] = sample_batch(self.cfg, self.model0, self.tok, k)
         return self.cache[k]
-
-
-def write_run(cfg: TrainConfig, rows: list[dict], summary: dict) -> None:
-    import pandas as pd
-
-    os.makedirs(cfg.out_dir, exist_ok=True)
-    with open(os.path.join(cfg.out_dir, "config.json"), "w") as f:
-        json.dump(cfg.to_dict(), f, indent=2)
-    with open(os.path.join(cfg.out_dir, "metrics.jsonl"), "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in rows))
-    pd.DataFrame(rows).to_csv(os.path.join(cfg.out_dir, "metrics.csv"), index=False)
-    with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
 
 
 def train_forest(cfgs: list[TrainConfig], *, progress: bool = False, engine: str = "serial") -> list[dict]:
