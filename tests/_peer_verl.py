@@ -119,3 +119,20 @@ def rollout_correction_config():
         spec.loader.exec_module(mod)
     _LOADED["algorithm"] = mod
     return mod.RolloutCorrectionConfig
+
+
+def load_or_missing():
+    """``(CA, RCH, VF, missing)``: :func:`load`'s three verl modules, or ``None`` each and the install line (so that
+    each test fails with it through :func:`verl_is_installed`; a collection error would stop the whole suite)."""
+    try:
+        return (*load(), None)
+    except RuntimeError as e:
+        return None, None, None, str(e)
+
+
+def verl_is_installed(missing):
+    """Fail the calling test with the install line when verl could not be loaded (never a skip)."""
+    import pytest
+
+    if missing:
+        pytest.fail(missing)

@@ -25,18 +25,12 @@ from asyncgrpo.estimators import token_level as tl
 import _peer_verl
 from _tol import assert_close
 
-try:
-    CA, RCH, VF = _peer_verl.load()
-    _MISSING = None
-except RuntimeError as e:  # each test fails with the install line; a collection error would stop the whole suite
-    CA = RCH = VF = None
-    _MISSING = str(e)
+CA, RCH, VF, _MISSING = _peer_verl.load_or_missing()
 
 
 @pytest.fixture(autouse=True)
 def _verl_is_installed():
-    if _MISSING:
-        pytest.fail(_MISSING)
+    _peer_verl.verl_is_installed(_MISSING)
 
 CASES = ("spread_1e-3", "spread_1", "big_20", "big_25", "big_1e3", "empty_rows", "length_1", "adv_0", "n_1")
 SEEDS = (0, 1, 2, 3)

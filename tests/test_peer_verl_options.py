@@ -23,18 +23,12 @@ from _tol import assert_close
 from asyncgrpo.estimators.maps.verl_rollout_config import PRESETS, RS_OPTIONS, RolloutCorrection
 from asyncgrpo.integrations._peer_verl import verl_policy_loss
 
-try:
-    CA, RCH, VF = _peer_verl.load()
-    _MISSING = None
-except RuntimeError as e:
-    CA = RCH = VF = None
-    _MISSING = str(e)
+CA, RCH, VF, _MISSING = _peer_verl.load_or_missing()
 
 
 @pytest.fixture(autouse=True)
 def _verl_is_installed():
-    if _MISSING:
-        pytest.fail(_MISSING)
+    _peer_verl.verl_is_installed(_MISSING)
 
 
 SEEDS = (0, 1, 2)
