@@ -174,6 +174,14 @@ def behaviour_nb(pb, ws, k, d, logp, logq, rec):
     B = ws.histw.shape[0]
     ws.histw[k % B] = ws.par
     rec.chi2[k] = chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
+    overlap_nb(pb, ws, k, d, logp, logq, rec)
+
+
+@njit(cache=True)
+def overlap_nb(pb, ws, k, d, logp, logq, rec):
+    """C6's overlap of step ``k`` (after ``w_k`` is in the ring buffer): ``‖w_k − w_{k−d}‖₂`` and
+    ``max_{τ∈supp μ} |log π(τ) − log μ(τ)|`` (largest over the starts)."""
+    B = ws.histw.shape[0]
     dw2 = 0.0
     old = ws.histw[(k - d) % B]
     for j in range(ws.par.shape[0]):

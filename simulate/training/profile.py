@@ -19,9 +19,10 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from asyncgrpo.estimators.kernels import estimator_flags_nb
-from simulate.instances import J_grad_law_nb, chi2_law_nb, log_softmax_nb, logratio_max_nb
+from simulate.instances import J_grad_law_nb, chi2_law_nb, log_softmax_nb
 from simulate.training.phases import (Record, advantages_nb, finite_logits_nb, logits_nb, make_problem_nb,
-                                      make_workspace_nb, sample_nb, score_nb, to_params_nb, update_nb, weights_nb)
+                                      make_workspace_nb, overlap_nb, sample_nb, score_nb, to_params_nb, update_nb,
+                                      weights_nb)
 
 #: Phase names, in the order of a step (the columns of :func:`profile_phases`).
 PHASES = ("divergence check", "log-softmax + exp", "J/∇J DP", "Φᵀ∇J + ‖∇J‖²", "χ² DP",
@@ -94,15 +95,7 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
         ws.histw[k % B] = ws.par
         rec.chi2[k] = chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
         c5 = _now(ts)
-        dw2 = 0.0
-        old = ws.histw[(k - d) % B]
-        for j in range(ws.par.shape[0]):
-            dw2 += (ws.par[j] - old[j]) * (ws.par[j] - old[j])
-        rec.dpar[k] = math.sqrt(dw2)
-        lrm = 0.0
-        for c in range(pb.starts.shape[0]):
-            lrm = max(lrm, logratio_max_nb(logp, logq, pb.next_state, pb.starts[c]))
-        rec.lrmax[k] = lrm
+        overlap_nb(pb, ws, k, d, logp, logq, rec)
         c6 = _now(ts)
         sample_nb(pb, ws, k, run.n_prompts, run.G, logp, logq)
         c7 = _now(ts)
