@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["PROTOCOL", "MODES", "RUNG", "ARM", "ESTIMATORS", "DELAYS", "settings", "base_config", "cells",
-           "run_cell", "run_rung", "run_rows"]
+           "run_cell", "run_rung", "run_rows", "rung_sweep"]
 
 RUNG = "9-transformer"
 ARM = "LM η = 3e-4"
@@ -193,15 +193,21 @@ def run_rows(long: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def rung_sweep(mode: str = "standard", cache_dir: str = CACHE_DIR):
+    """The :class:`sweep.Sweep` of ``mode``'s runs (one cell per run, :func:`cells`)."""
+    from sweep import Cell, Sweep
+
+    return Sweep(f"bridge-transformer-{mode}", "simulate.bridge.transformer:run_cell",
+                 tuple(Cell(i, s) for i, s in cells(mode, cache_dir)))
+
+
 def run_rung(mode: str = "standard", sweep_kw: dict | None = None, cache_dir: str = CACHE_DIR) -> pd.DataFrame:
     """Every run of ``mode`` (warm start made once here first, then the cells through the sweep engine, cached
     under ``results/cells``); returns :func:`run_rows` of them."""
     from simulate.protocol.run import run_pinned
-    from sweep import DEFAULT_ROOT, Cell, Sweep, load_cells
+    from sweep import DEFAULT_ROOT, load_cells
 
-    cs = cells(mode, cache_dir)
-    sw = Sweep(f"bridge-transformer-{mode}", "simulate.bridge.transformer:run_cell",
-               tuple(Cell(i, s) for i, s in cs))
+    sw, cs = rung_sweep(mode, cache_dir), cells(mode, cache_dir)
     kw = dict(backend="serial", progress=True)
     kw.update(sweep_kw or {})
     if len(load_cells(sw, kw.get("root", DEFAULT_ROOT), code_packages=kw.get("code_packages"))) < len(cs):
