@@ -5,7 +5,10 @@ tunes onpolicy's η at d = 0 on tuning seeds (protocol v4's lower-confidence-bou
 is, gmc and grpo on held-out seeds at d ∈ {0, 8, 32} at η₀ and η₀/4. Cells are cached by the sweep engine.
 Drawn: gmc − onpolicy in nAUC (mean over held-out seeds, 95 % paired-t interval) per rung and delay; a filled
 marker where onpolicy fails in ≥ 50 % of the runs. The sidecar's ``answer`` rows (group ``toy-ladder``)
-and its "Toy vs LM" section are computed from the same table (:mod:`simulate.bridge.summary`).
+and its "Toy vs LM" section are computed from the same table (:mod:`simulate.bridge.summary`). The transformer
+rung (:mod:`simulate.bridge.transformer`: the LM harness's own model and learner on 1-digit sums, exact J, one
+step size, the LM protocol's) is drawn at the right of every panel and has its own paragraph and table rows; it
+does not enter the ``answer`` rows.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ COLOURS = {8: "#1f77b4", 32: "#d62728"}
 
 
 def measure(quick: bool, sweep_opts: dict | None = None):
-    """The eval rows of every rung (:func:`simulate.bridge.run.run_ladder`) and the per-(arm, rung, d) table."""
+    """The eval rows of every rung (:func:`simulate.bridge.run.run_ladder`), the per-(arm, rung, d) table, the
+    rungs' order and the transformer rung's table (:func:`transformer_table`)."""
     import os
 
     import pandas as pd
@@ -39,22 +43,46 @@ def measure(quick: bool, sweep_opts: dict | None = None):
     order = [r.name for r in RUNGS + CONTROLS]
     tab = pd.concat([ladder_table(ev[ev["arm"] == a], order).assign(arm=a) for a in ev["arm"].unique()],
                     ignore_index=True)
-    return ev, tab, order
+    return ev, tab, order, transformer_table(quick, opts)
 
 
-def plot(tab, order):
-    """One panel per arm: gmc − onpolicy (95 % paired t) per rung, d = 8 and 32 side by side."""
+def transformer_table(quick: bool, opts: dict):
+    """The transformer rung's per-d table (:func:`simulate.bridge.summary.ladder_table` of its runs, plus the
+    mean rate of sampled completions that the harness's lenient reward scores 1 and the strict one 0)."""
+    import os
+
+    from simulate.bridge.summary import ladder_table
+    from simulate.bridge.transformer import ARM, CACHE_DIR, RUNG, run_rung
+
+    # a figure run into another cell root (tests) keeps the LM warm start beside it, not in results/
+    cache = os.path.join(os.path.dirname(str(opts["root"])), "bridge-llm-cache") if "root" in opts else CACHE_DIR
+    ev = run_rung("quick" if quick else "standard", sweep_kw=opts, cache_dir=cache)
+    tab = ladder_table(ev, [RUNG]).assign(arm=ARM)
+    tab["gap_rate"] = tab["d"].map(ev.groupby("d")["gap_rate"].mean())
+    for e in ("onpolicy", "is", "gmc", "grpo"):
+        tab[f"J_final_{e}"] = tab["d"].map(ev[ev["estimator"] == e].groupby("d")["J_final"].mean())
+    return tab
+
+
+def plot(tab, order, tab_t=None):
+    """One panel per arm: gmc − onpolicy (95 % paired t) per rung, d = 8 and 32 side by side; the transformer
+    rung's ``tab_t`` (one step size) at the right of every panel."""
     import matplotlib.pyplot as plt
+    import pandas as pd
 
     arms = list(dict.fromkeys(tab["arm"]))
     fig, axes = plt.subplots(len(arms), 1, figsize=(style.WIDTH_2COL, 2.1 * len(arms) + 0.9), sharex=True,
                              squeeze=False)
-    x = np.arange(len(order))
+    extra = [] if tab_t is None or not len(tab_t) else list(dict.fromkeys(tab_t["rung"]))
+    x = np.arange(len(order) + len(extra))
     for i, arm in enumerate(arms):
         ax = axes[i, 0]
-        A = tab[tab["arm"] == arm].set_index(["rung", "d"])
+        A = tab[tab["arm"] == arm]
+        if extra:
+            A = pd.concat([A, tab_t], ignore_index=True)
+        A = A.set_index(["rung", "d"])
         for j, d in enumerate(STALE):
-            sub = A.xs(d, level="d").reindex(order)
+            sub = A.xs(d, level="d").reindex(order + extra)
             m, lo, hi = (sub[c].to_numpy(dtype=float) for c in ("d_onpolicy", "lo_onpolicy", "hi_onpolicy"))
             xs = x + (j - 0.5) * 0.28
             ax.errorbar(xs, m, yerr=[m - lo, hi - m], fmt="none", ecolor=COLOURS[d], lw=1.0, capsize=2)
@@ -64,10 +92,12 @@ def plot(tab, order):
                        label=f"d = {d}, onpolicy fails < 50 %")
         ax.axhline(0.0, color="grey", lw=0.8)
         ax.axvline(len([r for r in order if not r.startswith("c-")]) - 0.5, color="grey", lw=0.6, ls=":")
+        if extra:
+            ax.axvline(len(order) - 0.5, color="grey", lw=0.6, ls=":")
         ax.set_ylabel(f"gmc − onpolicy, nAUC\n(arm {arm})", fontsize=7)
         ax.tick_params(labelsize=6.5)
     axes[-1, 0].set_xticks(x)
-    axes[-1, 0].set_xticklabels(order, rotation=35, ha="right", fontsize=6.5)
+    axes[-1, 0].set_xticklabels(order + [f"{r} (LM η)" for r in extra], rotation=35, ha="right", fontsize=6.5)
     axes[0, 0].legend(fontsize=6, ncol=2, frameon=False, loc="upper left")
     fig.subplots_adjust(left=0.12, right=0.99, top=0.97, bottom=0.22, hspace=0.12)
     return fig, axes
@@ -95,8 +125,33 @@ def answer_rows(tab, rungs: list[str], n_seeds: int) -> list[dict]:
     return rows
 
 
-def section(tab, order) -> dict:
-    """The "Toy vs LM" section: the first failing rung, the mechanism diagnostic, the LM-faithful rung(s)."""
+def transformer_paragraph(tab_t) -> str:
+    """The transformer rung's finding, computed from its table (every number with its interval)."""
+    from simulate.bridge.transformer import PROTOCOL
+
+    parts = []
+    for _, r in tab_t[tab_t["d"].isin(STALE)].iterrows():
+        n = int(r["n"])
+        parts.append(f"d = {int(r['d'])}: gmc − onpolicy {_fmt(r['d_onpolicy'])} [{_fmt(r['lo_onpolicy'])}, "
+                     f"{_fmt(r['hi_onpolicy'])}], gmc − is {_fmt(r['d_is'])} [{_fmt(r['lo_is'])}, {_fmt(r['hi_is'])}], "
+                     f"gmc − grpo {_fmt(r['d_grpo'])} [{_fmt(r['lo_grpo'])}, {_fmt(r['hi_grpo'])}]; fails onpolicy "
+                     f"{int(r['fail_onpolicy'])}/{n}, is {int(r['fail_is'])}/{n}, gmc {int(r['fail_gmc'])}/{n}, grpo "
+                     f"{int(r['fail_grpo'])}/{n}; final J onpolicy {r['J_final_onpolicy']:.3f}, gmc "
+                     f"{r['J_final_gmc']:.3f}")
+    r0 = tab_t.iloc[0]
+    return (f"Rung {r0['rung']} (the LM harness's own tiny Qwen3, warm start and learner step on 1-digit sums, "
+            f"strict exact-match reward, exact J by teacher forcing; J₀ = {r0['J0']:.3f}, one step size: the LM "
+            f"protocol's η = {PROTOCOL['eta']:g}; nAUC, 95 % paired t over {int(r0['n'])} seeds) — "
+            + "; ".join(parts) + f". The harness's lenient reward would have scored 1 on "
+            f"{100 * float(tab_t['gap_rate'].max()):.2f} % of sampled completions that the strict reward scores 0 "
+            "(at most, over delays).")
+
+
+def section(tab, order, tab_t=None) -> dict:
+    """The "Toy vs LM" section: the first failing rung, the mechanism diagnostic, the LM-faithful rung(s), and
+    the transformer rung (``tab_t``, :func:`transformer_table`) when given."""
+    import pandas as pd
+
     from simulate.bridge.ladder import CONTROLS
     from simulate.bridge.summary import first_failure, lm_faithful
 
@@ -151,15 +206,19 @@ def section(tab, order) -> dict:
             paras.append("No rung meets the LM-faithful rule at every d ≥ 8 at this arm (onpolicy fails in ≥ 50 % "
                          "while is and gmc fail in ≤ 25 % and end above their start); per delay, " + "; ".join(per_d)
                          + ".")
+    if tab_t is not None and len(tab_t):
+        paras.append(transformer_paragraph(tab_t))
     rows = []
-    for _, r in tab[tab["d"].isin(STALE)].iterrows():
+    both = tab if tab_t is None else pd.concat([tab, tab_t], ignore_index=True)
+    for _, r in both[both["d"].isin(STALE)].iterrows():
         rows.append([r["arm"], r["rung"], int(r["d"]), f"{_fmt(r['d_onpolicy'])} [{_fmt(r['lo_onpolicy'])}, "
                      f"{_fmt(r['hi_onpolicy'])}]", f"{int(r['fail_onpolicy'])}/{int(r['n'])}",
-                     f"{int(r['fail_gmc'])}/{int(r['n'])}", _fmt(r["gneg_onpolicy"], 4)])
+                     f"{int(r['fail_gmc'])}/{int(r['n'])}", _fmt(r["gneg_onpolicy"], 4)])  # "—": not recorded
     table = {"title": "gmc − onpolicy (nAUC) per rung at d = 8, 32",
              "columns": ["η", "rung", "d", "gmc − onpolicy [95 % paired t]", "onpolicy fails", "gmc fails",
                          "stale push-down · ∇J (onpolicy)"], "rows": rows,
-             "note": "docs/bridge.md; controls (c-*) remove one ingredient from rung 7"}
+             "note": "docs/bridge.md; controls (c-*) remove one ingredient from rung 7; 9-transformer: the LM "
+                     "harness's model and learner at the LM's η (no push-down diagnostic: —)"}
     return {"title": "Toy vs LM", "paragraphs": paras, "tables": [table]}, found
 
 
@@ -167,7 +226,9 @@ CAPTION = ("gmc − onpolicy in nAUC (mean over held-out seeds, 95 % paired-t in
            "ingredient added per rung; controls c-* remove one from rung 7), at d = 8 (blue) and 32 (red); filled: "
            "onpolicy fails (J drops by half its gap below its running maximum) in ≥ 50 % of runs. Top: the η tuned "
            "for onpolicy at d = 0 (protocol v4's lower-bound rule), where on the sparse-reward rungs gmc and is fail at "
-           "d ≥ 8 too (the section's table); bottom: a quarter of it. Positive = gmc better.")
+           "d ≥ 8 too (the section's table); bottom: a quarter of it. Right of the dotted line: the LM harness's "
+           "own transformer on 1-digit sums with exact J, at the LM protocol's η (the same point in both panels). "
+           "Positive = gmc better.")
 
 
 def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common.FigureResult:
@@ -176,18 +237,26 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
 
     t0 = time.perf_counter()
     style.apply()
-    ev, tab, order = measure(quick, sweep_opts)
-    fig, _ = plot(tab, order)
-    sec, found = section(tab, order)
+    from simulate.bridge import transformer as tr
+
+    ev, tab, order, tab_t = measure(quick, sweep_opts)
+    fig, _ = plot(tab, order, tab_t)
+    sec, found = section(tab, order, tab_t)
     s = settings("quick" if quick else "standard")
+    mode = "quick" if quick else "standard"
     picked = sorted({r for first, faithful in found.values() for r in (faithful or ([first] if first else []))})
-    meta = common.sidecar(NAME, quick=quick, settings={"rungs": order, **s}, seeds=list(s["eval_seeds"]),
-                          sweeps=[f"bridge-tune-{'quick' if quick else 'standard'}",
-                                  f"bridge-eval-{'quick' if quick else 'standard'}"])
+    meta = common.sidecar(NAME, quick=quick, settings={"rungs": order, **s, "transformer": {**tr.PROTOCOL,
+                                                                                            **tr.settings(mode)}},
+                          seeds=list(s["eval_seeds"]),
+                          sweeps=[f"bridge-tune-{mode}", f"bridge-eval-{mode}", f"bridge-transformer-{mode}"])
     meta["caption"] = CAPTION
     meta["answer"] = answer_rows(tab, picked, len(s["eval_seeds"]))
     meta["sections"] = [sec]
     meta["appendix_tables"] = [{"title": "Ladder (issue 33): every rung, arm and delay", "columns": list(tab.columns),
                                 "rows": tab.round(4).astype(object).where(tab.notna(), "—").values.tolist(),
-                                "note": "simulate.bridge.summary.ladder_table"}]
+                                "note": "simulate.bridge.summary.ladder_table"},
+                               {"title": "Ladder (issue 33): the transformer rung, per delay",
+                                "columns": list(tab_t.columns),
+                                "rows": tab_t.round(4).astype(object).where(tab_t.notna(), "—").values.tolist(),
+                                "note": "figures.fig_bridge.transformer_table (simulate.bridge.transformer)"}]
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), [], [], time.perf_counter() - t0)
