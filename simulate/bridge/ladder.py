@@ -5,8 +5,10 @@ the defaults. Rungs 1–8 add, in order: shared parameters over several contexts
 a larger vocabulary, a longer horizon, a supervised warm start, a sparse (exact-match) reward, GRPO's
 std-normalised advantages, Adam. The sparse reward comes after the warm start because from the uniform policy
 an exact match of 12 tokens out of 16 is never sampled (``J₀ = 16⁻¹²``: no learner gets a gradient). The
-controls remove one ingredient from the full stack (rung 7). The issue's rung 8 (the LM harness's transformer on
-a synthetic task) is not built: docs/bridge.md says why.
+controls remove one ingredient from the full stack (rung 7). The issue's last rung, the LM harness's own
+transformer on a synthetic task with exact J, is not a Numba instance: it is :mod:`simulate.bridge.transformer`
+(rung ``9-transformer``: the tiny Qwen3, its warm start and learner step on 1-digit sums, strict exact-match
+reward, J by teacher forcing), run by its own sweep and drawn beside these rungs by ``fig_bridge``.
 """
 from __future__ import annotations
 
