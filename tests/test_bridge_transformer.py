@@ -187,3 +187,34 @@ def test_cells_cached_resumed_and_damaged_cell_recomputed(tmp_path):
     cols = ["J", "J_heldout", "reward", "chi2", "ess"]
     a, b = (t.table.sort_values(["estimator", "d", "k"])[cols].to_numpy(dtype=float) for t in (first, third))
     np.testing.assert_array_equal(a, b)  # the recomputed cell gives the same numbers
+
+
+def test_fig_bridge_section_reports_the_transformer_rung_from_its_table():
+    import pandas as pd
+
+    from figures.fig_bridge import section, transformer_paragraph
+    from simulate.bridge.summary import ladder_table
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for e in tr.ESTIMATORS:
+        for d in tr.DELAYS:
+            for s in range(12):
+                bad = e == "onpolicy" and d == 32
+                rows.append(dict(rung=tr.RUNG, arm=tr.ARM, estimator=e, d=d, eta=3e-4, seed=s, J0=0.57,
+                                 nauc=(-0.2 if bad else 0.3) + 0.01 * rng.standard_normal(), failed=bad,
+                                 final_nJ=0.2, chi2_learn_med=0.1, ess_early=7.0, gneg_early=math.nan,
+                                 gdot_early=math.nan, down_frac=math.nan))
+    tab_t = ladder_table(pd.DataFrame(rows), [tr.RUNG]).assign(arm=tr.ARM, gap_rate=0.0123)
+    for e in tr.ESTIMATORS:
+        tab_t[f"J_final_{e}"] = 0.6
+    text = transformer_paragraph(tab_t)
+    r = tab_t[tab_t.d == 32].iloc[0]
+    assert f"{r['d_onpolicy']:+.3f} [{r['lo_onpolicy']:+.3f}, {r['hi_onpolicy']:+.3f}]" in text
+    assert "fails onpolicy 12/12" in text and "1.23 %" in text and "J₀ = 0.570" in text
+    ladder = ladder_table(pd.DataFrame([dict(x, rung="0-tabular", arm="η₀", gneg_early=0.01) for x in rows]),
+                          ["0-tabular"]).assign(arm="η₀")
+    sec, _ = section(ladder, ["0-tabular"], tab_t)
+    assert text in sec["paragraphs"]
+    got = [row for row in sec["tables"][0]["rows"] if row[1] == tr.RUNG]
+    assert [row[2] for row in got] == [8, 32] and got[1][4] == "12/12" and got[1][6] == "—"
