@@ -177,17 +177,19 @@ def test_seq_rs_clamps_each_token_as_verl():
     assert_close(lp.grad, v_grad, 8.0, scale=1.0)
 
 
-@pytest.mark.xfail(strict=True, reason="known difference, issue 36: the registry's verl_seq_rs is a trajectory map of "
-                   "ℓ_i = Σ_t ℓ_{i,t} (all the Numba learner has); clamping each token needs policy_loss "
-                   "(token_level.py) to hand the map Σ_t clamp(ℓ_{i,t}, ±20) too. verl_policy_loss does it.")
-def test_registry_map_verl_seq_rs_sees_only_the_row_sum():
-    """The same row through ``policy_loss("verl_seq_rs")``: it sees only ℓ_i = 5 and rejects the row."""
+def test_registry_verl_seq_rs_clamps_each_token_as_verl():
+    """The same row through ``policy_loss("verl_seq_rs")``: the rejection statistic clamps each token before
+    summing (``Σ_t clamp(ℓ_t, ±20) = 0``: kept, as verl keeps it; the clamped sum 5 would reject it)."""
     ell = torch.tensor([[25.0, -20.0]], dtype=torch.float64)
     mask = torch.ones_like(ell, dtype=torch.bool)
     lr = torch.zeros_like(ell)
     v_loss, v_grad = verl_loss("verl_seq_rs", lr, ell, torch.ones(1, dtype=torch.float64), mask)
     t_loss, t_grad = toolkit_loss("verl_seq_rs", lr, ell, torch.ones(1, dtype=torch.float64), mask)
+    assert float(v_grad.abs().max()) > 0  # verl keeps the row
     assert_close(t_grad, v_grad, 8.0, scale=1.0)
+    _, m = tl.policy_loss("verl_seq_rs", lr + ell, lr, torch.ones(1, dtype=torch.float64), mask, group_size=1,
+                          loss_agg_mode="token-mean", return_metrics=True)
+    assert m["rs_masked_frac"] == 0.0 and m["rs_seq_masked_frac"] == 0.0  # verl's metrics: nothing rejected
 
 
 @pytest.mark.parametrize("case", ("spread_1", "empty_rows"))

@@ -306,7 +306,8 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         logw = torch.full((N // G, G), -math.inf, dtype=f64, device=mask.device)
         live = rmask.any(dim=1)
         if bool(live.any()):
-            logw[live] = torch_backend.log_weights(name, ell.reshape(N // G, G)[live], eps, rmask[live])
+            logw[live] = torch_backend.log_weights(name, ell.reshape(N // G, G)[live], eps, rmask[live],
+                                                   ell_t.reshape(N // G, G, -1)[live], mask.reshape(N // G, G, -1)[live])
         logw = logw.reshape(N)
         cut = (logw < ell) & rows
         out["clipfrac"] = _frac(cut[:, None].expand_as(mask) & nz, mask, n_tok)

@@ -93,7 +93,10 @@ class Estimator:
     ``objective``: optional ``fn(ell, mask, adv, logp) -> [N, T]`` per-token objective the peer logs (torch,
     float64), else ``−A·k·log π``; ``uses_eps``: whether ε changes the map; ``defaults``: the peer's option
     names and the values used. ``metrics``: optional ``fn(ell, mask, adv, rows) -> dict`` of extra metrics
-    (torch, float64) for :func:`asyncgrpo.estimators.loss_metrics.loss_metrics`.
+    (torch, float64) for :func:`asyncgrpo.estimators.loss_metrics.loss_metrics`. ``torch_tokens`` (trajectory
+    level): optional ``fn(tok_ell [n, G, T], eps, tok_mask [n, G, T]) -> log w [n, G]`` for a peer whose weight
+    reads each token's log-ratio, not only ``ℓ_i = Σ_t ℓ_{i,t}`` (verl clamps each token to ±20 before summing);
+    the torch loss uses it where it has the tokens, the NumPy/Numba learners (trajectory ratios only) do not.
     """
 
     name: str
@@ -117,6 +120,7 @@ class Estimator:
     uses_eps: bool = True
     defaults: dict = field(default_factory=dict)
     metrics: Callable | None = None
+    torch_tokens: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -131,6 +135,8 @@ class Estimator:
         for backend in ("numpy", "torch"):
             if not callable(getattr(self, backend)):
                 raise ValueError(f"Estimator {self.name!r}: {backend} must be callable")
+        if self.torch_tokens is not None and (self.level != "trajectory" or not callable(self.torch_tokens)):
+            raise ValueError(f"Estimator {self.name!r}: torch_tokens must be callable, on a trajectory-level map")
         if not hasattr(self.numba, "py_func"):
             raise ValueError(f"Estimator {self.name!r}: numba must be an @njit function defined at module level")
 

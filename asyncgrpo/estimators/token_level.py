@@ -395,15 +395,15 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, e
         coef = torch.where(active, nu_wide * k.to(wide) * adv_wide, 0.0)
     else:
         est.get(name, eps)  # validates eps
-        ell = tok_ell.sum(dim=1).reshape(N // G, G)
-        rmask = rows.reshape(N // G, G)
+        ell, rmask = tok_ell.sum(dim=1).reshape(N // G, G), rows.reshape(N // G, G)
         logw = torch.full_like(ell, -math.inf, dtype=wide)
         w_wide = torch.zeros_like(ell, dtype=wide)
         live = rmask.any(dim=1)  # a group with no real row has no weights to compute
         if bool(live.any()):
-            logw[live] = torch_backend.log_weights(name, ell[live].to(wide), eps, rmask[live])
+            tk = (tok_ell.reshape(N // G, G, -1)[live], mask.reshape(N // G, G, -1)[live])  # verl's per-token clamp
+            logw[live] = torch_backend.log_weights(name, ell[live].to(wide), eps, rmask[live], *tk)
             check_torch_output(name, "log w", logw, rmask)
-            w_wide[live] = torch_backend.wide_weights(name, ell[live], eps, rmask[live]).to(wide)
+            w_wide[live] = torch_backend.wide_weights(name, ell[live], eps, rmask[live], *tk).to(wide)
         logw = logw.reshape(N)[:, None].expand_as(tok_ell)
         w_wide = w_wide.reshape(N)[:, None].expand_as(tok_ell)
         nu_wide = _kept_normaliser(name, mode, mask, w_wide != 0, nu_wide, agg_kw)

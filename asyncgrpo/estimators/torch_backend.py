@@ -26,11 +26,18 @@ import torch
 from asyncgrpo.estimators import registry
 
 
-def log_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) -> torch.Tensor:
+def log_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor,
+                tok_ell: torch.Tensor | None = None, tok_mask: torch.Tensor | None = None) -> torch.Tensor:
     """``log w`` of estimator ``name`` for ``ell`` ``[n_groups, G]``; ``-inf`` where padded (the map's own
-    torch form, :mod:`asyncgrpo.estimators.maps`)."""
+    torch form, :mod:`asyncgrpo.estimators.maps`). With the token log-ratios ``tok_ell`` ``[n_groups, G, T]``
+    (and their mask) a map that reads each token (registry ``torch_tokens``, e.g. verl's per-token clamp)
+    uses them; ``ell`` must then be ``Σ_t tok_ell``."""
     e = registry.entry(name, "trajectory")
-    out = e.torch(ell, eps, mask)
+    if tok_ell is not None and e.torch_tokens is not None:
+        tm = torch.ones_like(tok_ell, dtype=torch.bool) if tok_mask is None else tok_mask
+        out = e.torch_tokens(tok_ell.to(ell.dtype), eps, tm & mask[..., None]).to(ell.dtype)
+    else:
+        out = e.torch(ell, eps, mask)
     return torch.where(mask, out, torch.full_like(out, -math.inf))
 
 
@@ -84,10 +91,13 @@ def cap_group_mean(w: torch.Tensor, mask: torch.Tensor, eps: float) -> torch.Ten
     return torch.where(over, torch.nextafter(scaled, torch.zeros_like(scaled)), w)
 
 
-def wide_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor) -> torch.Tensor:
-    """Weights in float64 (float32 on MPS), group cap enforced for the capped maps; 0 where padded."""
+def wide_weights(name: str, ell: torch.Tensor, eps: float, mask: torch.Tensor,
+                 tok_ell: torch.Tensor | None = None, tok_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Weights in float64 (float32 on MPS), group cap enforced for the capped maps; 0 where padded
+    (``tok_ell``, ``tok_mask``: as :func:`log_weights`)."""
     wide = torch.promote_types(ell.dtype, _wide_dtype(ell))
-    w = torch.exp(log_weights(name, ell.detach().to(wide), eps, mask))
+    tok = None if tok_ell is None else tok_ell.detach().to(wide)
+    w = torch.exp(log_weights(name, ell.detach().to(wide), eps, mask, tok, tok_mask))
     return cap_group_mean(w, mask, eps) if name in CAPPED else w
 
 

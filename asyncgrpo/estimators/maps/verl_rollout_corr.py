@@ -18,9 +18,10 @@ name              ``k``                                                    verl 
                                                                            ``seq_mean_k1`` ``"0.999_1.001"``
 ================  =======================================================  ===========================
 
-``verl_seq_tis`` and ``verl_seq_rs`` are trajectory-level maps of ``ℓ_i = Σ_t ℓ_{i,t}`` (verl's
-``seq_sum_k1`` clamps each token to ±20 before summing; the two agree whenever every ``|ℓ_{i,t}| ≤ 20``,
-docs/estimators.md). All four ignore ε.
+``verl_seq_tis`` and ``verl_seq_rs`` are trajectory-level maps of ``ℓ_i = Σ_t ℓ_{i,t}``. verl's ``seq_sum_k1``
+rejection statistic clamps each token to ±20 before summing: the torch loss, which has the tokens, does the same
+(``torch_tokens``), so ``ℓ = [25, −20]`` keeps its row as in verl; the NumPy/Numba learners have only ``ℓ_i`` and
+clamp the sum (the two agree whenever every ``|ℓ_{i,t}| ≤ 20``, docs/estimators.md). All four ignore ε.
 """
 from __future__ import annotations
 
@@ -83,6 +84,19 @@ def seq_rs_log_weights_torch(ell, eps, mask):
 
     k1 = -torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND)
     keep = (k1 >= _SEQ_LO) & (k1 <= _SEQ_HI)
+    return torch.where(keep, torch.clamp(ell, min=-SAFETY_BOUND, max=LOG_IS), torch.full_like(ell, -math.inf))
+
+
+def seq_rs_log_weights_tokens_torch(tok_ell, eps, tok_mask):
+    """verl's Seq-MIS from the tokens ``[n, G, T]``: the rejection statistic ``k1 = −Σ_t clamp(ℓ_{i,t}, ±20)``
+    (verl's ``seq_sum_k1`` clamps each token), the weight ``min(exp(clamp(Σ_t ℓ_{i,t}, ±20)), C)`` (verl's
+    sequence IS clamps the sum)."""
+    import torch
+
+    zero = torch.zeros_like(tok_ell)
+    k1 = -torch.where(tok_mask, torch.clamp(tok_ell, -SAFETY_BOUND, SAFETY_BOUND), zero).sum(dim=-1)
+    keep = (k1 >= _SEQ_LO) & (k1 <= _SEQ_HI)
+    ell = torch.where(tok_mask, tok_ell, zero).sum(dim=-1)
     return torch.where(keep, torch.clamp(ell, min=-SAFETY_BOUND, max=LOG_IS), torch.full_like(ell, -math.inf))
 
 
@@ -182,8 +196,7 @@ def seq_tis_metrics(ell, mask, adv, rows):
 def seq_rs_metrics(ell, mask, adv, rows):
     import torch
 
-    seq = torch.where(mask, ell, torch.zeros_like(ell)).sum(dim=1)
-    k1 = -torch.clamp(seq, -SAFETY_BOUND, SAFETY_BOUND)
+    k1 = -torch.where(mask, torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND), torch.zeros_like(ell)).sum(dim=1)
     return {**_is_metrics(ell, mask, "sequence"), **_rs_metrics((k1 >= _SEQ_LO) & (k1 <= _SEQ_HI), mask)}
 
 
@@ -206,7 +219,8 @@ MAPS = (
     Estimator("verl_seq_rs", "trajectory", code=8,
               formula="min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}, C = 2, a = 0.5, b = 2",
               numpy=seq_rs_log_weights, numba=seq_rs_log_weights_nb, torch=seq_rs_log_weights_torch,
-              reports_clip=True, rejects=True, peer=_PEER, uses_eps=False, correction=True, metrics=seq_rs_metrics,
+              torch_tokens=seq_rs_log_weights_tokens_torch, reports_clip=True, rejects=True, peer=_PEER, uses_eps=False,
+              correction=True, metrics=seq_rs_metrics,
               defaults={"rollout_is": "sequence", "rollout_is_threshold": IS_THRESHOLD, "rollout_rs": "seq_sum_k1",
                         "rollout_rs_threshold": f"{SEQ_RS_LOWER}_{SEQ_RS_UPPER}"},
               doc="verl's sequence IS + sequence rejection (Seq-MIS)"),
