@@ -177,12 +177,27 @@ def test_an_estimator_backend_must_be_callable(backend):
         registry.Estimator("p39_cb", "trajectory", **kw)
 
 
+def test_torch_tokens_must_be_callable_and_on_a_trajectory_map():
+    """``torch_tokens`` (a trajectory map reading each token in the torch loss) is refused when it is not
+    callable, and on a token-level map (which reads the tokens already); accepted on a trajectory map."""
+    tis, tok = registry.entry("tis"), registry.entry("verl_tok_tis")
+    kw = dict(numpy=tis.numpy, numba=tis.numba, torch=tis.torch)
+    fn = registry.entry("verl_seq_rs").torch_tokens
+    with pytest.raises(ValueError, match="torch_tokens must be callable, on a trajectory-level map"):
+        registry.Estimator("p39_tt", "trajectory", torch_tokens=3.0, **kw)
+    with pytest.raises(ValueError, match="torch_tokens must be callable, on a trajectory-level map"):
+        registry.Estimator("p39_tt", "token", numpy=tok.numpy, numba=tok.numba, torch=tok.torch, torch_tokens=fn)
+    assert registry.Estimator("p39_tt", "trajectory", torch_tokens=fn, **kw).torch_tokens is fn
+    assert registry.Estimator("p39_tt", "trajectory", **kw).torch_tokens is None
+
+
 def test_attribute_defaults_take_nothing_optional():
     """An Estimator that names no option takes none: no dual clip, no cispo clamp, no rejection, ε used."""
     tis = registry.entry("tis")
     e = registry.Estimator("p39_def", "trajectory", numpy=tis.numpy, numba=tis.numba, torch=tis.torch)
     assert (e.dual_clip, e.cispo_clamp, e.rejects, e.correction, e.in_class, e.capped, e.reports_clip) == (False,) * 7
     assert e.uses_eps is True and e.clip_ratio == "none" and e.code is None and e.peer is None
+    assert e.torch_tokens is None and e.objective is None and e.metrics is None
 
 
 def test_the_dispatch_can_be_built_again_in_an_existing_folder(monkeypatch):
