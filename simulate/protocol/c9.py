@@ -198,11 +198,16 @@ def sensitivity_table(table: pd.DataFrame, proto: Protocol) -> dict:
 def heldout_check(table: pd.DataFrame, proto: Protocol) -> pd.DataFrame:
     """Per tuned cell: the chosen η, its tuning mean and lower bound (tuning seeds), the held-out mean
     nAUC at that η with its 95 % t-interval, ``gap = held-out − tuning`` and ``flagged`` when the held-out
-    mean is more than ``heldout_margin`` below the tuning mean (an η that did not survive new seeds)."""
+    mean is more than ``heldout_margin`` below the tuning mean (an η that did not survive new seeds). The per-cell
+    values (η, tuning mean and bound, edge flag) must agree on every row of a cell, else ``ValueError``."""
     keys = ["instance", "estimator", "d", "eps", "G"]
     ev = table[(table.phase == "eval") & (table.eta_kind == "tuned")]
     rows = []
     for k, s in ev.groupby(keys, sort=True):
+        for col in ("eta_tuned", "tune_nauc", "tune_lcb", "eta_at_edge"):  # one value per cell (run_cell writes it)
+            if col in s and s[col].nunique(dropna=False) > 1:
+                raise ValueError(f"{col} must take one value per tuned cell; {dict(zip(keys, k))} has "
+                                 f"{sorted(s[col].unique().tolist())} (a damaged or merged table)")
         m, lo, hi = vd.t_interval(s.nauc.to_numpy())
         tn = float(s.tune_nauc.iloc[0]) if "tune_nauc" in s else np.nan
         rows.append(dict(zip(keys, k), eta_tuned=float(s.eta_tuned.iloc[0]), tune_nauc=tn,
