@@ -190,6 +190,22 @@ def test_verl_seq_rs_metrics_at_rows_summing_to_plus_and_minus_log2():
     assert m["is_frac_high"] == 0.25 and m["is_frac_low"] == 0.25
 
 
+def test_verl_seq_rs_loss_keeps_rows_at_the_band_ends_token_by_token():
+    """``policy_loss("verl_seq_rs")`` reads each token (verl's ``seq_sum_k1``: ``k1 = −Σ_t clamp(ℓ_t, ±20)``) and
+    keeps a row with ``log ½ ≤ k1 ≤ log 2``, both ends included, as verl's ``(k1 >= lower) & (k1 <= upper)``: rows
+    of two exact halves at ``k1 = ±log 2`` keep their gradient, one ulp beyond loses it. A row +25, −25.9 has
+    ``k1 = −(20 − 20) = 0`` token by token: kept (the clamped sum, ``−ℓ_i = 0.9 > log 2``, would reject it)."""
+    h = LOG2 / 2
+    cases = [([-h, -h], True), ([h, h], True), ([down(-h), down(-h)], False), ([up(h), up(h)], False),
+             ([25.0, -25.9], True), ([19.0, -19.9], False)]
+    for toks, kept in cases:
+        ell, mask = rows(toks)
+        lp = torch.tensor(ell).requires_grad_(True)
+        tl.policy_loss("verl_seq_rs", lp, torch.zeros_like(lp), torch.ones(1, dtype=torch.float64), torch.tensor(mask),
+                       group_size=1, loss_agg_mode="token-mean", **KW).backward()
+        assert bool(lp.grad.abs().sum() > 0) == kept, toks
+
+
 def test_verl_seq_tis_floor_and_cap():
     ell = np.array([-25.0, -20.0, down(-20.0), -1.0, LOG2, up(LOG2), 30.0])
     want = np.minimum(np.exp(np.clip(ell, -20, 20)), 2.0)
