@@ -52,7 +52,8 @@ def _means(p, gmc=0.68):
 def test_v1_regime_is_named_by_gmcs_chi2_when_gmc_runs_else_by_the_first_estimator():
     d = V1.primary["d"]
     means = {**_means(V1), ("cispo", 0): 0.7, ("cispo", d): 0.6}  # "cispo" sorts before "gmc"
-    chi2 = {"gmc": 0.5, "cispo": 50.0, "is": 50.0, "onpolicy": 50.0, "tic": 50.0, "tis": 50.0}
+    # cispo (first by name) far, tis (last by name) local: the fallback must be the first, not any other
+    chi2 = {"gmc": 0.5, "cispo": 50.0, "is": 50.0, "onpolicy": 50.0, "tic": 50.0, "tis": 0.3}
     _, sub = c9_instance(_rows(means, chi2=chi2, kinds=("tuned", "neighbour")), V1)
     assert set(sub.regime) == {"local"} and set(sub.chi2_median) == {0.5}
     no_gmc = {k: v for k, v in means.items() if k[0] != "gmc"}

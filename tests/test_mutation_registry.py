@@ -191,6 +191,44 @@ def test_torch_tokens_must_be_callable_and_on_a_trajectory_map():
     assert registry.Estimator("p39_tt", "trajectory", **kw).torch_tokens is None
 
 
+def test_an_estimator_is_immutable_once_made():
+    """A registry entry is a frozen record: the learner, the protocol and the report read the same attributes."""
+    import dataclasses
+
+    e = registry.entry("gmc")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e.capped = not e.capped
+    assert registry.entry("gmc").capped is e.capped
+
+
+def test_a_plugin_calling_sys_exit_at_import_is_a_usage_error_exit_2(load_plugins, capsys):
+    """A plugin module that calls ``sys.exit`` while imported ends the program with exit status 2 (a usage error)
+    and one line naming the module and the call (registry docstring), whatever code it passed."""
+    with pytest.raises(SystemExit) as info:
+        load_plugins(a="MAPS = ()\nsys.exit(0)")
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "t39_a" in err and "sys.exit(0)" in err
+
+
+def test_plugins_are_probed_at_the_registrys_default_token_parameters(load_plugins, monkeypatch):
+    """Each plugin's backends are called once at registration with the token parameters' defaults
+    (plugin_checks.check_backends: ε_low 0.2, ε_high 0.28, τ 0.04, no dual clip, CISPO "upper", whose mode index
+    the Numba backend receives)."""
+    import math
+
+    from asyncgrpo.estimators import plugin_checks
+    from asyncgrpo.estimators.token_level import CISPO_CLAMPS
+
+    seen = []
+    monkeypatch.setattr(plugin_checks, "check_backends", lambda e, mod, p: seen.append((e.name, mod, p)))
+    load_plugins(a="(tok('p39_probe'), traj('p39_probe_t'))")
+    assert [(n, m) for n, m, _ in seen] == [("p39_probe", "t39_a"), ("p39_probe_t", "t39_a")]
+    p = seen[0][2]
+    assert (p.eps_low, p.eps_high, p.tau_m2, p.log_c, p.cispo_clamp) == (0.2, 0.28, 0.04, math.inf, "upper")
+    assert p.cispo_mode == CISPO_CLAMPS.index(p.cispo_clamp) == 0
+
+
 def test_attribute_defaults_take_nothing_optional():
     """An Estimator that names no option takes none: no dual clip, no cispo clamp, no rejection, ε used."""
     tis = registry.entry("tis")
