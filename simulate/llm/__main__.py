@@ -1,4 +1,4 @@
-"""``python -m simulate.llm train|warmstart|experiment|gpu-check``: the LLM validation harness.
+"""``python -m simulate.llm train|warmstart|experiment|gpu-check|kernels``: the LLM validation harness.
 
 The CLI mirrors :class:`simulate.llm.config.TrainConfig`: every field is a ``--flag`` of the same
 name (``--G``, ``--eta``, ``--d``, ``--D``, ``--n-prompts``, …) whose default is read from the
@@ -223,6 +223,15 @@ def cmd_gpu_check(args) -> int:
     return gpu_main(dry_run=args.dry_run, out_dir=args.experiment_dir, budget_s=args.budget_s)
 
 
+def cmd_kernels(args) -> int:
+    import json
+
+    from simulate.llm.fingerprint import report
+
+    print(json.dumps(report(args.seed), indent=1))
+    return 0
+
+
 def _experiment_defaults(p: argparse.ArgumentParser, protocol=None) -> None:
     """The experiment's run settings default to the pre-registered protocol's (read, not restated): the one
     ``--protocol-version`` names, else the current one."""
@@ -306,6 +315,10 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     p.add_argument("--budget-s", type=float, default=240.0,
                    help="seconds for the delay sweep: seeds are run one by one while the next one fits (default 240)")
     p.set_defaults(_main=cmd_gpu_check)
+    p = sub.add_parser("kernels", help="fingerprint of the CPU kernel path (--kernels PATH): compare two machines")
+    p.add_argument("--kernels", default="", help="kernel path to run under, e.g. avx2+COMPATIBLE (default: as started)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fixed inputs (default 0)")
+    p.set_defaults(_main=cmd_kernels)
     return parser
 
 
