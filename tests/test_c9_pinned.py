@@ -268,6 +268,28 @@ def test_heldout_check_refuses_a_cell_whose_tuning_values_disagree(col):
         heldout_check(t, proto)
 
 
+@pytest.mark.parametrize("version", (2, 4, 5))
+def test_saturation_needs_a_value_above_its_threshold_not_at_it(version):
+    """v2/v3 compare the mean, v4+ the one-sided lower t-bound, with ``saturation_nauc`` and ``saturation_zero``,
+    strictly ("exceeds"): a reference learner whose every held-out value sits exactly at a threshold (zero spread, so
+    the bound is the value) is not saturated; one ulp above is."""
+    from simulate.protocol.c9 import saturation
+
+    proto = load_protocol(VERSIONS[version])
+    p = proto.primary
+
+    def table(nauc, zero):
+        return pd.DataFrame([dict(phase="eval", eta_kind="tuned", instance="t", estimator="onpolicy", d=0,
+                                  eps=float(p["eps"]), G=int(p["G"]), seed=s, nauc=nauc, zero_frac=zero)
+                             for s in (0, 1)])  # two equal values: their mean is the value exactly
+
+    at_n, at_z = proto.saturation_nauc, proto.saturation_zero
+    assert not saturation(table(at_n, 0.0), proto)["saturated"]
+    assert not saturation(table(0.1, at_z), proto)["saturated"]
+    assert saturation(table(float(np.nextafter(at_n, 1.0)), 0.0), proto)["saturated"]
+    assert saturation(table(0.1, float(np.nextafter(at_z, 1.0))), proto)["saturated"]
+
+
 if __name__ == "__main__" and "--regen" in sys.argv:
     GOLDEN.parent.mkdir(exist_ok=True)
     GOLDEN.write_text(json.dumps({str(v): snapshot(v) for v in sorted(VERSIONS)}, indent=1, ensure_ascii=False) + "\n")
