@@ -24,6 +24,12 @@ def test_fingerprint_has_one_stable_hash_per_op():
     assert fp.kernel_fingerprint(seed=1) != a  # the seed draws other inputs
 
 
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_a_bad_seed_is_refused_by_name(seed):
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        fp.kernel_fingerprint(seed)
+
+
 def test_a_one_ulp_change_of_one_op_moves_its_entry_and_nothing_before_it(monkeypatch):
     base = fp.kernel_fingerprint()
     real = torch.softmax

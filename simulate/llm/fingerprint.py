@@ -30,12 +30,13 @@ def _h(t) -> str:
 def kernel_fingerprint(seed: int = 0) -> dict[str, str]:
     """``{op: 12-hex SHA-256 of its float32 output}`` for :data:`OPS`, inputs from ``numpy.random.default_rng(seed)``
     (one thread; the process's kernel path as it started)."""
+    import numpy as np
     import torch
 
     from simulate.llm.model import build_model
 
-    import numpy as np
-
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     torch.set_num_threads(1)
     rng = np.random.default_rng(seed)
     r = lambda *s: torch.from_numpy(rng.standard_normal(s).astype(np.float32))  # noqa: E731
