@@ -121,7 +121,8 @@ def test_premise_at_below_and_above_eta_d_M():
 def test_atol_L_is_its_formula(T, V, theta_max):
     r = fake_run([1], [0.0], L=[0.0], theta_max=theta_max, theta_shape=(T, 5, V))
     got = ov.run_steps(r, kappa=1.0).attrs["atol_L"]
-    assert got == pytest.approx(atol_formula(T, V, theta_max), rel=8 * EPS)
+    # abs=0: pytest.approx's default absolute slack (1e-12) is larger than atol_L itself (~1e-11 or less)
+    assert got == pytest.approx(atol_formula(T, V, theta_max), rel=8 * EPS, abs=0)
 
 
 def _atol_L():
@@ -132,7 +133,7 @@ def _atol_L():
 def test_link2_slack_is_atol_L_where_the_parameter_does_not_move():
     """‖Δw‖ = 0: link 2 reads L ≤ atol_L; exactly at atol_L and below it holds, 1 % above it fails."""
     a = _atol_L()
-    assert a == pytest.approx(atol_formula(T_, V_, 1e3), rel=8 * EPS)
+    assert a == pytest.approx(atol_formula(T_, V_, 1e3), rel=8 * EPS, abs=0)
     df = ov.run_steps(fake_run([1] * 5, [0.0] * 5, L=[0.0, a, a * (1 - 1e-9), a * 1.01, 2 * a]), kappa=3.0)
     assert df.link2.tolist() == [True, True, True, False, False]
 

@@ -229,6 +229,23 @@ def test_plugins_are_probed_at_the_registrys_default_token_parameters(load_plugi
     assert p.cispo_mode == CISPO_CLAMPS.index(p.cispo_clamp) == 0
 
 
+def test_a_damaged_dispatch_module_is_rewritten(monkeypatch, tmp_path):
+    """The generated dispatch module is content-addressed; a file under its name whose text is not the source
+    (truncated, edited) is rewritten before it is imported, never trusted. (In a folder of its own: the shared
+    cache's file is not touched.)"""
+    from pathlib import Path
+
+    monkeypatch.setattr(registry, "_dispatch_dir", lambda: tmp_path)
+    monkeypatch.setattr(registry, "_DISPATCH", None)
+    mod = registry.dispatch()
+    path, src = Path(mod.__file__), registry.dispatch_source()
+    assert path.parent == tmp_path and path.read_text() == src
+    monkeypatch.setattr(registry, "_DISPATCH", None)
+    path.write_text(src[: len(src) // 2] + "\nraise RuntimeError('damaged')\n")
+    again = registry.dispatch()
+    assert path.read_text() == src and again.__file__ == mod.__file__
+
+
 def test_attribute_defaults_take_nothing_optional():
     """An Estimator that names no option takes none: no dual clip, no cispo clamp, no rejection, ε used."""
     tis = registry.entry("tis")
