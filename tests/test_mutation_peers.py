@@ -206,6 +206,33 @@ def test_verl_seq_rs_loss_keeps_rows_at_the_band_ends_token_by_token():
         assert bool(lp.grad.abs().sum() > 0) == kept, toks
 
 
+def test_sapo_logged_objective_per_sign_of_the_advantage():
+    """Both peers log ``−A·σ(τ(r−1))·4/τ`` per token with ``τ = τ_pos`` for ``A > 0`` and ``τ_neg`` otherwise; a
+    token with ``A = 0`` logs exactly 0 (also where the gate is huge), whatever the other rows' advantages."""
+    from asyncgrpo.estimators.maps import sapo
+
+    ell = torch.tensor([[0.3, -0.2], [0.3, -0.2], [0.3, -0.2], [50.0, 0.1]], dtype=torch.float64)
+    adv = torch.tensor([-1.0, 0.0, 2.0, 0.0], dtype=torch.float64)
+    got = sapo.gate_objective(ell, adv, tau_pos=1.0, tau_neg=1.05)
+    r = torch.exp(ell)
+    want_neg = 1.0 * torch.sigmoid(1.05 * (r[0] - 1.0)) * (4.0 / 1.05)  # −A·gate with A = −1
+    want_pos = -2.0 * torch.sigmoid(1.0 * (r[2] - 1.0)) * 4.0
+    torch.testing.assert_close(got[0], want_neg, rtol=4 * EPS, atol=0)
+    torch.testing.assert_close(got[2], want_pos, rtol=4 * EPS, atol=0)
+    assert got[1].tolist() == [0.0, 0.0] and got[3].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("bad", [True, False, "1.0", None, 0.0, -1.0, math.inf, math.nan])
+def test_sapo_temperatures_are_positive_finite_numbers_by_name(bad):
+    from asyncgrpo.estimators.maps import sapo
+
+    with pytest.raises(ValueError, match=r"tau_pos \(sapo_temperature_pos\) must be a finite number > 0"):
+        sapo.check_taus(bad, 1.05)
+    with pytest.raises(ValueError, match=r"tau_neg \(sapo_temperature_neg\) must be a finite number > 0"):
+        sapo.check_taus(1.0, bad)
+    assert sapo.check_taus(2, 0.5) == (2.0, 0.5)
+
+
 def test_verl_seq_tis_floor_and_cap():
     ell = np.array([-25.0, -20.0, down(-20.0), -1.0, LOG2, up(LOG2), 30.0])
     want = np.minimum(np.exp(np.clip(ell, -20, 20)), 2.0)
