@@ -97,7 +97,7 @@ def seq_rs_log_weights_tokens_torch(tok_ell, eps, tok_mask):
     k1 = -torch.where(tok_mask, torch.clamp(tok_ell, -SAFETY_BOUND, SAFETY_BOUND), zero).sum(dim=-1)
     keep = (k1 >= _SEQ_LO) & (k1 <= _SEQ_HI)
     ell = torch.where(tok_mask, tok_ell, zero).sum(dim=-1)
-    return torch.where(keep, torch.clamp(ell, min=-SAFETY_BOUND, max=LOG_IS), torch.full_like(ell, -math.inf))
+    return torch.where(keep, seq_tis_log_weights_torch(ell, eps, None), torch.full_like(ell, -math.inf))
 
 
 # --------------------------------------------------------------------------- token TIS
