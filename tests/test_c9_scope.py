@@ -140,6 +140,14 @@ def test_a_cell_without_any_learning_phase_has_an_unknown_regime():
     t = _rows(_means(P))
     t["chi2_learn_med"] = np.nan  # every run solved at once: no learning-phase step
     assert learning_regime(t, "gmc", P.primary["d"], 0.2, 8, P)["regime"] == "unknown"
+    # the whole-run χ² is still reported: the median over the cell's runs of their chi2_med (not NaN) …
+    sel = (t.phase == "eval") & (t.eta_kind == "tuned") & (t.estimator == "gmc") & (t.d == P.primary["d"]) & (t.G == 8)
+    t.loc[sel, "chi2_med"] = np.arange(sel.sum(), dtype=float) + 1.0
+    r = learning_regime(t, "gmc", P.primary["d"], 0.2, 8, P)
+    assert r["regime"] == "unknown" and r["chi2_all_med"] == float(np.median(np.arange(sel.sum()) + 1.0))
+    assert math.isnan(r["chi2_learn_med"])
+    # … and NaN for a cell with no run at all
+    assert math.isnan(learning_regime(t, "gmc", P.primary["d"] + 1000, 0.2, 8, P)["chi2_all_med"])
 
 
 def test_no_sensitivity_line_when_it_is_not_asked_for():

@@ -20,7 +20,7 @@ import pytest
 from simulate import verdicts as vd
 from simulate.llm import determinism
 from simulate.llm.config import TrainConfig, warmstart_key
-from simulate.llm.protocol import PROTOCOL, PROTOCOL_V4, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL, PROTOCOL_V4, PROTOCOL_V5, PROTOCOLS, LMProtocol
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 #: An environment that makes the kernels choose as another CPU would (module docstring).
@@ -30,17 +30,19 @@ TIMING = ("gen_tokens_per_s", "tokens_per_s")
 
 
 def test_v5_is_registered_and_v4_keeps_its_hash():
-    assert PROTOCOL.version == 5 and PROTOCOLS[5] is PROTOCOL and PROTOCOLS[4] is PROTOCOL_V4
+    assert PROTOCOLS[5] is PROTOCOL_V5 and PROTOCOLS[4] is PROTOCOL_V4
     assert PROTOCOL_V4.content_hash() == "5be17b59f04d88a2"  # the v4 report's (commit ca54025)
-    assert "kernel_pin" not in PROTOCOL_V4.to_dict() and PROTOCOL.kernel_pin == determinism.PIN == "avx2+COMPATIBLE"
-    assert PROTOCOL.consensus and PROTOCOL.perturb_paths == ("native", "default+COMPATIBLE")
+    assert PROTOCOL_V5.content_hash() == "e8138cb65bae3fd2"  # the v5 report's (commit ff80b7d)
+    assert "kernel_pin" not in PROTOCOL_V4.to_dict() and PROTOCOL_V5.kernel_pin == determinism.PIN == "avx2+COMPATIBLE"
+    assert PROTOCOL_V5.consensus and PROTOCOL_V5.perturb_paths == ("native", "default+COMPATIBLE")
     # v5 changes the kernels and the reporting rule, nothing of v4's runs or comparisons
-    same = {k: v for k, v in PROTOCOL.to_dict().items() if k not in ("version", "kernel_pin", "perturb_paths",
-                                                                     "consensus", "perturb_capabilities")}
+    same = {k: v for k, v in PROTOCOL_V5.to_dict().items() if k not in ("version", "kernel_pin", "perturb_paths",
+                                                                        "consensus", "perturb_capabilities")}
     assert same == {k: v for k, v in PROTOCOL_V4.to_dict().items() if k in same}
     from simulate.llm.experiment import protocol_base
 
-    assert protocol_base(PROTOCOL).kernels == "avx2+COMPATIBLE" and protocol_base(PROTOCOL_V4).kernels == ""
+    assert protocol_base(PROTOCOL_V5).kernels == "avx2+COMPATIBLE" and protocol_base(PROTOCOL_V4).kernels == ""
+    assert protocol_base(PROTOCOL).kernels == "avx2+COMPATIBLE"  # v6 keeps the pin
     with pytest.raises(ValueError, match="perturb_paths must differ"):
         dataclasses.replace(PROTOCOL, perturb_paths=("avx2+COMPATIBLE",))
     with pytest.raises(ValueError, match="kernel path"):

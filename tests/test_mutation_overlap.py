@@ -108,6 +108,16 @@ def test_a_run_whose_parameter_never_moves_meets_the_premise():
     assert sm["frac_link3"] == 1.0 and sm["frac_premise_sqrt_M2"] == 1.0 and math.isnan(sm["kappa_hat"])
 
 
+def test_kappa_hat_is_undefined_where_the_parameter_did_not_move_whatever_L():
+    """κ̂ = L/‖Δw‖ only where ‖Δw‖ > 0: a step with ‖Δw‖ = 0 and a round-off L > 0 (a behaviour log-prob
+    recomputed on another path) gets NaN, not +inf, which would dominate a run's largest κ̂."""
+    r = fake_run([1, 1, 1], [0.0, 0.5, 0.0], L=[1e-15, 0.2, 0.0])
+    df = ov.run_steps(r, kappa=1.0)
+    assert math.isnan(df.kappa_hat.iloc[0]) and math.isnan(df.kappa_hat.iloc[2])
+    assert df.kappa_hat.iloc[1] == pytest.approx(0.4, rel=2 * EPS, abs=0)
+    assert np.isfinite(ov.summary(ov.overlap_table([r], kappa=1.0))["kappa_hat"])
+
+
 def test_premise_at_below_and_above_eta_d_M():
     eta, M = 0.5, 2.0
     at = eta * 2 * M  # = 2.0 exactly

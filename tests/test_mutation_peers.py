@@ -402,3 +402,23 @@ def test_the_peers_take_no_dual_clip(name):
     ell, mask = rows([0.1, 0.2])
     with pytest.raises(ValueError, match="clip_ratio_c"):
         tl.token_coefficients(name, ell, mask, np.array([-1.0]), clip_ratio_c=3.0, **KW)
+
+
+# ----------------------------------------------------------------------------- trl_seq_mask's δ
+@pytest.mark.parametrize("good", [0, 0.0, 0.5, 3, 1e300])
+def test_opsm_threshold_accepts_every_finite_number_at_least_zero(good):
+    """δ (TRL's ``off_policy_mask_threshold``) is a mean-KL estimate bound: any finite δ ≥ 0, returned as a float."""
+    from asyncgrpo.estimators.maps.trl_opsm import check_threshold
+
+    out = check_threshold(good)
+    assert out == float(good) and type(out) is float
+
+
+@pytest.mark.parametrize("bad", [-1e-300, -1, math.inf, math.nan, -math.inf, True, "0.5", None, [0.5]])
+def test_opsm_threshold_refuses_by_name_anything_else(bad):
+    """Below 0 every negative-advantage row whose policy did not move would be dropped; inf/NaN and non-numbers
+    are not thresholds (None means "off" one level up, in the loss configuration, not here)."""
+    from asyncgrpo.estimators.maps.trl_opsm import check_threshold
+
+    with pytest.raises(ValueError, match="off_policy_mask_threshold must be a finite number >= 0"):
+        check_threshold(bad)
