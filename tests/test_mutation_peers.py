@@ -211,14 +211,15 @@ def test_sapo_logged_objective_per_sign_of_the_advantage():
     token with ``A = 0`` logs exactly 0 (also where the gate is huge), whatever the other rows' advantages."""
     from asyncgrpo.estimators.maps import sapo
 
-    ell = torch.tensor([[0.3, -0.2], [0.3, -0.2], [0.3, -0.2], [50.0, 0.1]], dtype=torch.float64)
-    adv = torch.tensor([-1.0, 0.0, 2.0, 0.0], dtype=torch.float64)
+    ell = torch.tensor([[0.3, -0.2], [0.3, -0.2], [0.3, -0.2], [50.0, 0.1], [0.3, -0.2]], dtype=torch.float64)
+    adv = torch.tensor([-1.0, 0.0, 2.0, 0.0, 1.0], dtype=torch.float64)
     got = sapo.gate_objective(ell, adv, tau_pos=1.0, tau_neg=1.05)
     r = torch.exp(ell)
     want_neg = 1.0 * torch.sigmoid(1.05 * (r[0] - 1.0)) * (4.0 / 1.05)  # −A·gate with A = −1
     want_pos = -2.0 * torch.sigmoid(1.0 * (r[2] - 1.0)) * 4.0
     torch.testing.assert_close(got[0], want_neg, rtol=4 * EPS, atol=0)
     torch.testing.assert_close(got[2], want_pos, rtol=4 * EPS, atol=0)
+    torch.testing.assert_close(got[4], want_pos / 2.0, rtol=4 * EPS, atol=0)  # A = 1: the gate itself, negated
     assert got[1].tolist() == [0.0, 0.0] and got[3].tolist() == [0.0, 0.0]
 
 
