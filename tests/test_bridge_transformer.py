@@ -151,14 +151,14 @@ def test_existing_lm_config_hashes_are_unchanged(monkeypatch):
     fixed here, so an edit of the LM's sources does not fail this test, a new config field does)."""
     from simulate.llm import config as C
     from simulate.llm.experiment import config_settings, protocol_base
-    from simulate.llm.protocol import PROTOCOL, PROTOCOL_V4
+    from simulate.llm.protocol import PROTOCOL_V4, PROTOCOL_V5
 
     def h(x):
         return hashlib.sha256(json.dumps(x, sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
     monkeypatch.setattr(C, "_source_hash", lambda modules: "fixed")
     got = {P.version: (h(config_settings(protocol_base(P))), h(protocol_base(P).to_dict()),
-                       C.warmstart_key(protocol_base(P))) for P in (PROTOCOL, PROTOCOL_V4)}
+                       C.warmstart_key(protocol_base(P))) for P in (PROTOCOL_V5, PROTOCOL_V4)}
     assert got == {5: ("d67f18205205397c", "5580a48219fde3e3", "a9f1db7735ed0ae4"),
                    4: ("bf1794defd92bd7b", "69a8f7c75cae0a66", "9d8479ec1240e31d")}
 
