@@ -245,7 +245,13 @@ def kernels_provenance(protocol, out_dir: str) -> dict:
             "covers": "x86-64 CPUs with AVX2" if getattr(protocol, "kernel_pin", "") else "this CPU only"}
 
 
-def _kernel_paragraph(kernels: dict | None) -> str:
+def _kernel_paragraph(kernels: dict | None, protocol=None) -> str:
+    if protocol is not None and getattr(protocol, "warmstart_frozen", ""):
+        ran = (kernels or {}).get("ran", {})
+        return (f"Numerics: float64 runs ({protocol.dtype}) from the frozen warm start {protocol.warmstart_frozen} "
+                f"(SHA-256 {protocol.warmstart_frozen_sha256[:12]}…, checked before use) on the CPU's own kernels "
+                f"(torch ran {ran.get('aten')}, torch {ran.get('torch')}); no pin: kernel round-off is ~1e-16, which "
+                f"the perturbation check below measures.")
     if not kernels or not kernels.get("pin"):
         return ""
     ran = kernels.get("ran", {})
@@ -261,7 +267,7 @@ def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line:
     and the verdict reported under the consensus rule)."""
     paras = [f"Protocol {protocol.name} v{protocol.version} ({protocol.content_hash()}): delays {list(protocol.delays)}, "
              f"{len(protocol.seeds)} seeds{' (quick: not a verdict)' if quick else ''}.",
-             _kernel_paragraph(kernels),
+             _kernel_paragraph(kernels, protocol),
              f"Learning at d = 0 ({protocol.baseline}): final held-out accuracy {gain.get('final', float('nan')):.3f} "
              f"from the warm start's {gain.get('warm_start', float('nan')):.3f}, gain {gain['mean']:+.3f} "
              f"[{gain['lo']:+.3f}, {gain['hi']:+.3f}] (95 % t over {gain['n']} seeds); target ≥ +{protocol.min_gain:g}: "
@@ -274,15 +280,21 @@ def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line:
         paras.append("Perturbation check: not run (" + ("quick variant" if quick else "no kernel path to compare") + ").")
     elif "reference" in pert:  # v5
         ran = [p["requested"] for p in pert["paths"] if p["ran"]]
-        paras.append(f"Perturbation check (sensitivity, kernel paths {', '.join(ran)} against the pinned "
+        where = "the pinned" if pert.get("pinned", True) else "the CPU's own path,"
+        paras.append(f"Perturbation check (sensitivity, kernel paths {', '.join(ran)} against {where} "
                      f"{pert['reference']}; {pert['method']}): {len(pert['parts'])} parts compared, "
                      f"{len(pert['fragile'])} fragile" + (": " + "; ".join(pert["fragile"]) if pert["fragile"] else "")
                      + (" — reported as inconclusive (consensus rule)." if pert["fragile"] and protocol.consensus
                         else "."))
+        paras += [f"Re-made runs on {c}: {i['equal']} of {i['runs']} equal the reference run (initial and final "
+                  f"accuracy, AUC, failure); largest |Δ AUC| {i['max_abs_auc']:.3g}, largest relative |Δ χ̂²| "
+                  f"{i['max_rel_chi2']:.3g}." for c, i in pert.get("identity", {}).items()]
         cols = [pert["reference"]] + ran
-        tables.append({"title": "LM verdicts on the pinned kernel path and with seeds "
+        tag = " (pinned)" if pert.get("pinned", True) else " (reference)"
+        tables.append({"title": f"LM verdicts on the {'pinned' if pert.get('pinned', True) else 'reference'} kernel "
+                                f"path and with seeds "
                                 f"{pert['seeds']} re-made on each other path",
-                       "columns": ["part", *[f"{c}{' (pinned)' if c == pert['reference'] else ''}" for c in cols],
+                       "columns": ["part", *[f"{c}{tag if c == pert['reference'] else ''}" for c in cols],
                                    "fragile", "reported", "note"],
                        "rows": [[r["part"], *[r[c] for c in cols], "yes" if r["fragile"] else "no", r["reported"],
                                  r["note"]] for r in pert["parts"]],

@@ -176,3 +176,31 @@ def test_instances_keep_their_table_order_and_comparisons_a_unique_index():
     r = c9_verdicts(pd.concat([a, b], ignore_index=True), P, sensitivity=False)
     assert list(r["matrix"].columns) == ["zeta", "alpha"]
     assert r["comparisons"].index.is_unique and r["subclaims"].index.is_unique
+
+
+def test_v4_saturation_is_not_shown_by_one_held_out_value_however_high():
+    """v4+ judges saturation on the one-sided lower t-bound, which one value does not give: one seed at
+    nAUC 0.999 (> 0.95) is not saturated; two seeds at 0.999 ± 0.0001 are."""
+    high = {**_means(P), ("onpolicy", 0): 0.999}
+    assert not saturation(_rows(high, seeds=[0], spread=1e-4), P)["saturated"]
+    assert saturation(_rows(high, seeds=[0, 1], spread=1e-4), P)["saturated"]
+
+
+def test_v4_d0_premise_needs_the_clopper_pearson_lower_bound_strictly_above_p0():
+    """"Out of scope when the d = 0 learner is shown unstable": lower bound > p₀. With p₀ set to exactly the
+    lower bound of is's d = 0 failures the rate sub-claim stays in scope; a hair below it, it is out."""
+    import dataclasses
+
+    from simulate.protocol.c9 import failures
+
+    d = P.primary["d"]
+    t = _rows(_means(P), failed={("is", 0): set(range(8)), ("is", d): set(range(8))})
+    nf0, n0 = failures(t, "is", 0, 0.2, 8, "tuned")
+    lo = vd.rate_check(nf0, n0, p0=P.failure_p0, direction="above", alpha=P.alpha).lo
+
+    def premise(p0):
+        comp, _ = c9_instance(t, dataclasses.replace(P, failure_p0=p0))
+        return str(comp[(comp.subclaim == "is-unstable") & (comp.arm == "tuned")].premise.iloc[0])
+
+    assert 0 < lo < 1 and "out of scope" not in premise(lo)
+    assert "out of scope" in premise(lo * (1 - 1e-9))

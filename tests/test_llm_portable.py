@@ -20,7 +20,7 @@ import pytest
 from simulate import verdicts as vd
 from simulate.llm import determinism
 from simulate.llm.config import TrainConfig, warmstart_key
-from simulate.llm.protocol import PROTOCOL, PROTOCOL_V4, PROTOCOL_V5, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL, PROTOCOL_V4, PROTOCOL_V5, PROTOCOL_V6, PROTOCOLS, LMProtocol
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 #: An environment that makes the kernels choose as another CPU would (module docstring).
@@ -42,9 +42,12 @@ def test_v5_is_registered_and_v4_keeps_its_hash():
     from simulate.llm.experiment import protocol_base
 
     assert protocol_base(PROTOCOL_V5).kernels == "avx2+COMPATIBLE" and protocol_base(PROTOCOL_V4).kernels == ""
-    assert protocol_base(PROTOCOL).kernels == "avx2+COMPATIBLE"  # v6 keeps the pin
+    assert protocol_base(PROTOCOL_V6).kernels == "avx2+COMPATIBLE"  # v6 keeps the pin
+    assert protocol_base(PROTOCOL).kernels == ""  # v7: float64 from a frozen warm start, no pin
     with pytest.raises(ValueError, match="perturb_paths must differ"):
-        dataclasses.replace(PROTOCOL, perturb_paths=("avx2+COMPATIBLE",))
+        dataclasses.replace(PROTOCOL_V6, perturb_paths=("avx2+COMPATIBLE",))
+    with pytest.raises(ValueError, match="perturb_paths must differ"):
+        dataclasses.replace(PROTOCOL, perturb_paths=("native",))
     with pytest.raises(ValueError, match="kernel path"):
         dataclasses.replace(PROTOCOL, kernel_pin="avx3+COMPATIBLE")
 
@@ -191,7 +194,7 @@ def test_report_section_prints_the_pin_paths_parts_and_fragile_count():
     gain = dict(n=12, mean=0.2, lo=0.18, hi=0.22, met=True, final=0.75, warm_start=0.55)
     kernels = {"pin": "avx2+COMPATIBLE", "covers": "x86-64 CPUs with AVX2",
                "ran": {"aten": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "torch": "2"}}
-    sec = section(PROTOCOL, gain, "", pert, "GPU row: not run.", False, kernels)
+    sec = section(PROTOCOL_V6, gain, "", pert, "GPU row: not run.", False, kernels)
     text = " ".join(sec["paragraphs"])
     assert "pinned to avx2+COMPATIBLE" in text and "not covered" in text
     assert "kernel paths native, default+COMPATIBLE" in text and "2 parts compared, 1 fragile: b" in text

@@ -11,7 +11,8 @@ import dataclasses
 import pytest
 
 from simulate.llm.experiment import protocol_base, protocol_sweep
-from simulate.llm.protocol import PROTOCOL, PROTOCOL_V5, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL_V5, PROTOCOL_V6, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL_V6 as PROTOCOL  # this file checks v6, reproducible under its hash
 
 #: The fields v6 changes (simulate/llm/protocol.py, "Version 6"); nothing else may differ from v5.
 V6_CHANGES = {"version": 6, "warmstart_steps": 400, "n_prompts": 16, "delays": [0, 8, 32], "seeds": list(range(16))}

@@ -283,3 +283,13 @@ def k_eps_torch(ell, mask, adv, T_i, p):
 '''
     ents = load_plugins(a=extra + "\nMAPS = (Estimator('p39_eps', 'token', numpy=k_eps, numba=k_eps_nb, torch=k_eps_torch),)")
     assert ents["p39_eps"].code == 200
+
+
+@pytest.mark.parametrize("code,ok", [(2**31 - 1, True), (2**31, False), (-1, False)])
+def test_a_code_must_fit_the_int32_literal_of_the_numba_dispatch(load_plugins, code, ok):
+    """Codes are literals compared with an int64 argument in the generated dispatch: ``0 ≤ code < 2**31``."""
+    if ok:
+        assert load_plugins(a=f"(traj('p39_edge', code={code}),)")["p39_edge"].code == code
+    else:
+        with pytest.raises(ImportError, match=r"code must be an int in \[0, 2\*\*31\)"):  # raised at import of the module
+            load_plugins(a=f"(traj('p39_edge', code={code}),)")

@@ -9,6 +9,7 @@ Commands (``python -m simulate.llm …``)::
 
     train --estimator gmc --delay 4 --steps 40          # tiny model on CPU, stale rollouts, minutes
     warmstart                                       # the cached supervised warm start only
+    freeze-warmstart --protocol-version 6 --out F   # a protocol's warm start as a file its runs load (v7)
     experiment                                      # the pre-registered C9 protocol (protocol.py)
     gpu-check [--dry-run]                           # < 5 min on one H200: parity, throughput, d ∈ {0, 8, 32}
 
@@ -19,8 +20,10 @@ Modules::
     protocol.py    the pre-registered LM C9 protocol (seeds, delays, estimators, metric, margin), hashed
     tokenizer.py   character tokenizer (random-init models); adapter for a checkpoint's own + chat template
     tasks.py       procedural arithmetic / countdown, held-out split by stable hash, never-raising parser
-    model.py       Qwen3 build/load, KV-cached sampling recording log μ, float32 log π recompute
+    model.py       Qwen3 build/load, KV-cached sampling recording log μ, float32 (float64) log π recompute
+    wide.py        float64 models float64 throughout (RMSNorm, rotary tables) with a NumPy init
     warmstart.py   supervised warm start (cached under results/llm/cache), greedy held-out accuracy
+    frozen.py      frozen warm starts: committed files (warmstarts/) checked by SHA-256 (protocol v7)
     train.py       the asynchronous RL loop, top to bottom (delays, snapshots, guarded update, metrics),
                    resume checks, output lock, fsync-ed metrics lines, weights-only checkpoints
     tree.py        a seed's runs at several delays as one forest: shared prefixes (every k ≤ d samples the

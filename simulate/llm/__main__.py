@@ -34,10 +34,11 @@ from simulate.llm.config import (
 #: Nested config fields exposed as flat flags: ``(flag dest, dataclass, field)``.
 NESTED = (("task", TaskConfig, "task"), ("digits", TaskConfig, "digits"), ("n_eval", TaskConfig, "n_eval"),
           ("warmstart_steps", WarmStartConfig, "steps"), ("warmstart_eta", WarmStartConfig, "eta"),
-          ("warmstart_batch_size", WarmStartConfig, "batch_size"))
+          ("warmstart_batch_size", WarmStartConfig, "batch_size"), ("warmstart_frozen", WarmStartConfig, "frozen"),
+          ("warmstart_frozen_sha256", WarmStartConfig, "frozen_sha256"))
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 _CHOICES = {"estimator": REGISTERED_ESTIMATORS, "delay": DELAY_MODES, "preset": tuple(PRESETS), "device": DEVICES,
-            "dtype": ("float32", "bfloat16"), "task": TASKS, "cispo_clamp": CISPO_CLAMPS,
+            "dtype": ("float32", "bfloat16", "float64"), "task": TASKS, "cispo_clamp": CISPO_CLAMPS,
             "loss_agg_mode": AGG_MODES}
 
 
@@ -79,7 +80,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name not in ("task", "warmstart")}
     kw["task"] = TaskConfig(task=args.task, digits=args.digits, n_eval=args.n_eval)
     kw["warmstart"] = WarmStartConfig(steps=args.warmstart_steps, eta=args.warmstart_eta,
-                                      batch_size=args.warmstart_batch_size)
+                                      batch_size=args.warmstart_batch_size, frozen=args.warmstart_frozen,
+                                      frozen_sha256=args.warmstart_frozen_sha256)
     return TrainConfig(**kw)
 
 
@@ -110,6 +112,21 @@ def cmd_warmstart(args) -> int:
 
     _, _, info = warm_start(cfg, use_cache=not args.no_cache)
     print(f"warm start: held-out accuracy {info['heldout_accuracy']:.3f}; cached at {info['path']}")
+    return 0
+
+
+def cmd_freeze_warmstart(args) -> int:
+    from simulate.llm.experiment import protocol_base
+    from simulate.llm.warmstart import freeze
+    from simulate.llm.protocol import PROTOCOLS
+
+    key = int(args.protocol_version) if args.protocol_version.isdigit() else args.protocol_version
+    if key not in PROTOCOLS:
+        raise ValueError(f"--protocol-version must be one of {', '.join(map(str, PROTOCOLS))}, got {args.protocol_version!r}")
+    cfg = protocol_base(PROTOCOLS[key], cache_dir=args.cache_dir)  # run on its pin (kernel_path_of re-executes)
+    out = freeze(cfg, args.out)
+    print(f"frozen warm start {out['path']}: held-out accuracy {out['info']['heldout_accuracy']:.3f} "
+          f"({out['info']['settings']['kernels']}, {out['info']['cpu']})\nsha256 {out['sha256']}")
     return 0
 
 
@@ -242,7 +259,8 @@ def _experiment_defaults(p: argparse.ArgumentParser, protocol=None) -> None:
     p.set_defaults(**{f.name: getattr(b, f.name) for f in dataclasses.fields(TrainConfig)
                       if f.name not in ("task", "warmstart", "cache_dir")},
                    task=b.task.task, digits=b.task.digits, n_eval=b.task.n_eval, warmstart_steps=b.warmstart.steps,
-                   warmstart_eta=b.warmstart.eta, warmstart_batch_size=b.warmstart.batch_size)
+                   warmstart_eta=b.warmstart.eta, warmstart_batch_size=b.warmstart.batch_size,
+                   warmstart_frozen=b.warmstart.frozen, warmstart_frozen_sha256=b.warmstart.frozen_sha256)
 
 
 def _named_protocol(argv):
@@ -277,6 +295,12 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--no-cache", action="store_true")
     p.set_defaults(_main=cmd_warmstart)
+    p = sub.add_parser("freeze-warmstart", help="write a protocol's warm start to a file its runs can load "
+                                                "(simulate/llm/frozen.py)")
+    p.add_argument("--protocol-version", "--protocol", dest="protocol_version", default=str(PROTOCOL.version))
+    p.add_argument("--out", required=True, help="the file to write (never overwritten)")
+    p.add_argument("--cache-dir", default="results/llm/cache")
+    p.set_defaults(_main=cmd_freeze_warmstart)
     p = sub.add_parser("experiment", help="C9 at LM scale: the pre-registered protocol (estimators x delays x seeds)")
     _add_config_args(p)
     _experiment_defaults(p, protocol)
@@ -337,7 +361,7 @@ def kernel_path_of(argv: list[str]) -> str:
     a = pre.parse_known_args(list(argv))[0]
     if a.kernels is not None or a.device != "cpu":
         return a.kernels or ""
-    if argv and argv[0] == "experiment":
+    if argv and argv[0] in ("experiment", "freeze-warmstart"):
         return getattr(_named_protocol(argv) or PROTOCOL, "kernel_pin", "")
     return ""
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 from asyncgrpo.estimators.aggregation import check_loss_agg_mode
@@ -110,11 +111,35 @@ class WarmStartConfig:
     """Problems per supervised step."""
     eta: float = 3e-3
     """AdamW step size ``η`` of the supervised phase."""
+    frozen: str = ""
+    """A frozen warm start: load these weights instead of training them (a file name under
+    ``simulate/llm/warmstarts/`` or a path; :func:`simulate.llm.warmstart.load_frozen`). The supervised phase
+    is chaotic (a 1e-13 difference grows to O(1) in 400 steps, LOG.md 2026-12-05), so a warm start made on
+    another CPU or kernel path is another start; ``steps``/``batch_size``/``eta`` then say how it was made."""
+    frozen_sha256: str = ""
+    """SHA-256 of the frozen file's bytes (required with ``frozen``; a file that differs is refused)."""
 
     def __post_init__(self) -> None:
         _check_int(self, "steps", 0)
         _check_int(self, "batch_size", 1)
         _check_positive(self, "eta")
+        if not isinstance(self.frozen, str) or not isinstance(self.frozen_sha256, str):
+            raise ValueError(f"frozen and frozen_sha256 must be strings, got {self.frozen!r}, {self.frozen_sha256!r}")
+        if self.frozen and not re.fullmatch(r"[0-9a-f]{64}", self.frozen_sha256):
+            raise ValueError(f"frozen_sha256 must be the 64 lower-case hex digits of the frozen file's SHA-256, got "
+                             f"{self.frozen_sha256!r}")
+        if self.frozen_sha256 and not self.frozen:
+            raise ValueError("frozen_sha256 is set but frozen (the file) is not")
+
+
+def warmstart_dict(ws: WarmStartConfig) -> dict:
+    """``ws`` as a dict; the frozen fields only when set, so configs without a frozen warm start keep their
+    hashes and cache keys."""
+    out = dataclasses.asdict(ws)
+    if not ws.frozen:
+        out.pop("frozen")
+        out.pop("frozen_sha256")
+    return out
 
 
 @dataclass(frozen=True)
@@ -192,7 +217,8 @@ class TrainConfig:
     model_path: str | None = None
     """Local checkpoint directory (config, weights, tokenizer); never downloaded."""
     dtype: str = "float32"
-    """Model dtype: ``float32`` or ``bfloat16`` (log-probs are always float32)."""
+    """Model dtype: ``float32``, ``bfloat16`` (log-probs in float32) or ``float64`` (log-probs in float64: CPU
+    kernel round-off ~1e-16, so a run does not move with the CPU's kernel path; LM protocol v7)."""
     device: str = "cpu"
     """``cpu`` or ``cuda``."""
     threads: int = 1
@@ -251,8 +277,8 @@ class TrainConfig:
                              f"(it uses {need}): drop d or use delay=fixed")
         if self.preset not in PRESETS and self.model_path is None:
             raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
+        if self.dtype not in ("float32", "bfloat16", "float64"):
+            raise ValueError(f"dtype must be float32, bfloat16 or float64, got {self.dtype!r}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
 
@@ -280,6 +306,7 @@ class TrainConfig:
     def to_dict(self) -> dict:
         """Plain nested dict (JSON-serialisable); ``kernels`` only when set (configs before v5 keep their form)."""
         out = dataclasses.asdict(self)
+        out["warmstart"] = warmstart_dict(self.warmstart)
         if not self.kernels:
             out.pop("kernels")
         return out
@@ -355,7 +382,7 @@ def warmstart_key(cfg: TrainConfig) -> str:
     """Cache key of the warm start: everything that determines its weights (settings and code), nothing else."""
     payload = {
         "task": dataclasses.asdict(cfg.task),
-        "warmstart": dataclasses.asdict(cfg.warmstart),
+        "warmstart": warmstart_dict(cfg.warmstart),
         "preset": dataclasses.asdict(PRESETS[cfg.preset]) if cfg.model_path is None else None,
         "model_path": cfg.model_path,
         "dtype": cfg.dtype,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig, config_diff
+from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig, config_diff, warmstart_dict
 from simulate.llm.analysis import (  # noqa: F401 — re-exported: the decision lives in analysis.py
     C9Result,
     _with_arm,
@@ -75,7 +75,9 @@ def protocol_base(protocol: LMProtocol = PROTOCOL, quick: bool = False, cache_di
                        task=TaskConfig(task=protocol.task, digits=protocol.digits,
                                        n_eval=protocol.quick_n_eval if q else protocol.n_eval),
                        warmstart=WarmStartConfig(steps=protocol.quick_warmstart_steps if q else protocol.warmstart_steps,
-                                                 batch_size=protocol.warmstart_batch_size, eta=protocol.warmstart_eta),
+                                                 batch_size=protocol.warmstart_batch_size, eta=protocol.warmstart_eta,
+                                                 frozen="" if q else protocol.warmstart_frozen,
+                                                 frozen_sha256="" if q else protocol.warmstart_frozen_sha256),
                        cache_dir=cache_dir, kernels=protocol.kernel_pin)
 
 
@@ -166,7 +168,9 @@ def config_settings(cfg: TrainConfig) -> dict:
         v = getattr(cfg, f.name)
         if f.name == "kernels" and not v:
             continue  # no recorded kernel path (before v5): the cells keep the keys they had
-        if dataclasses.is_dataclass(v):
+        if f.name == "warmstart":
+            out.update({f"warmstart.{k}": x for k, x in warmstart_dict(v).items()})
+        elif dataclasses.is_dataclass(v):
             out.update({f"{f.name}.{k}": x for k, x in dataclasses.asdict(v).items()})
         elif isinstance(v, float) and not math.isfinite(v):
             out[f.name] = repr(v)  # the engine's settings must be finite; max_grad_norm=inf means "no clip"

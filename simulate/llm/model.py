@@ -6,7 +6,8 @@ Layout of a batch of ``N`` trajectories (one row each)::
     attn [N, P+T]   1 on real tokens (prompt and completion up to and including EOS)
     mask [N, T]     bool, the completion's real tokens: the actions a_{i,t}
 
-``log π(a_{i,t}|s_{i,t})`` is always computed in float32 from the (possibly bf16) logits, with the
+``log π(a_{i,t}|s_{i,t})`` is computed in float32 from float32 or bf16 logits (in float64 from a float64
+model: :func:`logit_dtype`), with the
 same temperature for the behaviour policy ``μ`` (recorded while sampling, as an inference engine
 does) and the learner's ``π_θ`` (recomputed by a full forward), so ``ℓ_i = Σ_t (log π − log μ)``
 is the log-ratio of THEORY §1 up to kernel round-off.
@@ -22,11 +23,18 @@ import torch
 from simulate.llm.config import PRESETS
 from simulate.llm.tokenizer import CharTokenizer, HFTokenizer
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+def logit_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype log-probs are computed in: float32 for float32 and narrower models, float64 for a float64
+    model (a float64 run keeps kernel round-off at ~1e-16, so other CPU kernels do not move a sampled token)."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def build_model(preset: str, vocab_size: int, seed: int, dtype: str = "float32", device: str = "cpu"):
-    """Random-init ``Qwen3ForCausalLM`` of size ``PRESETS[preset]``; init drawn from ``seed`` only."""
+    """Random-init ``Qwen3ForCausalLM`` of size ``PRESETS[preset]``; init drawn from ``seed`` only (for
+    ``float64``: by NumPy, in a model float64 throughout, :mod:`simulate.llm.wide`)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     if preset not in PRESETS:
@@ -51,7 +59,13 @@ def build_model(preset: str, vocab_size: int, seed: int, dtype: str = "float32",
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(cfg)
-    return model.to(device=device, dtype=_DTYPES[dtype])
+    model = model.to(device=device, dtype=_DTYPES[dtype])
+    if dtype == "float64":  # float64 throughout, initial weights from NumPy (simulate.llm.wide)
+        from simulate.llm import wide
+
+        wide.widen(model)
+        wide.numpy_init(model, seed)
+    return model
 
 
 def check_checkpoint(path: str) -> None:
@@ -77,6 +91,10 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu"):
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=_DTYPES[dtype])
     except TypeError:  # transformers < 4.56 spells it torch_dtype
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, torch_dtype=_DTYPES[dtype])
+    if dtype == "float64":  # Qwen3's norms and rotary tables in float64 too (simulate.llm.wide)
+        from simulate.llm import wide
+
+        wide.widen(model)
     return model.to(device), HFTokenizer(tok)
 
 
@@ -102,7 +120,8 @@ class Rollout:
     mask: torch.Tensor
     """bool [N, T]: real completion tokens (incl. EOS)."""
     logp_old: torch.Tensor
-    """float32 [N, T]: ``log μ(a_{i,t}|s_{i,t})`` recorded at generation time, 0 where masked."""
+    """float32 (float64 for a float64 model) [N, T]: ``log μ(a_{i,t}|s_{i,t})`` recorded at generation time,
+    0 where masked."""
     prompt_len: int
     """``P``."""
 
@@ -154,7 +173,7 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: in
     N, P = ids.shape
     T = max_new_tokens
     out_tok = torch.full((N, T), pad_id, dtype=torch.long, device=device)
-    logp = torch.zeros((N, T), dtype=torch.float32, device=device)
+    logp = torch.zeros((N, T), dtype=logit_dtype(next(model.parameters()).dtype), device=device)
     mask = torch.zeros((N, T), dtype=torch.bool, device=device)
     alive = torch.ones(N, dtype=torch.bool, device=device)
     cache = DynamicCache()
@@ -164,7 +183,8 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: in
     full_attn = attn
     for t in range(T):
         logits = model(input_ids=step_in, attention_mask=full_attn, position_ids=step_pos, use_cache=True,
-                       **{kw: cache}).logits[:, -1].float()
+                       **{kw: cache}).logits[:, -1]
+        logits = logits.to(logit_dtype(logits.dtype))
         logprobs = torch.log_softmax(logits / temperature, dim=-1)
         if greedy:
             tok = logprobs.argmax(-1)
@@ -186,9 +206,11 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: in
 
 def completion_logprobs(model, seq: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor, prompt_len: int,
                         temperature: float = 1.0) -> torch.Tensor:
-    """``log π_θ(a_{i,t}|s_{i,t})`` float32 ``[N, T]`` by one full forward (differentiable), 0 where masked."""
+    """``log π_θ(a_{i,t}|s_{i,t})`` float32 (float64 for a float64 model) ``[N, T]`` by one full forward
+    (differentiable), 0 where masked."""
     logits = model(input_ids=seq, attention_mask=attn, position_ids=_positions(attn)).logits
-    logits = logits[:, prompt_len - 1:-1].float()  # position P-1+t predicts completion token t
+    logits = logits[:, prompt_len - 1:-1]  # position P-1+t predicts completion token t
+    logits = logits.to(logit_dtype(logits.dtype))
     logprobs = torch.log_softmax(logits / temperature, dim=-1)
     tok = seq[:, prompt_len:]
     out = logprobs.gather(-1, tok[..., None]).squeeze(-1)

@@ -13,6 +13,10 @@ is **fragile**. Paths the CPU lacks (torch then runs another one) are listed as 
 ``python -m simulate.llm.perturb --capability avx2 --out DIR --protocol PROTOCOL.json [--quick]`` is the
 subprocess's entry point (it writes ``DIR/results.csv`` and ``DIR/capability.txt``).
 
+**Version 7**: the runs are float64 from a frozen warm start on the CPU's own path (no pin); the same check
+re-makes ``perturb_seeds`` on ``perturb_paths`` and also measures how far the re-made runs are from the
+reference ones (:func:`identity`).
+
 **Version 5** (:mod:`simulate.llm.protocol`): the runs are made on the pinned kernel path
 (``protocol.kernel_pin``, :mod:`simulate.llm.determinism`) and the check is a sensitivity check. Every path
 of ``protocol.perturb_paths`` (``"<aten>+<mkl>"``) re-makes the same runs on ``perturb_seeds`` in a child
@@ -193,13 +197,14 @@ def perturb_v5(table: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: b
         log = os.path.join(root, _slug(spec) + ".log")
         os.makedirs(root, exist_ok=True)
         procs[spec] = (start_under(sw, spec, data=ex.sweep_to_dict(sw), log=log, backend="serial"), sw, log)
-    ref = protocol.kernel_pin or "pinned"
+    ref = protocol.kernel_pin or "native"
     verdicts = {ref: parts(table, protocol, quick)}
-    seeds, pairs = None, None
+    seeds, pairs, same = None, None, {}
     for spec, (proc, sw, log) in procs.items():
         seeds, pairs = sw.seeds, sw.pairs
         got = finish_under(proc, sw, spec, log)
         verdicts[spec] = parts(substitute(table, got, sw.seeds, sw.pairs), protocol, quick)
+        same[spec] = identity(table, got, sw.seeds, sw.pairs)
     if seeds is None:
         sw = perturb_sweep(protocol, root, quick)
         seeds, pairs = sw.seeds, sw.pairs
@@ -209,9 +214,36 @@ def perturb_v5(table: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: b
         r["reported"] = vd.INCONCLUSIVE if moved and protocol.consensus else r[ref]
         r["note"] = "; ".join(f"kernel-fragile: {c} gives {v}" for c, v in moved)
     return dict(reference=ref, native=ref, paths=paths, parts=rows, fragile=[r["part"] for r in rows if r["fragile"]],
+                identity=same, pinned=bool(protocol.kernel_pin),
                 seeds=list(seeds), runs=[f"{x}@d={d}" for x, d in pairs], seconds=time.perf_counter() - t0,
                 method=f"runs of seeds {list(seeds)} made on each path substituted for the pinned ones in the full "
                        f"table; every part re-decided on it" + ("; consensus rule" if protocol.consensus else ""))
+
+
+#: Columns of a run's row that make its discrete record: a run re-made on another path is *equal* when these
+#: are equal (the held-out accuracies at every evaluation enter through ``auc``).
+DISCRETE = ("initial_acc", "final_acc", "auc", "failure")
+
+
+def identity(table: pd.DataFrame, path_table: pd.DataFrame, seeds, pairs) -> dict:
+    """How far the runs of ``seeds`` × ``pairs`` re-made on another path (``path_table``) are from the same runs
+    in ``table``: ``runs`` compared, ``equal`` (every :data:`DISCRETE` column equal), ``max_abs_auc`` (largest
+    ``|Δ auc|``) and ``max_rel_chi2`` (largest ``|Δχ̂²| / |χ̂²|`` of the learning-phase median, where both are
+    finite and nonzero)."""
+    key = ["estimator", "d", "seed"]
+    want = {f"{x}:{d}" for x, d in pairs}
+    pick = lambda df: df[df["seed"].isin(seeds) & (df["estimator"] + ":" + df["d"].astype(str)).isin(want)]  # noqa: E731
+    m = pick(table).merge(pick(path_table), on=key, suffixes=("", "_p"))
+    if m.empty:
+        return dict(runs=0, equal=0, max_abs_auc=float("nan"), max_rel_chi2=float("nan"))
+    eq = pd.Series(True, index=m.index)
+    for c in DISCRETE:
+        eq &= (m[c] == m[c + "_p"]) | (m[c].isna() & m[c + "_p"].isna())
+    a, b = m["chi2_learn_med"].astype(float), m["chi2_learn_med_p"].astype(float)
+    ok = a.notna() & b.notna() & (a != 0)
+    rel = ((a - b).abs() / a.abs())[ok]
+    return dict(runs=int(len(m)), equal=int(eq.sum()), max_abs_auc=float((m["auc"] - m["auc_p"]).abs().max()),
+                max_rel_chi2=float(rel.max()) if len(rel) else float("nan"))
 
 
 def apply_consensus(result, regime: dict, pert: dict):
@@ -245,7 +277,8 @@ def table(result: dict) -> str:
     """The perturbation result as text: one line per part, its verdict under each kernel path."""
     ref = result.get("reference", result["native"])
     cols = [ref] + [p["requested"] for p in result["paths"] if p["ran"]]
-    what = f"pinned path {ref}" if "reference" in result else f"native path {ref}"
+    what = (f"pinned path {ref}" if result.get("pinned", True) else "the CPU's own path") if "reference" in result \
+        else f"native path {ref}"
     lines = [f"perturbation check (seeds {result['seeds']}, runs {', '.join(result['runs'])}; {what}): fragile "
              f"parts {len(result['fragile'])} of {len(result['parts'])}"]
     if "method" in result:
@@ -253,6 +286,9 @@ def table(result: dict) -> str:
     lines += [f"  {r['part']}: " + ", ".join(f"{c} {r[c]}" for c in cols) + (" — FRAGILE" if r["fragile"] else "")
               + (f" → reported {r['reported']}" if "reported" in r else "") for r in result["parts"]]
     lines += [f"  {p['requested']}: {p['note']}" for p in result["paths"] if not p["ran"]]
+    lines += [f"  {c}: {i['equal']} of {i['runs']} re-made runs equal the reference run (initial and final accuracy, "
+              f"AUC, failure); largest |Δ AUC| {i['max_abs_auc']:.3g}, largest relative |Δ χ̂²| {i['max_rel_chi2']:.3g}"
+              for c, i in result.get("identity", {}).items()]
     return "\n".join(lines)
 
 

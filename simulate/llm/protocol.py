@@ -141,6 +141,31 @@ gained +0.131 / +0.087 (target +0.15: missed on both), and "is unstable" was ker
   finer delay map.
 - Everything else is v5's: the pin, the perturbation paths and seeds 0–3, the consensus rule, the comparisons,
   rates, margin, ``p₀``, the regime interval and ``min_gain = 0.15``.
+
+**Version 7** (issue 35; :data:`PROTOCOL`; fixed before any v7 run). Measured on v6 (LOG.md 2026-12-05, tenth
+session): v6's one fragile part ("gmc not worse than grpo") came from the *warm start*, not from RL. Each
+perturbed path trained its own warm start, and the supervised phase is chaotic — two float64 warm starts whose
+kernels differ in the last bit differ by 2e-13 after 1 step, 5e-11 after 50, 3e-3 after 200 and O(1) after 400
+(held-out 0.46 vs 0.33) — so v6's perturbed seeds started from policies at 0.365 (native) and 0.48
+(default+COMPATIBLE) against the pinned 0.51, and none of their 56 runs matched the pinned run's AUC. From one
+shared warm start, 40 RL steps of gmc at ``d = 32`` gave the same held-out accuracies on avx2+COMPATIBLE,
+default+COMPATIBLE and native, with χ̂² agreeing to 1e-5 in float32 and 1e-13 in float64. What changes and why:
+
+- *A frozen warm start* (``warmstart_frozen``, :mod:`simulate.llm.frozen`): v6's own warm start (the pinned
+  400-step one, held-out 0.51; bit-identical to v6's cache) is committed as ``simulate/llm/warmstarts/lm-v6.pt``
+  and every run, on every path and every CPU, loads it after checking its SHA-256 — as post-training starts
+  from a given checkpoint;
+- *float64 RL* (``dtype = "float64"``, :mod:`simulate.llm.wide`: Qwen3's RMSNorm and rotary tables in float64
+  too, log-probs in float64): kernel round-off ~1e-16 instead of ~1e-7, so no sampled token or greedy argmax
+  moves with the kernels over 40 steps;
+- *no pin* (``kernel_pin = ""``): the runs use the CPU's own kernels, and the perturbation check re-runs
+  ``perturb_seeds`` on ``avx2+COMPATIBLE`` and ``default+COMPATIBLE`` (from the same frozen warm start) and
+  also reports, per path, how many re-made runs equal the reference run in every held-out accuracy
+  (:func:`simulate.llm.perturb.identity`). float64 on the native path costs what float32 on the pin did
+  (one gmc run at ``d = 32``: 6.0 s vs 5.9 s; float64 pinned 10.4 s).
+- Everything else is v6's: seeds 0–15, delays, runs, comparisons, rates, margin, ``p₀``, the regime interval, the
+  consensus rule. The ``d = 0`` learner from the frozen warm start in float64 (onpolicy, seeds 100–105, before
+  registration; no other estimator or delay run): mean gain +0.182, every seed ≥ +0.145.
 """
 from __future__ import annotations
 
@@ -245,6 +270,11 @@ class LMProtocol:
     """Kernel paths the perturbation check re-runs ``perturb_seeds`` under (v5; v4 used ``perturb_capabilities``)."""
     consensus: bool = False
     """A part whose verdict moves on some perturbed path is reported ``inconclusive`` (v5, module docstring)."""
+    # version 7 (absent from the hash of versions < 7)
+    warmstart_frozen: str = ""
+    """Frozen warm start every run loads (:mod:`simulate.llm.frozen`; ``""``: each path trains its own)."""
+    warmstart_frozen_sha256: str = ""
+    """SHA-256 of that file's bytes (a file that differs is refused)."""
 
     def __post_init__(self) -> None:
         if self.metric not in ("auc", "final_acc"):
@@ -270,6 +300,9 @@ class LMProtocol:
                 raise ValueError(f"perturb_paths must differ from kernel_pin {self.kernel_pin!r}, got {self.perturb_paths!r}")
             if self.kernel_pin and self.device != "cpu":
                 raise ValueError(f"kernel_pin applies to device cpu only, got device {self.device!r}")
+            if not self.kernel_pin and "native" in self.perturb_paths:
+                raise ValueError(f"perturb_paths must differ from the runs' own path (native: no kernel_pin), got "
+                                 f"{self.perturb_paths!r}")
         if self.version >= 4:
             if not set(self.perturb_seeds) <= set(self.seeds):
                 raise ValueError(f"perturb_seeds {self.perturb_seeds!r} must be among seeds {self.seeds!r}")
@@ -344,7 +377,7 @@ class LMProtocol:
         :data:`PROTOCOL_V2` keeps the hash it was registered under."""
         out = json.loads(json.dumps(dataclasses.asdict(self)))
         for f in ((V3_FIELDS if self.version < 3 else ()) + (V4_FIELDS if self.version < 4 else ())
-                  + (V5_FIELDS if self.version < 5 else ())):
+                  + (V5_FIELDS if self.version < 5 else ()) + (V7_FIELDS if self.version < 7 else ())):
             out.pop(f)
         return out
 
@@ -361,6 +394,8 @@ V4_FIELDS: tuple[str, ...] = ("warmup_steps", "adv_norm", "warmstart_batch_size"
                               "max_new_tokens", "min_gain", "regime_level", "perturb_capabilities", "perturb_seeds")
 #: Fields added by version 5 (absent from the canonical JSON, hence the hash, of earlier versions).
 V5_FIELDS: tuple[str, ...] = ("kernel_pin", "perturb_paths", "consensus")
+#: Fields added by version 7 (absent from the canonical JSON, hence the hash, of earlier versions).
+V7_FIELDS: tuple[str, ...] = ("warmstart_frozen", "warmstart_frozen_sha256")
 #: ATen's CPU kernel paths (``ATEN_CPU_CAPABILITY`` values), slowest first.
 CPU_CAPABILITIES: tuple[str, ...] = ("default", "avx2", "avx512")
 
@@ -377,9 +412,17 @@ PROTOCOL_V4 = LMProtocol(version=4, delays=(0, 2, 8, 32), arm_seeds=(), arm_dela
 #: kernels with the consensus rule.
 PROTOCOL_V5 = dataclasses.replace(PROTOCOL_V4, version=5, perturb_capabilities=(), kernel_pin="avx2+COMPATIBLE",
                                   perturb_paths=("native", "default+COMPATIBLE"), consensus=True)
-#: The protocol of the report (version 6, module docstring): v5's rules on a task where the d = 0 learner learns.
-PROTOCOL = dataclasses.replace(PROTOCOL_V5, version=6, warmstart_steps=400, n_prompts=16, delays=(0, 8, 32),
-                               seeds=tuple(range(16)))
+#: Version 6 (the report of commit 43ab277), reproducible under its hash ``2cd06ee51e7bec7b``: v5's rules on a task
+#: where the d = 0 learner learns.
+PROTOCOL_V6 = dataclasses.replace(PROTOCOL_V5, version=6, warmstart_steps=400, n_prompts=16, delays=(0, 8, 32),
+                                  seeds=tuple(range(16)))
+#: Version 7 (module docstring): v6's runs in float64 from v6's warm start, frozen in a committed file, on the CPU's
+#: own kernels; the perturbation check re-runs seeds 0-3 on avx2+COMPATIBLE and default+COMPATIBLE.
+PROTOCOL_V7 = dataclasses.replace(PROTOCOL_V6, version=7, dtype="float64", kernel_pin="",
+                                  perturb_paths=("avx2+COMPATIBLE", "default+COMPATIBLE"), warmstart_frozen="lm-v6.pt",
+                                  warmstart_frozen_sha256="225ca7b89819a916ffe5ced07ecdb910bf7558da84c25eb80681d0eebe3a3c0c")
+#: The protocol of the report.
+PROTOCOL = PROTOCOL_V7
 #: The GPU protocol (``experiment --protocol gpu``, :mod:`simulate.llm.gpu_protocol`): the same rules on the
 #: ``gpu`` preset (~85M parameters, bf16, 3-digit sums) at v3's six delays; seeds run while the budget lasts.
 PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 32), arm_seeds=(), arm_delays=(),
@@ -388,4 +431,5 @@ PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 3
                           quick_seeds=(0, 1), quick_delays=(0, 2), quick_steps=3, quick_n_prompts=4,
                           quick_warmstart_steps=5, quick_n_eval=16)
 #: Registered protocols (``python -m simulate.llm experiment --protocol-version``).
-PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL_V4, 5: PROTOCOL_V5, 6: PROTOCOL, "gpu": PROTOCOL_GPU}
+PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL_V4, 5: PROTOCOL_V5, 6: PROTOCOL_V6, 7: PROTOCOL_V7,
+                   "gpu": PROTOCOL_GPU}

@@ -21,7 +21,7 @@ version 0 does not exist):
   lognormal generation time (log-sd 1, mean 1 learner step); the learner consumes batches in order
   of completion, so staleness emerges from the queue (``d_k = k − version pulled``).
 
-Numerics: log-probs are float32 even for a bf16 model; a NaN/inf loss or gradient skips the update
+Numerics: log-probs are float32 even for a bf16 model (float64 for a float64 one); a NaN/inf loss or gradient skips the update
 (weights and optimiser untouched) and logs the reason.
 
 Files and faults (issue 14; the file handling is :mod:`simulate.llm.run_files`). Metrics go to ``out_dir/metrics.jsonl``, one line per step written with
@@ -301,9 +301,9 @@ def behaviour_of(st: RunState, delays, k: int) -> tuple[int, int]:
 
 
 def group_advantages(cfg: TrainConfig, R: np.ndarray) -> tuple[np.ndarray, torch.Tensor]:
-    """Per-group advantages ``A_i`` (:func:`asyncgrpo.functionals.advantages`) as NumPy and float32 tensor."""
+    """Per-group advantages ``A_i`` (:func:`asyncgrpo.functionals.advantages`), NumPy and in the log-probs' dtype."""
     A = np.concatenate([advantages(r, cfg.adv_norm) for r in R.reshape(cfg.n_prompts, cfg.G)])
-    return A, torch.as_tensor(A, dtype=torch.float32, device=cfg.device)
+    return A, torch.as_tensor(A, dtype=torch.float64 if cfg.dtype == "float64" else torch.float32, device=cfg.device)
 
 
 def surrogate(cfg: TrainConfig, logp_new: torch.Tensor, ro: Rollout, adv: torch.Tensor, loss_opts: dict):

@@ -8,10 +8,11 @@ non-trivial success from which staleness can be studied. The result is cached un
 (:func:`simulate.llm.config.warmstart_key`, settings and the source of the modules that compute it),
 so the runs of an experiment share it. The cache file carries a SHA-256 of its weights; a file that
 does not load, lacks the checksum or fails it is reported with a warning naming it and recomputed.
+A *frozen* warm start (``cfg.warmstart.frozen``, LM protocol v7) is loaded from its committed file instead
+(:mod:`simulate.llm.frozen`).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -22,6 +23,7 @@ from asyncgrpo.progress import progress as tqdm
 
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, warmstart_key
+from simulate.llm.frozen import load_frozen, state_checksum, write_frozen  # noqa: F401 (state_checksum re-exported)
 from simulate.llm.model import completion_logprobs, generate, left_pad, make_policy
 from simulate.llm.tokenizer import CharTokenizer
 
@@ -65,16 +67,6 @@ def supervised_batch(tok, problems: list[tasks.Problem], device):
     return torch.cat([ids, ctok], 1), torch.cat([attn, cmask.long()], 1), cmask, ids.shape[1]
 
 
-def state_checksum(state_dict: dict) -> str:
-    """SHA-256 over the names, dtypes, shapes and bytes of every tensor, in name order."""
-    h = hashlib.sha256()
-    for name in sorted(state_dict):
-        t = state_dict[name].detach().cpu().contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
-
-
 def load_cached(path: str, model, device: str) -> dict | None:
     """Load a cached warm start into ``model`` and return its ``info``; ``None`` (with a warning naming the
     file) when it does not load, lacks its checksum, fails it, or does not fit the model."""
@@ -100,6 +92,11 @@ def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = Tru
 
     set_determinism(cfg)
     model, tok = make_policy(cfg)
+    if cfg.warmstart.frozen:  # a committed file, checked by its SHA-256 (simulate.llm.frozen)
+        info = load_frozen(cfg, model)
+        # re-measured in this model's dtype: greedy argmax near-ties may resolve otherwise than where it was made
+        info["heldout_accuracy"] = heldout_accuracy(model, tok, tasks.eval_set(cfg.task), cfg.max_new_tokens)
+        return model, tok, info
     key = warmstart_key(cfg)
     path = os.path.join(cfg.cache_dir, "warmstart", f"{key}.pt")
     if use_cache and os.path.exists(path):
@@ -133,3 +130,30 @@ def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = Tru
         torch.save({"state_dict": state, "info": json.dumps(info), "sha256": state_checksum(state)}, tmp)
         os.replace(tmp, path)  # atomic: a parallel run never reads a half-written cache
     return model, tok, info
+
+
+def freeze(cfg: TrainConfig, out: str, *, progress: bool = True) -> dict:
+    """Write the warm start of ``cfg`` (its settings without ``frozen``; trained, or loaded from the cache) to
+    ``out`` with its provenance (:func:`simulate.llm.frozen.write_frozen`); returns ``{"path", "sha256", "info"}``.
+    Refuses to overwrite ``out``."""
+    import dataclasses
+    import subprocess
+
+    from simulate.llm.fingerprint import cpu_name
+
+    if os.path.exists(out):
+        raise ValueError(f"--out {out!r} exists; a frozen warm start is never overwritten (choose another name)")
+    cfg = cfg.replace(warmstart=dataclasses.replace(cfg.warmstart, frozen="", frozen_sha256=""))
+    model, _, info = warm_start(cfg, progress=progress)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    prov = dict(heldout_accuracy=info["heldout_accuracy"], steps=cfg.warmstart.steps, key=info["key"],
+                settings=dict(preset=cfg.preset, dtype=cfg.dtype, kernels=cfg.kernels or "native",
+                              warmstart=dataclasses.asdict(cfg.warmstart), task=dataclasses.asdict(cfg.task),
+                              init_seed=cfg.init_seed, max_new_tokens=cfg.max_new_tokens),
+                cpu=cpu_name(), torch=torch.__version__, capability=torch.backends.cpu.get_cpu_capability(),
+                commit=commit)
+    return dict(path=out, sha256=write_frozen(state, prov, out), info=prov)
