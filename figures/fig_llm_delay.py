@@ -265,6 +265,8 @@ def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line:
     """The report section (interface "sections"): the protocol, the kernel pin, the learning gain, the regime
     and the perturbation table (v5: each part's verdict on the pinned table and on every substituted one,
     and the verdict reported under the consensus rule)."""
+    from simulate.llm.perturb import chi2_gaps
+
     paras = [f"Protocol {protocol.name} v{protocol.version} ({protocol.content_hash()}): delays {list(protocol.delays)}, "
              f"{len(protocol.seeds)} seeds{' (quick: not a verdict)' if quick else ''}.",
              _kernel_paragraph(kernels, protocol),
@@ -287,8 +289,8 @@ def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line:
                      + (" — reported as inconclusive (consensus rule)." if pert["fragile"] and protocol.consensus
                         else "."))
         paras += [f"Re-made runs on {c}: {i['equal']} of {i['runs']} equal the reference run (initial and final "
-                  f"accuracy, AUC, failure); largest |Δ AUC| {i['max_abs_auc']:.3g}, largest relative |Δ χ̂²| "
-                  f"{i['max_rel_chi2']:.3g}." for c, i in pert.get("identity", {}).items()]
+                  f"accuracy, AUC, failure); largest |Δ AUC| {i['max_abs_auc']:.3g}, "
+                  f"{chi2_gaps(i)}." for c, i in pert.get("identity", {}).items()]
         cols = [pert["reference"]] + ran
         tag = " (pinned)" if pert.get("pinned", True) else " (reference)"
         tables.append({"title": f"LM verdicts on the {'pinned' if pert.get('pinned', True) else 'reference'} kernel "

@@ -177,6 +177,7 @@ def test_identity_counts_equal_runs_and_the_largest_gaps():
                             failure="none", chi2_learn_med=[1.0, 2.0, 0.5]))
     same = ref.copy()
     got = perturb.identity(ref, same, [0, 1], [("gmc", 32), ("is", 32)])
+    assert np.isnan(got.pop("max_abs_chi2_roundoff"))  # no run at round-off
     assert got == dict(runs=3, equal=3, max_abs_auc=0.0, max_rel_chi2=0.0)
     moved = ref.copy()
     moved.loc[1, "auc"] = 0.5
@@ -184,6 +185,22 @@ def test_identity_counts_equal_runs_and_the_largest_gaps():
     got = perturb.identity(ref, moved, [0, 1], [("gmc", 32), ("is", 32)])
     assert got["equal"] == 2 and got["max_abs_auc"] == pytest.approx(0.05) and got["max_rel_chi2"] == pytest.approx(0.25)
     assert perturb.identity(ref, moved, [0], [("gmc", 32)])["runs"] == 1  # only the runs asked for
+
+
+def test_identity_compares_round_off_chi2_absolutely():
+    """Where μ = π (onpolicy at d = 0) χ̂² is round-off of 0 (~1e-30): two paths' round-off differs by tens of
+    percent, which must not be reported as a relative χ̂² gap of the runs (the v7 report's 0.22 was that)."""
+    cols = dict(estimator=["onpolicy", "gmc"], d=[0, 32], seed=[0, 0])
+    ref = pd.DataFrame(dict(**cols, initial_acc=0.5, final_acc=0.7, auc=0.6, failure="none",
+                            chi2_learn_med=[5.5e-30, 0.86]))
+    other = ref.copy()
+    other["chi2_learn_med"] = [4.3e-30, 0.86 * (1 + 1e-14)]
+    got = perturb.identity(ref, other, [0], [("onpolicy", 0), ("gmc", 32)])
+    assert got["max_rel_chi2"] == pytest.approx(1e-14, rel=0.01)
+    assert got["max_abs_chi2_roundoff"] == pytest.approx(1.2e-30)
+    text = perturb.chi2_gaps(got)
+    assert "9.94e-15" in text and "1.2e-30" in text and "1e-12" in text
+    assert perturb.chi2_gaps(dict(max_rel_chi2=0.2)) == "largest relative |Δ χ̂²| 0.2"  # a pre-floor result
 
 
 def test_report_section_names_the_frozen_warm_start_and_the_reference_path():

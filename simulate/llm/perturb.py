@@ -225,25 +225,34 @@ def perturb_v5(table: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: b
 DISCRETE = ("initial_acc", "final_acc", "auc", "failure")
 
 
+#: χ̂² at or below this is round-off of an exact 0 (μ = π: ρ − 1 ~ 1e-15, so χ̂² ~ 1e-30), far below any real
+#: overlap gap (stale runs: χ̂² ≳ 1e-3); :func:`identity` compares those absolutely, not relatively.
+CHI2_ROUNDOFF = 1e-12
+
+
 def identity(table: pd.DataFrame, path_table: pd.DataFrame, seeds, pairs) -> dict:
     """How far the runs of ``seeds`` × ``pairs`` re-made on another path (``path_table``) are from the same runs
     in ``table``: ``runs`` compared, ``equal`` (every :data:`DISCRETE` column equal), ``max_abs_auc`` (largest
-    ``|Δ auc|``) and ``max_rel_chi2`` (largest ``|Δχ̂²| / |χ̂²|`` of the learning-phase median, where both are
-    finite and nonzero)."""
+    ``|Δ auc|``), ``max_rel_chi2`` (largest ``|Δχ̂²| / |χ̂²|`` of the learning-phase median over the runs whose
+    χ̂² exceeds :data:`CHI2_ROUNDOFF`) and ``max_abs_chi2_roundoff`` (largest ``|Δχ̂²|`` over the others: where
+    μ = π, e.g. onpolicy at d = 0, χ̂² is round-off of an exact 0, ~1e-30, whose relative gap means nothing)."""
     key = ["estimator", "d", "seed"]
     want = {f"{x}:{d}" for x, d in pairs}
     pick = lambda df: df[df["seed"].isin(seeds) & (df["estimator"] + ":" + df["d"].astype(str)).isin(want)]  # noqa: E731
     m = pick(table).merge(pick(path_table), on=key, suffixes=("", "_p"))
     if m.empty:
-        return dict(runs=0, equal=0, max_abs_auc=float("nan"), max_rel_chi2=float("nan"))
+        return dict(runs=0, equal=0, max_abs_auc=float("nan"), max_rel_chi2=float("nan"),
+                    max_abs_chi2_roundoff=float("nan"))
     eq = pd.Series(True, index=m.index)
     for c in DISCRETE:
         eq &= (m[c] == m[c + "_p"]) | (m[c].isna() & m[c + "_p"].isna())
     a, b = m["chi2_learn_med"].astype(float), m["chi2_learn_med_p"].astype(float)
-    ok = a.notna() & b.notna() & (a != 0)
-    rel = ((a - b).abs() / a.abs())[ok]
+    both = a.notna() & b.notna()
+    big = both & (a.abs() > CHI2_ROUNDOFF)
+    rel, small = ((a - b).abs() / a.abs())[big], (a - b).abs()[both & ~big]
     return dict(runs=int(len(m)), equal=int(eq.sum()), max_abs_auc=float((m["auc"] - m["auc_p"]).abs().max()),
-                max_rel_chi2=float(rel.max()) if len(rel) else float("nan"))
+                max_rel_chi2=float(rel.max()) if len(rel) else float("nan"),
+                max_abs_chi2_roundoff=float(small.max()) if len(small) else float("nan"))
 
 
 def apply_consensus(result, regime: dict, pert: dict):
@@ -273,6 +282,16 @@ def compare(verdicts: dict[str, dict[str, str]], native: str) -> list[dict]:
     return rows
 
 
+def chi2_gaps(i: dict) -> str:
+    """The χ̂² part of an :func:`identity` result as text (results before the round-off floor lack its key)."""
+    text = f"largest relative |Δ χ̂²| {i['max_rel_chi2']:.3g}"
+    if "max_abs_chi2_roundoff" in i:
+        text += f" (runs with χ̂² > {CHI2_ROUNDOFF:g})"
+        if i["max_abs_chi2_roundoff"] == i["max_abs_chi2_roundoff"]:  # not NaN: some runs are at round-off
+            text += f", largest |Δ χ̂²| {i['max_abs_chi2_roundoff']:.3g} where χ̂² ≤ {CHI2_ROUNDOFF:g} (μ = π)"
+    return text
+
+
 def table(result: dict) -> str:
     """The perturbation result as text: one line per part, its verdict under each kernel path."""
     ref = result.get("reference", result["native"])
@@ -287,7 +306,7 @@ def table(result: dict) -> str:
               + (f" → reported {r['reported']}" if "reported" in r else "") for r in result["parts"]]
     lines += [f"  {p['requested']}: {p['note']}" for p in result["paths"] if not p["ran"]]
     lines += [f"  {c}: {i['equal']} of {i['runs']} re-made runs equal the reference run (initial and final accuracy, "
-              f"AUC, failure); largest |Δ AUC| {i['max_abs_auc']:.3g}, largest relative |Δ χ̂²| {i['max_rel_chi2']:.3g}"
+              f"AUC, failure); largest |Δ AUC| {i['max_abs_auc']:.3g}, {chi2_gaps(i)}"
               for c, i in result.get("identity", {}).items()]
     return "\n".join(lines)
 
