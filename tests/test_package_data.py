@@ -12,9 +12,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTPUTS = ("figures/out/", "figures/REPORT")
 
 
-def _declared() -> dict[str, list[str]]:
+def _setuptools() -> dict:
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        return tomllib.load(f)["tool"]["setuptools"].get("package-data", {})
+        return tomllib.load(f)["tool"]["setuptools"]
+
+
+def _declared() -> dict[str, list[str]]:
+    return _setuptools().get("package-data", {})
 
 
 def _covered(path: str, declared: dict[str, list[str]]) -> bool:
@@ -26,8 +30,7 @@ def _covered(path: str, declared: dict[str, list[str]]) -> bool:
 
 
 def test_every_tracked_data_file_in_a_package_is_declared():
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        pkgs = [p.rstrip("*") for p in tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]]
+    pkgs = [p.rstrip("*") for p in _setuptools()["packages"]["find"]["include"]]
     files = subprocess.run(["git", "ls-files", *pkgs], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
     data = [f for f in files if not f.endswith(".py") and not f.startswith(OUTPUTS)]

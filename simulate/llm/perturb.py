@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -287,7 +288,7 @@ def chi2_gaps(i: dict) -> str:
     text = f"largest relative |Δ χ̂²| {i['max_rel_chi2']:.3g}"
     if "max_abs_chi2_roundoff" in i:
         text += f" (runs with χ̂² > {CHI2_ROUNDOFF:g})"
-        if i["max_abs_chi2_roundoff"] == i["max_abs_chi2_roundoff"]:  # not NaN: some runs are at round-off
+        if not math.isnan(i["max_abs_chi2_roundoff"]):  # some runs are at round-off
             text += f", largest |Δ χ̂²| {i['max_abs_chi2_roundoff']:.3g} where χ̂² ≤ {CHI2_ROUNDOFF:g} (μ = π)"
     return text
 
