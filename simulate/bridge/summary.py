@@ -66,13 +66,20 @@ def ladder_table(ev: pd.DataFrame, order=None) -> pd.DataFrame:
                     row.update({f"d_{rival}": m, f"lo_{rival}": lo, f"hi_{rival}": hi})
             on = by["onpolicy"]
             row["chi2_learn_onpolicy"] = float(np.nanmedian(on["chi2_learn_med"])) if on["chi2_learn_med"].notna().any() else math.nan
-            row["ess_early_gmc"] = float(np.nanmean(by["gmc"]["ess_early"]))
+            row["ess_early_gmc"] = _nanmean(by["gmc"]["ess_early"])
             for e in ("onpolicy", "is"):
-                row[f"gneg_{e}"] = float(np.nanmean(by[e]["gneg_early"]))
-                row[f"gdot_{e}"] = float(np.nanmean(by[e]["gdot_early"]))
-                row[f"down_{e}"] = float(np.nanmean(by[e]["down_frac"]))
+                row[f"gneg_{e}"] = _nanmean(by[e]["gneg_early"])
+                row[f"gdot_{e}"] = _nanmean(by[e]["gdot_early"])
+                row[f"down_{e}"] = _nanmean(by[e]["down_frac"])
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _nanmean(x) -> float:
+    """Mean over the non-NaN values; NaN (without NumPy's "mean of empty slice" warning) when there are none,
+    e.g. an early-phase diagnostic of runs that all failed before the phase began."""
+    x = np.asarray(x, dtype=float)
+    return float(np.nanmean(x)) if np.any(~np.isnan(x)) else math.nan
 
 
 def _stale(tab: pd.DataFrame) -> pd.DataFrame:

@@ -132,15 +132,10 @@ def profile_phases(inst, configs) -> dict:
     ``steps``), serially; returns ``dict(phases={name: µs}, total_us, steps, overhead_ns, records)`` with
     ``records`` the runs' :data:`~simulate.training.phases.Record` (the same curves as the kernel's). A counter
     read's cost (``overhead_ns``) is subtracted from every phase."""
-    from simulate.training.run import run_records
+    from simulate.training.run import kernel_inputs, run_records
 
-    step = inst.step_reward if inst.step_reward is not None else np.zeros(inst.theta_shape)
-    use_phi = inst.features is not None
-    phi = inst.features if use_phi else np.zeros((1, 1))
-    starts = inst.starts if inst.starts is not None else np.array([inst.s0], dtype=np.int64)
-    pb = make_problem_nb(np.ascontiguousarray(inst.next_state, dtype=np.int64), np.asarray(inst.reward, float),
-                         np.ascontiguousarray(step, dtype=float), np.asarray(starts, dtype=np.int64),
-                         np.ascontiguousarray(phi, dtype=float), use_phi, bool(inst.bernoulli))
+    next_state, reward, step, starts, phi, use_phi, bernoulli = kernel_inputs(inst)
+    pb = make_problem_nb(next_state, reward, step, starts, phi, use_phi, bernoulli)
     P = phi.shape[1] if use_phi else int(np.prod(inst.theta_shape))
     runs = run_records(configs)
     acc = np.zeros(len(PHASES))

@@ -63,24 +63,39 @@ def _record_value(c: TrainConfig, name: str):
     return getattr(c, name)
 
 
-def _run_batch(configs, mdp, K) -> list[TrainResult]:
-    next_state = np.ascontiguousarray(mdp.next_state, dtype=np.int64)
-    reward = np.ascontiguousarray(mdp.reward, dtype=np.float64)
-    shape = tuple(next_state.shape)
-    R = len(configs)
+def _kernel_array(a, dtype) -> np.ndarray:
+    """A writable C-contiguous copy: Numba types an array by dtype, layout *and* read-only flag, so an instance
+    whose arrays are read-only (frozen, broadcast or memory-mapped) would compile a second specialisation of
+    the whole kernel (~35 s each; the make run of 2026-12-06 compiled four, LOG.md); copies make it one."""
+    return np.array(a, dtype=dtype, order="C", copy=True)
+
+
+def kernel_inputs(mdp) -> tuple:
+    """The instance's arrays as :func:`~simulate.training.kernel._train_batch_nb` takes them:
+    ``(next_state, reward, step_reward, starts, phi, use_phi, bernoulli)``, each array a writable C-contiguous
+    copy (:func:`_kernel_array`), so every instance runs the one compiled specialisation."""
+    next_state = _kernel_array(mdp.next_state, np.int64)
+    reward = _kernel_array(mdp.reward, np.float64)
     # Optional parts of a protocol instance (simulate.protocol.instances): per-step rewards, a
     # feature policy θ = Φw, and Bernoulli rewards; a plain TabularMDP has none of them.
     step_reward = getattr(mdp, "step_reward", None)
-    step_reward = np.zeros(shape) if step_reward is None else np.ascontiguousarray(step_reward, dtype=np.float64)
+    step_reward = np.zeros(next_state.shape) if step_reward is None else _kernel_array(step_reward, np.float64)
     phi = getattr(mdp, "features", None)
     use_phi = phi is not None
-    phi = np.zeros((1, 1)) if phi is None else np.ascontiguousarray(phi, dtype=np.float64)
-    P = phi.shape[1] if use_phi else int(np.prod(shape))
+    phi = np.zeros((1, 1)) if phi is None else _kernel_array(phi, np.float64)
     bernoulli = bool(getattr(mdp, "bernoulli", False))
-    # several start states (contexts, simulate.training.contexts) and a warm start w_init (issue 33)
+    # several start states (contexts, simulate.training.contexts)
     starts = getattr(mdp, "starts", None)
-    starts = np.array([int(mdp.s0)], dtype=np.int64) if starts is None else np.ascontiguousarray(starts, dtype=np.int64)
-    w_init = getattr(mdp, "w_init", None)
+    starts = np.array([int(mdp.s0)], dtype=np.int64) if starts is None else _kernel_array(starts, np.int64)
+    return next_state, reward, step_reward, starts, phi, use_phi, bernoulli
+
+
+def _run_batch(configs, mdp, K) -> list[TrainResult]:
+    next_state, reward, step_reward, starts, phi, use_phi, bernoulli = kernel_inputs(mdp)
+    shape = tuple(next_state.shape)
+    R = len(configs)
+    P = phi.shape[1] if use_phi else int(np.prod(shape))
+    w_init = getattr(mdp, "w_init", None)  # a warm start (issue 33)
 
     delays = np.stack([c.delays() for c in configs])
     J_star = optimal_J(mdp)
@@ -109,4 +124,4 @@ def _run_batch(configs, mdp, K) -> list[TrainResult]:
     ]
 
 
-__all__ = ["run_training", "run_many", "run_records"]
+__all__ = ["kernel_inputs", "run_training", "run_many", "run_records"]
