@@ -34,9 +34,10 @@ def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None
     built: dict = {}
     for (inst, K), idx in groups.items():
         m = mdp if mdp is not None else built.setdefault(inst, inst.build())
+        inputs = kernel_inputs(m)  # copied once per instance, not once per chunk
         for start in range(0, len(idx), chunk):
             part = [configs[j] for j in idx[start:start + chunk]]
-            for j, res in zip(idx[start:start + chunk], _run_batch(part, m, K)):
+            for j, res in zip(idx[start:start + chunk], _run_batch(part, m, K, inputs)):
                 results[j] = res
             if bar is not None:
                 bar.update(len(part))
@@ -90,8 +91,8 @@ def kernel_inputs(mdp) -> tuple:
     return next_state, reward, step_reward, starts, phi, use_phi, bernoulli
 
 
-def _run_batch(configs, mdp, K) -> list[TrainResult]:
-    next_state, reward, step_reward, starts, phi, use_phi, bernoulli = kernel_inputs(mdp)
+def _run_batch(configs, mdp, K, inputs) -> list[TrainResult]:
+    next_state, reward, step_reward, starts, phi, use_phi, bernoulli = inputs
     shape = tuple(next_state.shape)
     R = len(configs)
     P = phi.shape[1] if use_phi else int(np.prod(shape))
