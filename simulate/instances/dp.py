@@ -25,17 +25,25 @@ def log_softmax_nb(theta, out):
     T, S, V = theta.shape
     for t in range(T):
         for s in range(S):
-            m = theta[t, s, 0]
-            for a in range(1, V):
-                if theta[t, s, a] > m:
-                    m = theta[t, s, a]
-            z = 0.0
-            for a in range(V):
-                z += math.exp(theta[t, s, a] - m)
-            lz = m + math.log(z)
-            for a in range(V):
-                out[t, s, a] = theta[t, s, a] - lz
+            log_softmax_row_nb(theta, out, t, s)
     return out
+
+
+@njit(cache=True, inline='always')  # per row: a call would cost more than the row
+def log_softmax_row_nb(theta, out, t, s):
+    """One row of :func:`log_softmax_nb`: ``out[t,s,:] = θ[t,s,:] − (m + log Σ_a exp(θ[t,s,a] − m))``,
+    ``m = max_a θ[t,s,a]`` (the same operations in the same order whichever rows a caller computes)."""
+    V = theta.shape[2]
+    m = theta[t, s, 0]
+    for a in range(1, V):
+        if theta[t, s, a] > m:
+            m = theta[t, s, a]
+    z = 0.0
+    for a in range(V):
+        z += math.exp(theta[t, s, a] - m)
+    lz = m + math.log(z)
+    for a in range(V):
+        out[t, s, a] = theta[t, s, a] - lz
 
 
 @njit(cache=True)
@@ -134,10 +142,12 @@ def exact_J_grad_steps_nb(logp, next_state, step_reward, reward, s0, grad_out):
 
 
 @njit(cache=True)
-def chi2_law_nb(logp, logq, next_state, d0, f, g):
+def chi2_law_nb(logp, logq, next_state, d0, f, g, w2=None):
     """``χ²(π‖μ)`` of paths from the start law ``d0``: ``Σ_c χ²_c / C`` for the uniform law over ``C`` starts
     (the start law is shared by π and μ). Forward ``f_0 = d₀``, ``f_{t+1}(s') = Σ_{s,a: next(s,a)=s'} f_t(s)
-    π(a|s)²/μ(a|s)``, result ``Σ_s f_T(s) − 1``; ``f``, ``g``: scratch ``(S,)``."""
+    π(a|s)²/μ(a|s)``, result ``Σ_s f_T(s) − 1``; ``f``, ``g``: scratch ``(S,)``. The terms ``π²/μ`` are computed
+    where ``f_t(s) ≠ 0``, or read from ``w2`` ``(T,S,V)`` when given (:func:`chi2_terms_row_nb`: a caller whose
+    rows share terms computes each once; the sums are the same)."""
     T, S, V = logp.shape
     for s in range(S):
         f[s] = d0[s]
@@ -147,12 +157,23 @@ def chi2_law_nb(logp, logq, next_state, d0, f, g):
         for s in range(S):
             if f[s] != 0.0:
                 for a in range(V):
-                    g[next_state[t, s, a]] += f[s] * math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
+                    if w2 is None:
+                        term = math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
+                    else:
+                        term = w2[t, s, a]
+                    g[next_state[t, s, a]] += f[s] * term
         f, g = g, f
     tot = 0.0
     for s in range(S):
         tot += f[s]
     return tot - 1.0
+
+
+@njit(cache=True, inline='always')  # per row: a call would cost more than the row
+def chi2_terms_row_nb(logp, logq, w2, t, s):
+    """``w2[t,s,a] = π(a|s)²/μ(a|s) = exp(2 log π − log μ)``, one row (the terms of :func:`chi2_law_nb`)."""
+    for a in range(logp.shape[2]):
+        w2[t, s, a] = math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
 
 
 @njit(cache=True)
@@ -366,5 +387,5 @@ def stale_pair(mdp: TabularMDP, theta, d: float, eta: float, direction: str = "g
     return th - d * eta * (u / norm)
 
 
-__all__ = ["log_softmax_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "start_law_nb", "J_grad_law_nb",
-           "chi2_law_nb", "exp_nb", "logratio_max_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "state_distribution", "backward_values", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]
+__all__ = ["log_softmax_nb", "log_softmax_row_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "start_law_nb", "J_grad_law_nb",
+           "chi2_law_nb", "chi2_terms_row_nb", "exp_nb", "logratio_max_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "state_distribution", "backward_values", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]

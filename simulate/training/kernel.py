@@ -10,9 +10,9 @@ from numba import njit, prange
 
 from asyncgrpo.estimators.kernels import estimator_flags_nb
 from simulate.instances import logratio_max_nb  # re-exported: C6's exact max |log ρ| (simulate.training.overlap)
-from simulate.training.phases import (Problem, Record, Workspace, advantages_nb, behaviour_nb, diagnose_nb,
-                                      finite_logits_nb, logits_nb, make_problem_nb, make_workspace_nb, sample_nb,
-                                      score_nb, update_nb, weights_nb)
+from simulate.training.phases import (Record, Workspace, advantages_nb, behaviour_nb, diagnose_nb, finite_logits_nb,
+                                      logits_nb, make_workspace_nb, sample_nb, score_nb, update_nb, weights_nb)
+from simulate.training.problem import Problem, make_problem_nb
 
 
 #: The per-run settings, one record per run (:func:`simulate.training.run.run_records` fills it from the
@@ -32,7 +32,7 @@ ZERO_TOL_OFF = -1.0
 def _train_one_nb(pb, w0, run, delays, rec):
     """One run of the learner loop (module docstring of :mod:`simulate.training`); returns the divergence step or −1.
 
-    ``pb`` is the instance (:data:`~simulate.training.phases.Problem`: group ``g`` of step ``k`` starts at
+    ``pb`` is the instance (:data:`~simulate.training.problem.Problem`: group ``g`` of step ``k`` starts at
     ``starts[(k·n_prompts + g) mod C]`` and J is the average over the ``C`` starts, :mod:`simulate.training.contexts`;
     a feature policy has logits ``θ = Φw``, else ``w`` are the logits; with ``bernoulli`` the learner sees
     ``R ~ Bernoulli(E R(τ))``), ``w0`` (p,) the initial parameters, ``run`` one record of :data:`RUN_DTYPE`,
@@ -86,22 +86,24 @@ def _train_one_nb(pb, w0, run, delays, rec):
 
 
 @njit(cache=True, parallel=True)
-def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, w0, runs, delays,
+def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share, w0, runs, delays,
                     J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, dpar_out, lrmax_out,
                     gpar_out, gdot_out, gneg_out, div_out):
     """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; ``runs`` is a :data:`RUN_DTYPE` array and
     per-run arrays carry a leading ``R`` axis. Inputs: ``next_state`` int64 (T,S,V), ``reward`` (S,) terminal
     ``R_T``, ``step_reward`` (T,S,V) per-step ``r_t``, ``starts`` int64 (C,), ``phi`` (T·S·V, p) features used
-    when ``use_phi``; outputs as :data:`~simulate.training.phases.Record`'s fields, ``div_out`` the divergence step.
+    when ``use_phi``, ``share`` whether rows share their computed logits
+    (:func:`~simulate.training.problem.row_maps_nb`); outputs as :data:`~simulate.training.phases.Record`'s fields, ``div_out`` the divergence step.
 
     Each run seeds Numba's (per-thread) generator itself, so its numbers do not depend on the
     thread or on the other runs of the batch.
     """
-    pb = make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli)
+    pb = make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share)
     outs = (J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, dpar_out, lrmax_out,
             gpar_out, gdot_out, gneg_out)
     # the prange body sees plain arrays only (a namedtuple crossing into Numba's parallel gufunc is not typed)
-    arrays = (pb.d0, pb.phi, pb.phiT, pb.row_ptr, pb.row_col, pb.row_val, pb.col_ptr, pb.col_row, pb.col_val)
+    arrays = (pb.d0, pb.phi, pb.phiT, pb.row_ptr, pb.row_col, pb.row_val, pb.col_ptr, pb.col_row, pb.col_val,
+              pb.theta_rows, pb.theta_src, pb.lp_rows, pb.lp_dst, pb.lp_src)
     sparse = pb.sparse
     for r in prange(runs.shape[0]):
         div_out[r] = _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse, arrays, w0[r],
@@ -113,9 +115,9 @@ def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
 def _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse, arrays, w0, run, delays, outs, r):
     """Run ``r`` of :func:`_train_batch_nb`: its :data:`Problem` and :data:`Record` views, then
     :func:`_train_one_nb`."""
-    d0, phi, phiT, rp, rc, rv, cp, cr, cv = arrays
+    d0, phi, phiT, rp, rc, rv, cp, cr, cv, theta_rows, theta_src, lp_rows, lp_dst, lp_src = arrays
     pb = Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                 cr, cv)
+                 cr, cv, theta_rows, theta_src, lp_rows, lp_dst, lp_src)
     J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, gdot, gneg = outs
     rec = Record(J[r], gn2[r], chi2[r], clip[r], ess[r], ghat[r], zero[r], theta[r], dpar[r], lrmax[r], gpar[r],
                  gdot[r], gneg[r])

@@ -11,8 +11,10 @@ trajectories from ``μ_k`` and their returns), :func:`advantages_nb` (group-cent
 Bit-identity (``tests/test_kernel_identity.py``): each phase evaluates the same IEEE operations in the same order
 as the single-loop kernel it replaced. What is saved is work whose result was already known: ``π = exp(log π)``
 once per step instead of once per use, alias rows only for the states the samples visit, no copy of ``log μ_k``
-out of the ring buffer, and ``Φ`` products over its nonzero entries only (a zero term ``0·x`` added to a sum
-leaves it unchanged for finite ``x``; the sums still run in the same order).
+out of the ring buffer, ``Φ`` products over its nonzero entries only (a zero term ``0·x`` added to a sum
+leaves it unchanged for finite ``x``; the sums still run in the same order), and rows that share their logits
+computed once (:mod:`simulate.training.problem`: ``θ``, ``log π``, ``π``, the ``χ²`` terms and ``μ_k``'s alias
+rows).
 """
 from __future__ import annotations
 
@@ -24,17 +26,9 @@ from numba import njit
 
 from asyncgrpo.estimators.kernels import log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
-from simulate.instances import (J_grad_law_nb, add_score_pi_nb, alias_row_nb, chi2_law_nb, log_softmax_nb,
-                                logratio_max_nb, start_law_nb)
+from simulate.instances import (J_grad_law_nb, add_score_pi_nb, alias_row_nb, chi2_law_nb, chi2_terms_row_nb,
+                                log_softmax_row_nb, logratio_max_nb)
 
-#: The instance, fixed for a batch: transitions, rewards, start states, the start law ``d₀`` (uniform over
-#: ``starts``), features ``Φ`` and ``Φᵀ`` (row-major), also as CSR rows (for ``Φᵀg``) and CSR columns (for
-#: ``θ = Φw``) used when ``sparse``, and flags.
-Problem = namedtuple("Problem", ["next_state", "reward", "step_reward", "starts", "d0", "use_phi", "bernoulli",
-                                 "phi", "phiT", "sparse", "row_ptr", "row_col", "row_val", "col_ptr", "col_row",
-                                 "col_val"])
-#: ``Φ`` products run over its nonzero entries (CSR) below this density, else over the dense rows (vectorised)
-SPARSE_BELOW = 0.25
 #: The curves of one run (``kernel._train_one_nb`` documents each).
 Record = namedtuple("Record", ["J", "gn2", "chi2", "clip", "ess", "ghat", "zero", "theta", "dpar", "lrmax",
                                "gpar", "gdot", "gneg"])
@@ -43,42 +37,7 @@ Record = namedtuple("Record", ["J", "gn2", "chi2", "clip", "ess", "ghat", "zero"
 Workspace = namedtuple("Workspace", [
     "par", "theta", "histlp", "histw", "pi", "grad", "ghat", "gneg", "gw", "gJ", "gneg_w", "m1", "m2",
     "occ", "val", "f", "f2", "prob", "alias", "stamp", "scaled", "small", "large",
-    "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw"])
-
-
-@njit(cache=True)
-def csr_nb(a):
-    """CSR form ``(ptr, idx, val)`` of the nonzero entries of a 2-D array, row by row, columns ascending."""
-    n, m = a.shape
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        c = 0
-        for j in range(m):
-            if a[i, j] != 0.0:
-                c += 1
-        ptr[i + 1] = ptr[i] + c
-    idx = np.empty(ptr[n], dtype=np.int64)
-    val = np.empty(ptr[n])
-    for i in range(n):
-        c = ptr[i]
-        for j in range(m):
-            if a[i, j] != 0.0:
-                idx[c] = j
-                val[c] = a[i, j]
-                c += 1
-    return ptr, idx, val
-
-
-@njit(cache=True)
-def make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli):
-    """The :data:`Problem` of a batch; ``d₀(s) = Σ_c 1{starts[c] = s}/C``."""
-    d0 = start_law_nb(starts, next_state.shape[1])
-    phiT = np.ascontiguousarray(phi.T)
-    rp, rc, rv = csr_nb(phi)
-    cp, cr, cv = csr_nb(phiT)
-    sparse = rp[-1] < SPARSE_BELOW * phi.size
-    return Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                   cr, cv)
+    "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw", "w2"])
 
 
 @njit(cache=True)
@@ -87,35 +46,69 @@ def make_workspace_nb(pb, w0, N, G, B):
     T, S, V = pb.step_reward.shape
     P = w0.shape[0]
     return Workspace(
-        w0.copy(), np.empty((T, S, V)), np.empty((B, T, S, V)), np.empty((B, P)), np.empty((T, S, V)),
+        w0.copy(), np.empty((T, S, V)), np.zeros((B, T, S, V)), np.empty((B, P)), np.zeros((T, S, V)),
         np.empty((T, S, V)), np.empty((T, S, V)), np.empty((T, S, V)), np.empty(P), np.empty(P), np.empty(P),
         np.zeros(P), np.zeros(P), np.empty((T + 1, S)), np.empty((T + 1, S)), np.empty(S), np.empty(S),
         np.ones((T, S, V)), np.empty((T, S, V), dtype=np.int64), np.full((T, S), -1, dtype=np.int64), np.empty(V),
         np.empty(V, dtype=np.int64), np.empty(V, dtype=np.int64), np.empty((N, T), dtype=np.int64),
         np.empty((N, T), dtype=np.int64), np.empty(N, dtype=np.int64), np.empty((N, T)), np.empty(N),
         np.empty((N, T)), np.empty(N), np.empty(N), np.ones((N, T), dtype=np.bool_), np.empty((N, T)),
-        np.empty((N, T)), np.empty(G))
+        np.empty((N, T)), np.empty(G), np.zeros((T, S, V)))
 
 
 @njit(cache=True)
 def logits_nb(pb, ws):
-    """``θ = Φw`` (``θ[i] = Σ_j Φ_ij w_j``, j ascending for every i) for a feature policy, else ``θ = w``."""
+    """``θ = Φw`` (``θ[i] = Σ_j Φ_ij w_j``, j ascending for every i) for a feature policy, else ``θ = w``. Only the
+    rows of ``pb.theta_rows`` are summed; every other row is a copy of its source row, whose features (hence sum)
+    are bit-equal (:func:`row_maps_nb`)."""
     T, S, V = ws.theta.shape
     flat = ws.theta.reshape(T * S * V)
     if not pb.use_phi:
         flat[:] = ws.par
         return
-    for i in range(T * S * V):
-        flat[i] = 0.0
+    rows = pb.theta_rows
+    for u in range(rows.shape[0]):
+        base = rows[u] * V
+        for a in range(V):
+            flat[base + a] = 0.0
     for j in range(ws.par.shape[0]):
         wj = ws.par[j]
         if pb.sparse:
             for e in range(pb.col_ptr[j], pb.col_ptr[j + 1]):
                 flat[pb.col_row[e]] += pb.col_val[e] * wj
-        else:  # rows in the inner loop (vectorised), each θ_i still summed over j = 0..p−1 in order
+        else:  # a row's entries in the inner loop (vectorised), each θ_i still summed over j = 0..p−1 in order
             row = pb.phiT[j]
-            for i in range(T * S * V):
-                flat[i] += row[i] * wj
+            for u in range(rows.shape[0]):
+                base = rows[u] * V
+                for a in range(V):
+                    flat[base + a] += row[base + a] * wj
+    src = pb.theta_src
+    for r in range(T * S):
+        if src[r] != r:
+            for a in range(V):
+                flat[r * V + a] = flat[src[r] * V + a]
+
+
+@njit(cache=True)
+def policy_nb(pb, ws, logp):
+    """``log π_θ`` into ``logp`` and ``π = exp(log π)`` into ``ws.pi`` on the rows anything reads: computed on
+    ``pb.lp_rows`` (:func:`simulate.instances.log_softmax_row_nb`), copied to the reachable rows that share their
+    logits. An unreachable row keeps its old (finite) values: no path, occupancy or χ² term reads it."""
+    T, S, V = logp.shape
+    rows = pb.lp_rows
+    for u in range(rows.shape[0]):
+        t = rows[u] // S
+        s = rows[u] - t * S
+        log_softmax_row_nb(ws.theta, logp, t, s)
+        for a in range(V):
+            ws.pi[t, s, a] = math.exp(logp[t, s, a])
+    flat, pi = logp.reshape(T * S * V), ws.pi.reshape(T * S * V)
+    for i in range(pb.lp_dst.shape[0]):
+        dst = pb.lp_dst[i] * V
+        src = pb.lp_src[i] * V
+        for a in range(V):
+            flat[dst + a] = flat[src + a]
+            pi[dst + a] = pi[src + a]
 
 
 @njit(cache=True)
@@ -151,14 +144,10 @@ def finite_logits_nb(theta, theta_max):
 
 @njit(cache=True)
 def diagnose_nb(pb, ws, logp):
-    """``log π_{θ_k}`` into ``logp``, ``π = exp(log π)``, exact ``J(θ_k)`` and ``∇_θ J`` by one forward–backward
-    DP from ``d₀`` (:func:`simulate.instances.J_grad_law_nb`), ``∇_w J = Φᵀ∇_θ J`` into ``gJ``; returns
+    """``log π_{θ_k}`` into ``logp``, ``π = exp(log π)`` (:func:`policy_nb`), exact ``J(θ_k)`` and ``∇_θ J`` by one
+    forward–backward DP from ``d₀`` (:func:`simulate.instances.J_grad_law_nb`), ``∇_w J = Φᵀ∇_θ J`` into ``gJ``; returns
     ``(J, ‖∇_w J‖²)``."""
-    log_softmax_nb(ws.theta, logp)
-    T, S, V = logp.shape
-    flat, pi = logp.reshape(T * S * V), ws.pi.reshape(T * S * V)
-    for i in range(T * S * V):
-        pi[i] = math.exp(flat[i])
+    policy_nb(pb, ws, logp)
     Jk = J_grad_law_nb(ws.pi, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts, ws.grad, ws.occ, ws.val)
     to_params_nb(pb, ws.grad, ws.gJ)
     g2 = 0.0
@@ -173,8 +162,29 @@ def behaviour_nb(pb, ws, k, d, logp, logq, rec):
     start mixture, ``‖w_k − w_{k−d}‖₂`` and ``max_{τ∈supp μ} |log π(τ) − log μ(τ)|`` (largest over starts)."""
     B = ws.histw.shape[0]
     ws.histw[k % B] = ws.par
-    rec.chi2[k] = chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
+    rec.chi2[k] = behaviour_chi2_nb(pb, ws, logp, logq)
     overlap_nb(pb, ws, k, d, logp, logq, rec)
+
+
+@njit(cache=True, inline='always')
+def behaviour_chi2_nb(pb, ws, logp, logq):
+    """``χ²(π‖μ)`` of the start mixture (:func:`simulate.instances.chi2_law_nb`). Where rows share logits
+    (``pb.lp_dst``), the terms ``π²/μ`` are computed on ``pb.lp_rows`` and copied (``μ_k``'s rows were made by
+    :func:`policy_nb` with the same maps, so a copied row's term is the one it would compute); else inline."""
+    if pb.lp_dst.shape[0] == 0:
+        return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
+    T, S, V = logp.shape
+    rows = pb.lp_rows
+    for u in range(rows.shape[0]):
+        t = rows[u] // S
+        chi2_terms_row_nb(logp, logq, ws.w2, t, rows[u] - t * S)
+    w2 = ws.w2.reshape(T * S * V)
+    for i in range(pb.lp_dst.shape[0]):
+        dst = pb.lp_dst[i] * V
+        src = pb.lp_src[i] * V
+        for a in range(V):
+            w2[dst + a] = w2[src + a]
+    return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2, ws.w2)
 
 
 @njit(cache=True)
@@ -197,7 +207,8 @@ def overlap_nb(pb, ws, k, d, logp, logq, rec):
 def sample_nb(pb, ws, k, n_prompts, G, logp, logq):
     """``N`` trajectories from ``μ_k`` (group ``g`` from ``starts[(k·n_prompts + g) mod C]``), one uniform per
     token (then one per trajectory for a Bernoulli reward) drawn first, in the run's stream order; alias rows
-    of ``μ_k`` built on first visit. Fills ``ℓ_{n,t} = log π − log μ`` of each token, ``ℓ_n = Σ_t ℓ_{n,t}``
+    of ``μ_k`` built on first visit, one per source row of ``pb.theta_src`` (rows sharing ``log μ_k`` share it).
+    Fills ``ℓ_{n,t} = log π − log μ`` of each token, ``ℓ_n = Σ_t ℓ_{n,t}``
     and the returns ``R_n = Σ_t r_t + R_T`` (or ``1{u_n < R_n}``) into ``adv``."""
     N, T = ws.u.shape
     C = pb.starts.shape[0]
@@ -206,18 +217,22 @@ def sample_nb(pb, ws, k, n_prompts, G, logp, logq):
             ws.u[n, t] = np.random.random()
         if pb.bernoulli:
             ws.ub[n] = np.random.random()
-    V = logq.shape[2]
+    S, V = logq.shape[1], logq.shape[2]
     for n in range(N):
         s = pb.starts[(k * n_prompts + n // G) % C]
         for t in range(T):
-            if ws.stamp[t, s] != k:  # μ_k's alias row of (t, s), built once per step
-                alias_row_nb(logq, t, s, ws.prob, ws.alias, ws.scaled, ws.small, ws.large)
-                ws.stamp[t, s] = k
+            # the alias row of the row whose log μ_k this row copies (pb.theta_src): the same table
+            r = pb.theta_src[t * S + s]
+            tr = r // S
+            sr = r - tr * S
+            if ws.stamp[tr, sr] != k:  # μ_k's alias row, built once per step
+                alias_row_nb(logq, tr, sr, ws.prob, ws.alias, ws.scaled, ws.small, ws.large)
+                ws.stamp[tr, sr] = k
             x = ws.u[n, t] * V
             j = int(x)
             if j >= V:
                 j = V - 1
-            a = j if x - j < ws.prob[t, s, j] else ws.alias[t, s, j]
+            a = j if x - j < ws.prob[tr, sr, j] else ws.alias[tr, sr, j]
             ws.states[n, t] = s
             ws.actions[n, t] = a
             s = pb.next_state[t, s, a]

@@ -19,10 +19,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from asyncgrpo.estimators.kernels import estimator_flags_nb
-from simulate.instances import J_grad_law_nb, chi2_law_nb, log_softmax_nb
-from simulate.training.phases import (Record, advantages_nb, finite_logits_nb, logits_nb, make_problem_nb,
-                                      make_workspace_nb, overlap_nb, sample_nb, score_nb, to_params_nb, update_nb,
-                                      weights_nb)
+from simulate.instances import J_grad_law_nb
+from simulate.training.phases import (Record, advantages_nb, behaviour_chi2_nb, finite_logits_nb, logits_nb,
+                                      make_workspace_nb, overlap_nb, policy_nb, sample_nb, score_nb, to_params_nb,
+                                      update_nb, weights_nb)
+from simulate.training.problem import make_problem_nb
 
 #: Phase names, in the order of a step (the columns of :func:`profile_phases`).
 PHASES = ("divergence check", "log-softmax + exp", "J/∇J DP", "Φᵀ∇J + ‖∇J‖²", "χ² DP",
@@ -71,11 +72,7 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
             return steps
         c1 = _now(ts)
         logp = ws.histlp[k % B]
-        log_softmax_nb(ws.theta, logp)
-        T, S, V = logp.shape
-        flat, pi = logp.reshape(T * S * V), ws.pi.reshape(T * S * V)
-        for i in range(T * S * V):
-            pi[i] = math.exp(flat[i])
+        policy_nb(pb, ws, logp)
         c2 = _now(ts)
         Jk = J_grad_law_nb(ws.pi, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts, ws.grad, ws.occ, ws.val)
         c3 = _now(ts)
@@ -93,7 +90,7 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
         d = delays[k]
         logq = ws.histlp[(k - d) % B]
         ws.histw[k % B] = ws.par
-        rec.chi2[k] = chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
+        rec.chi2[k] = behaviour_chi2_nb(pb, ws, logp, logq)
         c5 = _now(ts)
         overlap_nb(pb, ws, k, d, logp, logq, rec)
         c6 = _now(ts)

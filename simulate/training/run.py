@@ -11,12 +11,15 @@ def run_training(config: TrainConfig, mdp=None) -> TrainResult:
     return run_many([config], mdp=mdp)[0]
 
 
-def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None, desc: str = "runs"):
+def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None, desc: str = "runs",
+             share_rows: bool = True):
     """Run many configurations; returns a list of :class:`TrainResult` in the same order.
 
     Configs are grouped by ``(instance, steps)``; each group runs in the parallel kernel, in chunks
     of ``chunk`` runs (default ``8 × threads``) so that ``progress`` can show a tqdm bar. ``mdp``
-    overrides the instance of every config (for tests with hand-built instances).
+    overrides the instance of every config (for tests with hand-built instances). ``share_rows=False``
+    computes the logits, ``log π`` and ``χ²`` terms of every row instead of once per distinct reachable row
+    (:func:`simulate.training.problem.row_maps_nb`): the same numbers, slower; the reference of the sharing.
     """
     import numba
 
@@ -37,7 +40,7 @@ def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None
         inputs = kernel_inputs(m)  # copied once per instance, not once per chunk
         for start in range(0, len(idx), chunk):
             part = [configs[j] for j in idx[start:start + chunk]]
-            for j, res in zip(idx[start:start + chunk], _run_batch(part, m, K, inputs)):
+            for j, res in zip(idx[start:start + chunk], _run_batch(part, m, K, inputs, share_rows)):
                 results[j] = res
             if bar is not None:
                 bar.update(len(part))
@@ -91,7 +94,7 @@ def kernel_inputs(mdp) -> tuple:
     return next_state, reward, step_reward, starts, phi, use_phi, bernoulli
 
 
-def _run_batch(configs, mdp, K, inputs) -> list[TrainResult]:
+def _run_batch(configs, mdp, K, inputs, share_rows=True) -> list[TrainResult]:
     next_state, reward, step_reward, starts, phi, use_phi, bernoulli = inputs
     shape = tuple(next_state.shape)
     R = len(configs)
@@ -113,8 +116,8 @@ def _run_batch(configs, mdp, K, inputs) -> list[TrainResult]:
     div = np.empty(R, dtype=np.int64)
     with np.errstate(all="ignore"):
         _train_batch_nb(
-            next_state, reward, step_reward, starts, phi, use_phi, bernoulli, w0, run_records(configs), delays,
-            J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, gdot, gneg, div,
+            next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share_rows, w0, run_records(configs),
+            delays, J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, gdot, gneg, div,
         )
     return [
         TrainResult(config=c, J=J[r], grad_norm2=gn2[r], chi2=chi2[r], clip_frac=clip[r], ess=ess[r],

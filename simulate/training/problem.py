@@ -1,0 +1,173 @@
+"""The instance as the training kernel reads it (:data:`Problem`, made once per batch): transitions, rewards, start
+states and their law, features ``Φ`` in dense and CSR forms, and the row maps that let rows sharing their logits
+compute them once (issue 37).
+
+Row ``r = t·S + s`` of the ``(T·S, V)`` logits. With features ``θ = Φw``, two rows with bit-equal feature blocks have
+bit-equal logits (the same sum of the same products in the same order), so ``θ`` is computed on one of them and
+copied; ``log π``, ``π`` and the ``χ²`` terms are computed on the sources of the *reachable* rows only (a row no path
+from a start visits has zero occupancy and zero ``χ²`` mass: nothing reads it). An LM-like policy whose features
+repeat over positions computes ``S`` rows instead of ``T·S``; every recorded number is unchanged
+(``tests/test_kernel_row_maps.py``, ``tests/test_kernel_identity.py``).
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from simulate.instances import start_law_nb
+
+#: The instance, fixed for a batch: transitions, rewards, start states, the start law ``d₀`` (uniform over
+#: ``starts``), features ``Φ`` and ``Φᵀ`` (row-major), also as CSR rows (for ``Φᵀg``) and CSR columns (for
+#: ``θ = Φw``) used when ``sparse``, and flags.
+Problem = namedtuple("Problem", ["next_state", "reward", "step_reward", "starts", "d0", "use_phi", "bernoulli",
+                                 "phi", "phiT", "sparse", "row_ptr", "row_col", "row_val", "col_ptr", "col_row",
+                                 "col_val", "theta_rows", "theta_src", "lp_rows", "lp_dst", "lp_src"])
+#: The row maps of a :data:`Problem` (:func:`row_maps_nb`), row ``r = t·S + s`` of the ``(T·S, V)`` logits: the rows
+#: whose ``θ`` is computed (``theta_rows``), each row's source (``theta_src[r] = r`` or an earlier row with the same
+#: features, hence the same logits), the rows whose ``log π`` and ``π`` are computed (``lp_rows``) and the reachable
+#: rows that copy them (``lp_dst[i]`` from ``lp_src[i]``).
+ROW_MAPS = ("theta_rows", "theta_src", "lp_rows", "lp_dst", "lp_src")
+#: ``Φ`` products run over its nonzero entries (CSR) below this density, else over the dense rows (vectorised)
+SPARSE_BELOW = 0.25
+
+@njit(cache=True)
+def csr_nb(a):
+    """CSR form ``(ptr, idx, val)`` of the nonzero entries of a 2-D array, row by row, columns ascending."""
+    n, m = a.shape
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        for j in range(m):
+            if a[i, j] != 0.0:
+                c += 1
+        ptr[i + 1] = ptr[i] + c
+    idx = np.empty(ptr[n], dtype=np.int64)
+    val = np.empty(ptr[n])
+    for i in range(n):
+        c = ptr[i]
+        for j in range(m):
+            if a[i, j] != 0.0:
+                idx[c] = j
+                val[c] = a[i, j]
+                c += 1
+    return ptr, idx, val
+
+
+@njit(cache=True)
+def reachable_nb(next_state, starts):
+    """``reach[t, s]``: whether ``(t, s)`` is on some path from a start state (any action at every step). A row
+    outside it is never visited, has zero occupancy and zero ``χ²`` mass, so nothing reads its ``log π``."""
+    T, S, V = next_state.shape
+    reach = np.zeros((T, S), dtype=np.bool_)
+    for c in range(starts.shape[0]):
+        reach[0, starts[c]] = True
+    for t in range(T - 1):
+        for s in range(S):
+            if reach[t, s]:
+                for a in range(V):
+                    reach[t + 1, next_state[t, s, a]] = True
+    return reach
+
+
+@njit(cache=True)
+def _same_row_nb(phi, V, r, q):
+    """Whether logit rows ``r`` and ``q`` have bit-equal feature blocks ``Φ[rV:(r+1)V]`` and ``Φ[qV:(q+1)V]``."""
+    for i in range(V):
+        for j in range(phi.shape[1]):
+            x = phi[r * V + i, j]
+            y = phi[q * V + i, j]
+            if not (x == y and math.copysign(1.0, x) == math.copysign(1.0, y)):
+                return False
+    return True
+
+
+@njit(cache=True)
+def row_maps_nb(next_state, starts, phi, use_phi, share):
+    """The row maps of :data:`ROW_MAPS`. With features, row ``r`` takes ``θ`` (and ``log π``, ``π``) from the first
+    row with a bit-equal feature block (``θ_r = Φ_r w`` is then the same sum of the same products), so a policy
+    whose features repeat over positions or states (an LM's, shared across ``t``) computes each distinct row once;
+    ``log π`` is computed only for sources of reachable rows (:func:`reachable_nb`). Tabular: every row is its own
+    source. Rows are visited in ascending order, so a computed row's arithmetic is unchanged. ``share=False``
+    gives the maps that compute every row (the reference the sharing is tested against)."""
+    T, S, V = next_state.shape
+    R = T * S
+    reach = reachable_nb(next_state, starts).reshape(R)
+    if not share:
+        reach[:] = True
+    theta_src = np.arange(R)
+    if use_phi and share:
+        key = np.zeros(R, dtype=np.uint64)  # a hash of each block: only rows with the same key are compared
+        for r in range(R):
+            h = np.uint64(1469598103934665603)
+            for i in range(V):
+                for j in range(phi.shape[1]):
+                    h = (h ^ np.uint64(hash(phi[r * V + i, j]) & 0xFFFFFFFFFFFF)) * np.uint64(1099511628211)
+            key[r] = h
+        for r in range(R):
+            for q in range(r):
+                if theta_src[q] == q and key[q] == key[r] and _same_row_nb(phi, V, r, q):
+                    theta_src[r] = q
+                    break
+    n_t = 0
+    for r in range(R):
+        if theta_src[r] == r:
+            n_t += 1
+    theta_rows = np.empty(n_t, dtype=np.int64)
+    n_t = 0
+    for r in range(R):
+        if theta_src[r] == r:
+            theta_rows[n_t] = r
+            n_t += 1
+    needed = np.zeros(R, dtype=np.bool_)
+    n_copy = 0
+    for r in range(R):
+        if reach[r]:
+            needed[theta_src[r]] = True
+            if theta_src[r] != r:
+                n_copy += 1
+    n_lp = 0
+    for r in range(R):
+        if needed[r]:
+            n_lp += 1
+    lp_rows = np.empty(n_lp, dtype=np.int64)
+    n_lp = 0
+    for r in range(R):
+        if needed[r]:
+            lp_rows[n_lp] = r
+            n_lp += 1
+    lp_dst = np.empty(n_copy, dtype=np.int64)
+    lp_src = np.empty(n_copy, dtype=np.int64)
+    n_copy = 0
+    for r in range(R):
+        if reach[r] and theta_src[r] != r:
+            lp_dst[n_copy] = r
+            lp_src[n_copy] = theta_src[r]
+            n_copy += 1
+    return theta_rows, theta_src, lp_rows, lp_dst, lp_src
+
+
+@njit(cache=True)
+def make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share=True):
+    """The :data:`Problem` of a batch; ``d₀(s) = Σ_c 1{starts[c] = s}/C``. ``θ = Φw`` by columns (CSR of ``Φᵀ``)
+    runs over the rows of ``theta_rows`` only (the other rows' entries are left out of it); ``share``: the row
+    maps of :func:`row_maps_nb`."""
+    d0 = start_law_nb(starts, next_state.shape[1])
+    phiT = np.ascontiguousarray(phi.T)
+    rp, rc, rv = csr_nb(phi)
+    theta_rows, theta_src, lp_rows, lp_dst, lp_src = row_maps_nb(next_state, starts, phi, use_phi, share)
+    V = next_state.shape[2]
+    phi_src = phi.copy()  # Φ with only the source rows' entries: their CSR columns give θ on those rows
+    if use_phi:
+        for r in range(theta_src.shape[0]):
+            if theta_src[r] != r:
+                phi_src[r * V:(r + 1) * V] = 0.0
+    cp, cr, cv = csr_nb(np.ascontiguousarray(phi_src.T))
+    sparse = rp[-1] < SPARSE_BELOW * phi.size
+    return Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
+                   cr, cv, theta_rows, theta_src, lp_rows, lp_dst, lp_src)
+
+
+__all__ = ["Problem", "ROW_MAPS", "SPARSE_BELOW", "csr_nb", "make_problem_nb", "reachable_nb", "row_maps_nb"]
