@@ -9,9 +9,11 @@ estimators (plugin-free peers included), delays 0/3/8, SGD and Adam, ``adv_norm`
 ``θ_0`` and runs that diverge (η large). The golden file holds a 16-byte SHA-256 prefix of the bytes of each
 recorded array per run (compact: the file stays far below 1 MB), so a failure names the run and the array.
 
-Exact equality is meaningful on any CPU only because the kernel runs without ``fastmath`` (no reassociation,
-no SVML): Numba then evaluates the same IEEE operations in the same order whatever the instruction set; the
-test is also run under ``NUMBA_CPU_NAME=generic`` (``make test-portable``). Regenerate (only for a *documented*
+Exact equality is meaningful on any CPU only because the kernel runs without ``fastmath`` (no reassociation) and
+without Intel's SVML (which Numba would use for vectorised ``exp`` loops when ``icc_rt`` is installed, whose
+results differ from the C library's in the last bit: :func:`test_numba_uses_no_svml`): Numba then evaluates the
+same IEEE operations in the same order whatever the instruction set; the test is also run under
+``NUMBA_CPU_NAME=generic`` (``make test-portable``). Regenerate (only for a *documented*
 change of the numbers) with ``python tests/test_kernel_identity.py --write``.
 """
 from __future__ import annotations
@@ -99,6 +101,14 @@ def test_grid_exercises_divergence_and_every_estimator():
     assert {lab.split("/")[1] for lab in labels} == set(ESTIMATOR_NAMES)
 
 
+def test_numba_uses_no_svml():
+    """The kernels' ``exp`` is the C library's: with SVML (``icc_rt`` installed) Numba vectorises ``exp`` loops with
+    its own ``exp``, and a loop the row sharing vectorises would then differ from one it does not."""
+    import numba
+
+    assert not numba.config.USING_SVML, "Numba uses Intel SVML here: set NUMBA_DISABLE_INTEL_SVML=1"
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: python tests/test_kernel_identity.py --write   (regenerates the golden file)")
@@ -108,3 +118,4 @@ if __name__ == "__main__":
                         digests=digests(results))
     print(f"wrote {GOLDEN} ({GOLDEN.stat().st_size} bytes, {len(labels)} runs, "
           f"{sum(r.diverged_at is not None for r in results)} diverged)")
+

@@ -86,24 +86,25 @@ def _train_one_nb(pb, w0, run, delays, rec):
 
 
 @njit(cache=True, parallel=True)
-def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share, w0, runs, delays,
+def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share_rows, w0, runs, delays,
                     J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, dpar_out, lrmax_out,
                     gpar_out, gdot_out, gneg_out, div_out):
     """:func:`_train_one_nb` for runs ``r = 0..R−1`` in parallel; ``runs`` is a :data:`RUN_DTYPE` array and
     per-run arrays carry a leading ``R`` axis. Inputs: ``next_state`` int64 (T,S,V), ``reward`` (S,) terminal
     ``R_T``, ``step_reward`` (T,S,V) per-step ``r_t``, ``starts`` int64 (C,), ``phi`` (T·S·V, p) features used
-    when ``use_phi``, ``share`` whether rows share their computed logits
-    (:func:`~simulate.training.problem.row_maps_nb`); outputs as :data:`~simulate.training.phases.Record`'s fields, ``div_out`` the divergence step.
+    when ``use_phi``, ``share_rows`` whether rows share their computed logits
+    (:func:`~simulate.training.problem.row_maps_nb`); outputs as :data:`~simulate.training.phases.Record`'s fields,
+    ``div_out`` the divergence step.
 
     Each run seeds Numba's (per-thread) generator itself, so its numbers do not depend on the
     thread or on the other runs of the batch.
     """
-    pb = make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share)
+    pb = make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share_rows)
     outs = (J_out, gn2_out, chi2_out, clip_out, ess_out, ghat_out, zero_out, theta_out, dpar_out, lrmax_out,
             gpar_out, gdot_out, gneg_out)
     # the prange body sees plain arrays only (a namedtuple crossing into Numba's parallel gufunc is not typed)
     arrays = (pb.d0, pb.phi, pb.phiT, pb.row_ptr, pb.row_col, pb.row_val, pb.col_ptr, pb.col_row, pb.col_val,
-              pb.theta_rows, pb.theta_src, pb.lp_rows, pb.lp_dst, pb.lp_src)
+              pb.theta_rows, pb.theta_src, pb.lp_rows, pb.copy_rows)
     sparse = pb.sparse
     for r in prange(runs.shape[0]):
         div_out[r] = _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse, arrays, w0[r],
@@ -113,11 +114,11 @@ def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
 
 @njit(cache=True)
 def _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse, arrays, w0, run, delays, outs, r):
-    """Run ``r`` of :func:`_train_batch_nb`: its :data:`Problem` and :data:`Record` views, then
+    """Run ``r`` of :func:`_train_batch_nb`: its :data:`~simulate.training.problem.Problem` and :data:`~simulate.training.phases.Record` views, then
     :func:`_train_one_nb`."""
-    d0, phi, phiT, rp, rc, rv, cp, cr, cv, theta_rows, theta_src, lp_rows, lp_dst, lp_src = arrays
+    d0, phi, phiT, rp, rc, rv, cp, cr, cv, theta_rows, theta_src, lp_rows, copy_rows = arrays
     pb = Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                 cr, cv, theta_rows, theta_src, lp_rows, lp_dst, lp_src)
+                 cr, cv, theta_rows, theta_src, lp_rows, copy_rows)
     J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, gdot, gneg = outs
     rec = Record(J[r], gn2[r], chi2[r], clip[r], ess[r], ghat[r], zero[r], theta[r], dpar[r], lrmax[r], gpar[r],
                  gdot[r], gneg[r])

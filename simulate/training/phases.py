@@ -6,7 +6,7 @@ the exact overlap diagnostics ``χ²``, ``‖w_k − w_{k−d}‖``, ``max |log 
 trajectories from ``μ_k`` and their returns), :func:`advantages_nb` (group-centred returns), :func:`weights_nb`
 (stop-gradient coefficients, clip fraction, ESS), :func:`score_nb` (``ĝ_k``) and :func:`update_nb` (``w_{k+1}``,
 ``θ_{k+1}``). Every scratch array lives in one :data:`Workspace` made once per run, the instance's arrays in one
-:data:`Problem` made once per batch, the recorded curves in one :data:`Record`.
+:data:`~simulate.training.problem.Problem` made once per batch, the recorded curves in one :data:`Record`.
 
 Bit-identity (``tests/test_kernel_identity.py``): each phase evaluates the same IEEE operations in the same order
 as the single-loop kernel it replaced. What is saved is work whose result was already known: ``π = exp(log π)``
@@ -60,7 +60,7 @@ def make_workspace_nb(pb, w0, N, G, B):
 def logits_nb(pb, ws):
     """``θ = Φw`` (``θ[i] = Σ_j Φ_ij w_j``, j ascending for every i) for a feature policy, else ``θ = w``. Only the
     rows of ``pb.theta_rows`` are summed; every other row is a copy of its source row, whose features (hence sum)
-    are bit-equal (:func:`row_maps_nb`)."""
+    are bit-equal (:func:`simulate.training.problem.row_maps_nb`)."""
     T, S, V = ws.theta.shape
     flat = ws.theta.reshape(T * S * V)
     if not pb.use_phi:
@@ -93,7 +93,8 @@ def logits_nb(pb, ws):
 def policy_nb(pb, ws, logp):
     """``log π_θ`` into ``logp`` and ``π = exp(log π)`` into ``ws.pi`` on the rows anything reads: computed on
     ``pb.lp_rows`` (:func:`simulate.instances.log_softmax_row_nb`), copied to the reachable rows that share their
-    logits. An unreachable row keeps its old (finite) values: no path, occupancy or χ² term reads it."""
+    logits. An unreachable row is never written (its zeros are read only by J's value pass, whose values there
+    feed no reachable row: :mod:`simulate.training.problem`)."""
     T, S, V = logp.shape
     rows = pb.lp_rows
     for u in range(rows.shape[0]):
@@ -103,9 +104,9 @@ def policy_nb(pb, ws, logp):
         for a in range(V):
             ws.pi[t, s, a] = math.exp(logp[t, s, a])
     flat, pi = logp.reshape(T * S * V), ws.pi.reshape(T * S * V)
-    for i in range(pb.lp_dst.shape[0]):
-        dst = pb.lp_dst[i] * V
-        src = pb.lp_src[i] * V
+    for i in range(pb.copy_rows.shape[0]):
+        dst = pb.copy_rows[i] * V
+        src = pb.theta_src[pb.copy_rows[i]] * V
         for a in range(V):
             flat[dst + a] = flat[src + a]
             pi[dst + a] = pi[src + a]
@@ -169,9 +170,9 @@ def behaviour_nb(pb, ws, k, d, logp, logq, rec):
 @njit(cache=True, inline='always')
 def behaviour_chi2_nb(pb, ws, logp, logq):
     """``χ²(π‖μ)`` of the start mixture (:func:`simulate.instances.chi2_law_nb`). Where rows share logits
-    (``pb.lp_dst``), the terms ``π²/μ`` are computed on ``pb.lp_rows`` and copied (``μ_k``'s rows were made by
+    (``pb.copy_rows``), the terms ``π²/μ`` are computed on ``pb.lp_rows`` and copied (``μ_k``'s rows were made by
     :func:`policy_nb` with the same maps, so a copied row's term is the one it would compute); else inline."""
-    if pb.lp_dst.shape[0] == 0:
+    if pb.copy_rows.shape[0] == 0:
         return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
     T, S, V = logp.shape
     rows = pb.lp_rows
@@ -179,9 +180,9 @@ def behaviour_chi2_nb(pb, ws, logp, logq):
         t = rows[u] // S
         chi2_terms_row_nb(logp, logq, ws.w2, t, rows[u] - t * S)
     w2 = ws.w2.reshape(T * S * V)
-    for i in range(pb.lp_dst.shape[0]):
-        dst = pb.lp_dst[i] * V
-        src = pb.lp_src[i] * V
+    for i in range(pb.copy_rows.shape[0]):
+        dst = pb.copy_rows[i] * V
+        src = pb.theta_src[pb.copy_rows[i]] * V
         for a in range(V):
             w2[dst + a] = w2[src + a]
     return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2, ws.w2)

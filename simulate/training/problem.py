@@ -4,8 +4,9 @@ compute them once (issue 37).
 
 Row ``r = t·S + s`` of the ``(T·S, V)`` logits. With features ``θ = Φw``, two rows with bit-equal feature blocks have
 bit-equal logits (the same sum of the same products in the same order), so ``θ`` is computed on one of them and
-copied; ``log π``, ``π`` and the ``χ²`` terms are computed on the sources of the *reachable* rows only (a row no path
-from a start visits has zero occupancy and zero ``χ²`` mass: nothing reads it). An LM-like policy whose features
+copied; ``log π``, ``π`` and the ``χ²`` terms are computed on the sources of the *reachable* rows only. A row no
+path from a start visits has zero occupancy and zero ``χ²`` mass: only the backward value pass of ``J`` reads its
+``π`` (never written, so 0), and those values feed no reachable row. An LM-like policy whose features
 repeat over positions computes ``S`` rows instead of ``T·S``; every recorded number is unchanged
 (``tests/test_kernel_row_maps.py``, ``tests/test_kernel_identity.py``).
 """
@@ -20,18 +21,20 @@ from numba import njit
 from simulate.instances import start_law_nb
 
 #: The instance, fixed for a batch: transitions, rewards, start states, the start law ``d₀`` (uniform over
-#: ``starts``), features ``Φ`` and ``Φᵀ`` (row-major), also as CSR rows (for ``Φᵀg``) and CSR columns (for
-#: ``θ = Φw``) used when ``sparse``, and flags.
+#: ``starts``), features ``Φ`` and ``Φᵀ`` (row-major), ``Φ`` as CSR rows (for ``Φᵀg``) and the source rows' part
+#: of ``Φ`` as CSR columns (for ``θ = Φw`` on ``theta_rows``, :func:`~simulate.training.phases.logits_nb`), used
+#: when ``sparse``, flags, and the row maps (:data:`ROW_MAPS`).
 Problem = namedtuple("Problem", ["next_state", "reward", "step_reward", "starts", "d0", "use_phi", "bernoulli",
                                  "phi", "phiT", "sparse", "row_ptr", "row_col", "row_val", "col_ptr", "col_row",
-                                 "col_val", "theta_rows", "theta_src", "lp_rows", "lp_dst", "lp_src"])
+                                 "col_val", "theta_rows", "theta_src", "lp_rows", "copy_rows"])
 #: The row maps of a :data:`Problem` (:func:`row_maps_nb`), row ``r = t·S + s`` of the ``(T·S, V)`` logits: the rows
 #: whose ``θ`` is computed (``theta_rows``), each row's source (``theta_src[r] = r`` or an earlier row with the same
 #: features, hence the same logits), the rows whose ``log π`` and ``π`` are computed (``lp_rows``) and the reachable
-#: rows that copy them (``lp_dst[i]`` from ``lp_src[i]``).
-ROW_MAPS = ("theta_rows", "theta_src", "lp_rows", "lp_dst", "lp_src")
+#: rows that copy them from their source (``copy_rows``).
+ROW_MAPS = ("theta_rows", "theta_src", "lp_rows", "copy_rows")
 #: ``Φ`` products run over its nonzero entries (CSR) below this density, else over the dense rows (vectorised)
 SPARSE_BELOW = 0.25
+
 
 @njit(cache=True)
 def csr_nb(a):
@@ -59,7 +62,7 @@ def csr_nb(a):
 @njit(cache=True)
 def reachable_nb(next_state, starts):
     """``reach[t, s]``: whether ``(t, s)`` is on some path from a start state (any action at every step). A row
-    outside it is never visited, has zero occupancy and zero ``χ²`` mass, so nothing reads its ``log π``."""
+    outside it is never visited and has zero occupancy and zero ``χ²`` mass (module docstring)."""
     T, S, V = next_state.shape
     reach = np.zeros((T, S), dtype=np.bool_)
     for c in range(starts.shape[0]):
@@ -85,13 +88,28 @@ def _same_row_nb(phi, V, r, q):
 
 
 @njit(cache=True)
+def _block_keys_nb(phi, V, R):
+    """A 64-bit hash of each row's feature block (equal blocks, equal keys; ``±0`` hash alike, which the exact
+    comparison of :func:`_same_row_nb` then separates)."""
+    key = np.empty(R, dtype=np.int64)
+    for r in range(R):
+        h = np.uint64(1469598103934665603)  # FNV-1a over the entries' hashes
+        for i in range(V):
+            for j in range(phi.shape[1]):
+                h = (h ^ np.uint64(hash(phi[r * V + i, j]) & 0xFFFFFFFFFFFF)) * np.uint64(1099511628211)
+        key[r] = np.int64(h >> np.uint64(1))
+    return key
+
+
+@njit(cache=True)
 def row_maps_nb(next_state, starts, phi, use_phi, share):
     """The row maps of :data:`ROW_MAPS`. With features, row ``r`` takes ``θ`` (and ``log π``, ``π``) from the first
     row with a bit-equal feature block (``θ_r = Φ_r w`` is then the same sum of the same products), so a policy
     whose features repeat over positions or states (an LM's, shared across ``t``) computes each distinct row once;
     ``log π`` is computed only for sources of reachable rows (:func:`reachable_nb`). Tabular: every row is its own
     source. Rows are visited in ascending order, so a computed row's arithmetic is unchanged. ``share=False``
-    gives the maps that compute every row (the reference the sharing is tested against)."""
+    gives the maps that compute every row (the reference the sharing is tested against). Cost: a stable sort of
+    the rows' block hashes, then comparisons within equal hashes only."""
     T, S, V = next_state.shape
     R = T * S
     reach = reachable_nb(next_state, starts).reshape(R)
@@ -99,65 +117,40 @@ def row_maps_nb(next_state, starts, phi, use_phi, share):
         reach[:] = True
     theta_src = np.arange(R)
     if use_phi and share:
-        key = np.zeros(R, dtype=np.uint64)  # a hash of each block: only rows with the same key are compared
-        for r in range(R):
-            h = np.uint64(1469598103934665603)
-            for i in range(V):
-                for j in range(phi.shape[1]):
-                    h = (h ^ np.uint64(hash(phi[r * V + i, j]) & 0xFFFFFFFFFFFF)) * np.uint64(1099511628211)
-            key[r] = h
-        for r in range(R):
-            for q in range(r):
-                if theta_src[q] == q and key[q] == key[r] and _same_row_nb(phi, V, r, q):
-                    theta_src[r] = q
-                    break
-    n_t = 0
-    for r in range(R):
-        if theta_src[r] == r:
-            n_t += 1
-    theta_rows = np.empty(n_t, dtype=np.int64)
-    n_t = 0
-    for r in range(R):
-        if theta_src[r] == r:
-            theta_rows[n_t] = r
-            n_t += 1
+        key = _block_keys_nb(phi, V, R)
+        order = np.argsort(key, kind="mergesort")  # stable: rows of one key stay in ascending order
+        lo = 0
+        while lo < R:
+            hi = lo + 1
+            while hi < R and key[order[hi]] == key[order[lo]]:
+                hi += 1
+            for x in range(lo + 1, hi):  # each row against the earlier sources of its key
+                r = order[x]
+                for y in range(lo, x):
+                    q = order[y]
+                    if theta_src[q] == q and _same_row_nb(phi, V, r, q):
+                        theta_src[r] = q
+                        break
+            lo = hi
+    theta_rows = np.nonzero(theta_src == np.arange(R))[0]
     needed = np.zeros(R, dtype=np.bool_)
-    n_copy = 0
     for r in range(R):
         if reach[r]:
             needed[theta_src[r]] = True
-            if theta_src[r] != r:
-                n_copy += 1
-    n_lp = 0
-    for r in range(R):
-        if needed[r]:
-            n_lp += 1
-    lp_rows = np.empty(n_lp, dtype=np.int64)
-    n_lp = 0
-    for r in range(R):
-        if needed[r]:
-            lp_rows[n_lp] = r
-            n_lp += 1
-    lp_dst = np.empty(n_copy, dtype=np.int64)
-    lp_src = np.empty(n_copy, dtype=np.int64)
-    n_copy = 0
-    for r in range(R):
-        if reach[r] and theta_src[r] != r:
-            lp_dst[n_copy] = r
-            lp_src[n_copy] = theta_src[r]
-            n_copy += 1
-    return theta_rows, theta_src, lp_rows, lp_dst, lp_src
+    lp_rows = np.nonzero(needed)[0]
+    copy_rows = np.nonzero(reach & (theta_src != np.arange(R)))[0]
+    return theta_rows, theta_src, lp_rows, copy_rows
 
 
 @njit(cache=True)
 def make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share=True):
     """The :data:`Problem` of a batch; ``d₀(s) = Σ_c 1{starts[c] = s}/C``. ``θ = Φw`` by columns (CSR of ``Φᵀ``)
-    runs over the rows of ``theta_rows`` only (the other rows' entries are left out of it); ``share``: the row
-    maps of :func:`row_maps_nb`."""
+    runs over the rows of ``theta_rows`` only (the other rows' entries are left out of it); ``share``: whether
+    rows share their computed logits (:func:`row_maps_nb`)."""
     d0 = start_law_nb(starts, next_state.shape[1])
     phiT = np.ascontiguousarray(phi.T)
     rp, rc, rv = csr_nb(phi)
-    theta_rows, theta_src, lp_rows, lp_dst, lp_src = row_maps_nb(next_state, starts, phi, use_phi, share)
+    theta_rows, theta_src, lp_rows, copy_rows = row_maps_nb(next_state, starts, phi, use_phi, share)
     V = next_state.shape[2]
     phi_src = phi.copy()  # Φ with only the source rows' entries: their CSR columns give θ on those rows
     if use_phi:
@@ -167,7 +160,7 @@ def make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
     cp, cr, cv = csr_nb(np.ascontiguousarray(phi_src.T))
     sparse = rp[-1] < SPARSE_BELOW * phi.size
     return Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                   cr, cv, theta_rows, theta_src, lp_rows, lp_dst, lp_src)
+                   cr, cv, theta_rows, theta_src, lp_rows, copy_rows)
 
 
 __all__ = ["Problem", "ROW_MAPS", "SPARSE_BELOW", "csr_nb", "make_problem_nb", "reachable_nb", "row_maps_nb"]
