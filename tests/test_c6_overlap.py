@@ -66,6 +66,26 @@ def test_logratio_max_equals_enumeration_over_every_path(name, scale):
         assert got == pytest.approx(brute, rel=1e-12, abs=1e-12 * (1 + scale * shape[0]))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 6), st.integers(2, 4), st.integers(1, 4), st.sampled_from([0.1, 3.0, 40.0]),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_logratio_max_from_several_starts_in_one_pass_is_the_largest_of_one_pass_per_start(T, S, V, C, scale,
+                                                                                        holes, seed):
+    """``logratio_max_starts_nb`` (one DP from every start, the kernel's) equals the largest of
+    :func:`logratio_max_nb` over the starts bit for bit (max-plus distributes over the starts; rounding is monotone),
+    also with actions outside μ's support and repeated starts."""
+    rng = np.random.default_rng(seed)
+    next_state = rng.integers(0, S, size=(T, S, V))
+    starts = rng.integers(0, S, size=C).astype(np.int64)
+    lp = tab.log_softmax_nb(scale * rng.standard_normal((T, S, V)), np.empty((T, S, V)))
+    lq = tab.log_softmax_nb(scale * rng.standard_normal((T, S, V)), np.empty((T, S, V)))
+    if holes:
+        lq[rng.random(size=lq.shape) < 0.3] = -np.inf
+    one_each = max(logratio_max_nb(lp, lq, next_state, int(c)) for c in starts)
+    got = tab.logratio_max_starts_nb(lp, lq, next_state, starts, np.empty((4, S)))
+    assert np.float64(got).tobytes() == np.float64(one_each).tobytes(), (got, one_each)
+
+
 def test_logratio_max_skips_actions_outside_the_support_and_reports_nan():
     inst = INSTANCES["tabular-count"]()
     shape = inst.next_state.shape

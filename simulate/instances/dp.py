@@ -196,15 +196,25 @@ def logratio_max_nb(logp, logq, next_state, s0):
     the largest and the smallest sum reaching each state obey ``hi_{t+1}(s') = max_{s,a→s'} hi_t(s) + x_t(s,a)``
     (``lo`` with min), ``hi_0 = lo_0 = 0`` at ``s0``; the result is ``max_s max(hi_T(s), −lo_T(s))``. An action
     with ``logq = −inf`` is outside μ's support and skipped. ``logp, logq (T,S,V)``. Cost ``O(T·S·V)``, as
-    :func:`chi2_nb`.
+    :func:`chi2_nb` (:func:`logratio_max_starts_nb` with one start).
     """
+    return logratio_max_starts_nb(logp, logq, next_state, np.array([s0], dtype=np.int64),
+                                  np.empty((4, logp.shape[1])))
+
+
+@njit(cache=True)
+def logratio_max_starts_nb(logp, logq, next_state, starts, scratch):
+    """The largest :func:`logratio_max_nb` over the start states ``starts`` (int64 (C,)) in one pass: the DP starts
+    from ``hi_0 = lo_0 = 0`` at every start, so ``hi_T(s)`` is the largest sum over paths from any start (the
+    max-plus recursion distributes over the starts, and rounding is monotone, ``fl(max_c a_c + x) = max_c fl(a_c + x)``:
+    the same number as one DP per start, at the cost of one). ``scratch``: ``(4, S)``, overwritten."""
     T, S, V = logp.shape
-    hi = np.full(S, -np.inf)
-    lo = np.full(S, np.inf)
-    hi[s0] = 0.0
-    lo[s0] = 0.0
-    nh = np.empty(S)
-    nl = np.empty(S)
+    hi, lo, nh, nl = scratch[0], scratch[1], scratch[2], scratch[3]
+    hi[:] = -np.inf
+    lo[:] = np.inf
+    for c in range(starts.shape[0]):
+        hi[starts[c]] = 0.0
+        lo[starts[c]] = 0.0
     for t in range(T):
         nh[:] = -np.inf
         nl[:] = np.inf
@@ -388,4 +398,4 @@ def stale_pair(mdp: TabularMDP, theta, d: float, eta: float, direction: str = "g
 
 
 __all__ = ["log_softmax_nb", "log_softmax_row_nb", "exact_J_grad_nb", "exact_J_grad_steps_nb", "chi2_nb", "start_law_nb", "J_grad_law_nb",
-           "chi2_law_nb", "chi2_terms_row_nb", "exp_nb", "logratio_max_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "state_distribution", "backward_values", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]
+           "chi2_law_nb", "chi2_terms_row_nb", "exp_nb", "logratio_max_nb", "logratio_max_starts_nb", "log_policy", "exact_J_grad", "exact_J", "expected_score", "exact_grad_J", "state_distribution", "backward_values", "ratio_moment", "chi2", "enumerate_paths", "ratio_moments", "stale_pair"]

@@ -27,7 +27,7 @@ from numba import njit
 from asyncgrpo.estimators.kernels import log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
 from simulate.instances import (J_grad_law_nb, add_score_pi_nb, alias_row_nb, chi2_law_nb, chi2_terms_row_nb,
-                                log_softmax_row_nb, logratio_max_nb)
+                                log_softmax_row_nb, logratio_max_starts_nb)
 
 #: The curves of one run (``kernel._train_one_nb`` documents each).
 Record = namedtuple("Record", ["J", "gn2", "chi2", "clip", "ess", "ghat", "zero", "theta", "dpar", "lrmax",
@@ -37,7 +37,7 @@ Record = namedtuple("Record", ["J", "gn2", "chi2", "clip", "ess", "ghat", "zero"
 Workspace = namedtuple("Workspace", [
     "par", "theta", "histlp", "histw", "pi", "grad", "ghat", "gneg", "gw", "gJ", "gneg_w", "m1", "m2",
     "occ", "val", "f", "f2", "prob", "alias", "stamp", "scaled", "small", "large",
-    "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw", "w2"])
+    "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw", "w2", "mp"])
 
 
 @njit(cache=True)
@@ -53,7 +53,7 @@ def make_workspace_nb(pb, w0, N, G, B):
         np.empty(V, dtype=np.int64), np.empty(V, dtype=np.int64), np.empty((N, T), dtype=np.int64),
         np.empty((N, T), dtype=np.int64), np.empty(N, dtype=np.int64), np.empty((N, T)), np.empty(N),
         np.empty((N, T)), np.empty(N), np.empty(N), np.ones((N, T), dtype=np.bool_), np.empty((N, T)),
-        np.empty((N, T)), np.empty(G), np.zeros((T, S, V)))
+        np.empty((N, T)), np.empty(G), np.zeros((T, S, V)), np.empty((4, S)))
 
 
 @njit(cache=True)
@@ -198,10 +198,8 @@ def overlap_nb(pb, ws, k, d, logp, logq, rec):
     for j in range(ws.par.shape[0]):
         dw2 += (ws.par[j] - old[j]) * (ws.par[j] - old[j])
     rec.dpar[k] = math.sqrt(dw2)
-    lrm = 0.0
-    for c in range(pb.starts.shape[0]):  # the context law is shared by π and μ: the largest over the contexts
-        lrm = max(lrm, logratio_max_nb(logp, logq, pb.next_state, pb.starts[c]))
-    rec.lrmax[k] = lrm
+    # the context law is shared by π and μ: the largest over the contexts, in one pass from all of them
+    rec.lrmax[k] = logratio_max_starts_nb(logp, logq, pb.next_state, pb.starts, ws.mp)
 
 
 @njit(cache=True)
