@@ -222,8 +222,10 @@ def sample_nb(pb, ws, k, n_prompts, G, logp, logq):
         for t in range(T):
             # the alias row of the row whose log μ_k this row copies (pb.theta_src): the same table
             r = pb.theta_src[t * S + s]
-            tr = r // S
-            sr = r - tr * S
+            tr, sr = t, s
+            if r != t * S + s:  # a copied row (no division on the rows that are their own source)
+                tr = r // S
+                sr = r - tr * S
             if ws.stamp[tr, sr] != k:  # μ_k's alias row, built once per step
                 alias_row_nb(logq, tr, sr, ws.prob, ws.alias, ws.scaled, ws.small, ws.large)
                 ws.stamp[tr, sr] = k
