@@ -29,7 +29,7 @@ def log_softmax_nb(theta, out):
     return out
 
 
-@njit(cache=True, inline='always')  # per row: a call would cost more than the row
+@njit(cache=True)
 def log_softmax_row_nb(theta, out, t, s):
     """One row of :func:`log_softmax_nb`: ``out[t,s,:] = θ[t,s,:] − (m + log Σ_a exp(θ[t,s,a] − m))``,
     ``m = max_a θ[t,s,a]`` (the same operations in the same order whichever rows a caller computes)."""
@@ -169,7 +169,7 @@ def chi2_law_nb(logp, logq, next_state, d0, f, g, w2=None):
     return tot - 1.0
 
 
-@njit(cache=True, inline='always')  # per row: a call would cost more than the row
+@njit(cache=True)
 def chi2_terms_row_nb(logp, logq, w2, t, s):
     """``w2[t,s,a] = π(a|s)²/μ(a|s) = exp(2 log π − log μ)``, one row (the terms of :func:`chi2_law_nb`)."""
     for a in range(logp.shape[2]):

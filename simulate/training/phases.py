@@ -95,7 +95,7 @@ def policy_nb(pb, ws, logp):
     ``pb.lp_rows`` (:func:`simulate.instances.log_softmax_row_nb`), copied to the reachable rows that share their
     logits. An unreachable row is never written (its zeros are read only by J's value pass, whose values there
     feed no reachable row: :mod:`simulate.training.problem`)."""
-    T, S, V = logp.shape
+    S, V = logp.shape[1], logp.shape[2]
     rows = pb.lp_rows
     for u in range(rows.shape[0]):
         t = rows[u] // S
@@ -103,13 +103,21 @@ def policy_nb(pb, ws, logp):
         log_softmax_row_nb(ws.theta, logp, t, s)
         for a in range(V):
             ws.pi[t, s, a] = math.exp(logp[t, s, a])
-    flat, pi = logp.reshape(T * S * V), ws.pi.reshape(T * S * V)
+    copy_rows_nb(pb, logp)
+    copy_rows_nb(pb, ws.pi)
+
+
+@njit(cache=True)
+def copy_rows_nb(pb, x):
+    """``x[r] = x[theta_src[r]]`` for every row ``r`` of ``pb.copy_rows`` (``x``: ``(T,S,V)``, rows ``r = t·S + s``):
+    a reachable row takes what its source row computed."""
+    T, S, V = x.shape
+    flat = x.reshape(T * S * V)
     for i in range(pb.copy_rows.shape[0]):
         dst = pb.copy_rows[i] * V
         src = pb.theta_src[pb.copy_rows[i]] * V
         for a in range(V):
             flat[dst + a] = flat[src + a]
-            pi[dst + a] = pi[src + a]
 
 
 @njit(cache=True)
@@ -167,24 +175,19 @@ def behaviour_nb(pb, ws, k, d, logp, logq, rec):
     overlap_nb(pb, ws, k, d, logp, logq, rec)
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def behaviour_chi2_nb(pb, ws, logp, logq):
     """``χ²(π‖μ)`` of the start mixture (:func:`simulate.instances.chi2_law_nb`). Where rows share logits
     (``pb.copy_rows``), the terms ``π²/μ`` are computed on ``pb.lp_rows`` and copied (``μ_k``'s rows were made by
     :func:`policy_nb` with the same maps, so a copied row's term is the one it would compute); else inline."""
     if pb.copy_rows.shape[0] == 0:
         return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
-    T, S, V = logp.shape
+    S = logp.shape[1]
     rows = pb.lp_rows
     for u in range(rows.shape[0]):
         t = rows[u] // S
         chi2_terms_row_nb(logp, logq, ws.w2, t, rows[u] - t * S)
-    w2 = ws.w2.reshape(T * S * V)
-    for i in range(pb.copy_rows.shape[0]):
-        dst = pb.copy_rows[i] * V
-        src = pb.theta_src[pb.copy_rows[i]] * V
-        for a in range(V):
-            w2[dst + a] = w2[src + a]
+    copy_rows_nb(pb, ws.w2)
     return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2, ws.w2)
 
 
