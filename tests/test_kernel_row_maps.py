@@ -82,6 +82,11 @@ def test_row_maps_follow_their_definition(inst):
     assert theta_rows.tolist() == list(range(R)) == theta_src.tolist() == lp_rows.tolist() and copy_rows.size == 0
 
 
+def test_share_rows_must_be_a_bool():
+    with pytest.raises(ValueError, match="share_rows must be True or False"):
+        run_many([], share_rows="no")
+
+
 @pytest.mark.parametrize("name, computed, copied", [
     # features shared over positions: one θ row per state (17), every reachable row but those 17 copies
     ("feature-lm-bernoulli", 17, 112),

@@ -23,6 +23,8 @@ def run_many(configs, mdp=None, progress: bool = False, chunk: int | None = None
     """
     import numba
 
+    if not isinstance(share_rows, (bool, np.bool_)):
+        raise ValueError(f"share_rows must be True or False, got {share_rows!r}")
     configs = list(configs)
     results: list[TrainResult | None] = [None] * len(configs)
     groups: dict = {}
