@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulate.instances.products import phi_t_g, phi_w
 from simulate.protocol.instances import TrainingInstance, exact_J_grad_w
 
 __all__ = ["prompt_answer", "supervised_init", "answers", "hidden"]
@@ -40,7 +41,9 @@ def answers(C: int, V: int, T: int, seed: int, m: int = 6) -> np.ndarray:
     """``ans (C, T)``: the answers a random teacher ``W* ∈ R^{V×m}`` gives, ``ans[c,t] = argmax_a ⟨W*_a, h(c,t)⟩``,
     so the log-linear class can reach every answer (``sup_w J = 1``, approached as ``‖w‖`` grows)."""
     teacher = np.random.default_rng([int(seed), 33]).standard_normal((V, m))
-    return np.argmax(hidden(C, T, m, seed) @ teacher.T, axis=-1)
+    h = hidden(C, T, m, seed).reshape(C * T, m)
+    scores = np.stack([phi_w(h, teacher[a]) for a in range(V)], axis=-1)  # fixed order, not BLAS
+    return np.argmax(scores, axis=-1).reshape(C, T)
 
 
 def _check(C, V, T, reward, features):
@@ -113,12 +116,12 @@ def supervised_init(inst: TrainingInstance, ans: np.ndarray, target: float, lr: 
         J, _g = exact_J_grad_w(inst, w)
         if J >= target:
             return w
-        logits = (phi @ w if phi is not None else w[idx.ravel()]).reshape(idx.shape)
+        logits = (phi_w(phi, w) if phi is not None else w[idx.ravel()]).reshape(idx.shape)
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         p[np.arange(len(y)), y] -= 1.0  # ∂CE/∂logits = π − onehot
         if phi is not None:
-            grad = phi.T @ p.ravel() / len(y)
+            grad = phi_t_g(phi, p) / len(y)
         else:
             grad = np.zeros(inst.n_params)
             np.add.at(grad, idx.ravel(), p.ravel() / len(y))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulate import instances as tab
+from simulate.instances.products import phi_t_g, phi_w
 from simulate.training import count_frac_mdp
 from simulate.training.contexts import J_grad_starts_nb
 
@@ -149,7 +150,8 @@ class TrainingInstance:
         w = np.asarray(w, dtype=np.float64)
         if w.shape != (self.n_params,):
             raise ValueError(f"w must have shape (n_params,) = ({self.n_params},), got {w.shape}")
-        return (self.features @ w if self.features is not None else w).reshape(self.theta_shape)
+        # a fixed summation order, not BLAS: θ is the same on every CPU (simulate.instances.products)
+        return (phi_w(self.features, w) if self.features is not None else w).reshape(self.theta_shape)
 
     def exact_J_grad(self, w) -> tuple[float, np.ndarray]:
         """``(J(w), ∇_w J(w))`` exactly (:func:`exact_J_grad_w`)."""
@@ -184,7 +186,7 @@ def exact_J_grad_w(inst: TrainingInstance, w) -> tuple[float, np.ndarray]:
         J = tab.exact_J_grad_steps_nb(logp, inst.next_state, step, inst.reward, inst.s0, grad)
     else:  # the average over contexts, J = (1/C) Σ_c J_c
         J = J_grad_starts_nb(logp, inst.next_state, step, inst.reward, inst.starts, grad, np.empty_like(theta))
-    g = inst.features.T @ grad.ravel() if inst.features is not None else grad.ravel()
+    g = phi_t_g(inst.features, grad) if inst.features is not None else grad.ravel()
     return float(J), g
 
 
