@@ -38,7 +38,7 @@ TORCH_FLOAT_TESTS = tests/test_integration_trl.py tests/test_integration_verl.py
 	tests/test_peer_corrections.py tests/test_peer_losses.py tests/test_peer_metrics.py tests/test_token_level.py \
 	tests/test_estimators.py tests/faults/test_policy_loss_faults.py tests/faults/test_policy_loss_overflow.py \
 	tests/faults/test_torch_validation.py tests/faults/test_weight_cap_dtypes.py \
-	tests/test_peer_parity_verl.py tests/test_peer_parity_trl.py
+	tests/test_peer_parity_verl.py tests/test_peer_parity_trl.py tests/test_bridge_t2_portable.py
 NUMBA_FLOAT_TESTS = tests/test_core_contracts.py tests/test_estimators.py tests/test_token_level.py \
 	tests/test_montecarlo.py tests/test_montecarlo_exact.py tests/test_montecarlo_scaling.py \
 	tests/test_bench_training.py tests/test_training.py tests/test_kernel_identity.py tests/test_kernel_row_maps.py \

@@ -119,7 +119,7 @@ def test_bad_parameters_raise_clear_errors():
     for d in (-1, 33, 8.0, True):
         with pytest.raises(ValueError, match="d must be an integer in 0..32"):
             tr.base_config(d=d)
-    with pytest.raises(ValueError, match="protocol must be 't1'"):
+    with pytest.raises(ValueError, match="protocol must be 't2'"):
         tr.run_cell(estimator="gmc", d=0, seed=0, mode="test", protocol="t0")
     with pytest.raises(ValueError, match="digits must be in 1..3"):
         xj.all_problems(TaskConfig(digits=4))
@@ -139,10 +139,27 @@ def test_rung_cache_keys_are_stable():
     c0, c1 = sw.cells[0], sw.cells[-1]
     assert (c0.id, c1.id) == ("onpolicy-d0-s0", "grpo-d32-s11")
     assert c0.settings == {"estimator": "onpolicy", "d": 0, "seed": 0, "mode": "standard",
-                           "cache_dir": "results/bridge/llm-cache", "protocol": "t1"}
+                           "cache_dir": "results/bridge/llm-cache", "protocol": "t2"}
     # the key given a code version (the engine adds the package hash): a change of settings is a new key
-    assert cell_key(sw.fn, c0.settings, "v") == "b2869c91eac327530ae50ce5"
-    assert cell_key(sw.fn, c1.settings, "v") == "2b5e3964bfa0f034eef99677"
+    assert cell_key(sw.fn, c0.settings, "v") == "f99595193f732118f28f9b99"
+    assert cell_key(sw.fn, c1.settings, "v") == "251309b14d8340b3c9dbbc33"
+
+
+def test_protocol_t2_starts_every_run_from_the_committed_warm_start_in_float64(tmp_path):
+    """t2 (module docstring): the registered file, its SHA-256, float64; the warm start is that file (no training),
+    so every machine starts from the same policy; ``frozen=False`` gives t1's float32 supervised settings."""
+    from simulate.llm.frozen import file_sha256, resolve
+    from simulate.llm.warmstart import warm_start
+
+    cfg = tr.base_config("test", cache_dir=str(tmp_path))
+    assert cfg.dtype == "float64" and cfg.warmstart.frozen == tr.PROTOCOL["warmstart_frozen"]
+    assert file_sha256(resolve(cfg.warmstart.frozen)) == cfg.warmstart.frozen_sha256
+    model, _, info = warm_start(cfg, progress=False)
+    assert info["frozen"] is True and info["steps"] == tr.PROTOCOL["warmstart_steps"]
+    assert next(model.parameters()).dtype == torch.float64
+    assert not (tmp_path / "warmstart").exists()  # loaded, not trained and cached
+    t1 = tr.base_config("test", frozen=False)
+    assert t1.dtype == "float32" and t1.warmstart.frozen == "" and t1.warmstart.frozen_sha256 == ""
 
 
 def test_existing_lm_config_hashes_are_unchanged(monkeypatch):

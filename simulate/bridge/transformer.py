@@ -26,6 +26,16 @@ seeds: prompts and sampling; one shared warm start, as the LM protocol); no η t
 the ladder's (:func:`simulate.protocol.cells.run_metrics` with ``J* = 1``, the strict reward's optimum, which
 the softmax transformer approaches but does not attain, and ``collapse_drop = 0.5``).
 
+**Protocol t2** (6 Dec 2026, before any t2 run): t1's settings, with two changes so that a run does not move with
+the CPU. (1) The warm start is a committed file (``PROTOCOL["warmstart_frozen"]``, :mod:`simulate.llm.frozen`, SHA-256
+checked before use): t1's 110 supervised float32 steps as made on an AMD EPYC (AVX2) on 6 Dec 2026, where they
+reach J₀ = 0.485 (the training prompts' exact J), against 0.572 on the AMD EPYC where t1's rule was fixed and 0.562
+on the Intel Xeon (AVX-512) that made t1's report: the supervised warm start is chaotic across CPU kernels and
+library versions (:mod:`simulate.llm.frozen`), so t1's rung started from another policy on each machine, and its
+onpolicy failure counts at d = 8 and 32 moved from 12/12 and 8/12 (Intel) to 9/12 and 6/12 (this AMD). (2) The RL
+phase runs in float64 (``dtype``), as LM protocol v7: from one start, kernel round-off then stays ~1e-16 and cannot
+move a sampled token. :func:`freeze_warmstart` re-makes the file from t1's settings (on the machine it runs on).
+
 Cells: one per run (seed × estimator × d), through the :mod:`sweep` engine (keyed by settings and code version,
 verified reads: a damaged cell is recomputed), in long format (one row per version), so a warm ``make run``
 recomputes nothing and an interrupted sweep resumes.
@@ -39,8 +49,8 @@ import time
 import numpy as np
 import pandas as pd
 
-__all__ = ["PROTOCOL", "MODES", "RUNG", "ARM", "ESTIMATORS", "DELAYS", "settings", "base_config", "cells",
-           "run_cell", "run_rung", "run_rows", "rung_sweep"]
+__all__ = ["PROTOCOL", "MODES", "RUNG", "ARM", "ESTIMATORS", "DELAYS", "settings", "base_config", "freeze_warmstart",
+           "cells", "run_cell", "run_rung", "run_rows", "rung_sweep"]
 
 RUNG = "9-transformer"
 ARM = "LM η = 3e-4"
@@ -48,9 +58,11 @@ ESTIMATORS = ("onpolicy", "is", "gmc", "grpo")
 DELAYS = (0, 8, 32)
 COLLAPSE_DROP = 0.5  # the ladder's (protocol v4's) failure rule
 #: The rung's fixed settings (LM protocol v5's RL settings where the harness has them).
-PROTOCOL = dict(version="t1", preset="tiny", digits=1, max_new_tokens=3, warmstart_steps=110, warmstart_batch_size=64,
+PROTOCOL = dict(version="t2", preset="tiny", digits=1, max_new_tokens=3, warmstart_steps=110, warmstart_batch_size=64,
                 warmstart_eta=3e-3, warmstart_seed=0, G=8, n_prompts=8, eta=3e-4, warmup_steps=10, adv_norm=True,
-                length_normalize=True, eps=0.2, max_grad_norm=1.0, threads=1, n_eval=12)
+                length_normalize=True, eps=0.2, max_grad_norm=1.0, threads=1, n_eval=12, dtype="float64",
+                warmstart_dtype="float32", warmstart_frozen="bridge-rung9-t2.pt",
+                warmstart_frozen_sha256="51818bff87ac201e6a73e93d51fba750a6ee9c7f0cfafab56e6f202bae7f4d68")
 MODES = {
     "standard": dict(K=64, seeds=tuple(range(12))),
     "quick": dict(K=40, seeds=(0, 1)),
@@ -67,8 +79,9 @@ def settings(mode: str) -> dict:
 
 
 def base_config(mode: str = "standard", *, estimator: str = "gmc", d: int = 0, seed: int = 0,
-                cache_dir: str = CACHE_DIR):
-    """The run's :class:`simulate.llm.config.TrainConfig` (``estimator``, delay ``d``, RL ``seed``)."""
+                cache_dir: str = CACHE_DIR, frozen: bool = True):
+    """The run's :class:`simulate.llm.config.TrainConfig` (``estimator``, delay ``d``, RL ``seed``): the frozen warm
+    start and float64 (protocol t2); ``frozen=False``: t1's, the supervised warm start trained here in float32."""
     from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
 
     s = settings(mode)
@@ -84,8 +97,19 @@ def base_config(mode: str = "standard", *, estimator: str = "gmc", d: int = 0, s
         eval_every=s["K"], seed=int(seed), warmstart_seed=P["warmstart_seed"], preset=P["preset"],
         threads=P["threads"], out_dir=f"{cache_dir}/unused", cache_dir=cache_dir,
         task=TaskConfig(task="arithmetic", digits=P["digits"], n_eval=P["n_eval"]),
+        dtype=P["dtype"] if frozen else P["warmstart_dtype"],
         warmstart=WarmStartConfig(steps=s["warmstart_steps"], batch_size=P["warmstart_batch_size"],
-                                  eta=P["warmstart_eta"]))
+                                  eta=P["warmstart_eta"], frozen=P["warmstart_frozen"] if frozen else "",
+                                  frozen_sha256=P["warmstart_frozen_sha256"] if frozen else ""))
+
+
+def freeze_warmstart(out: str, *, cache_dir: str = CACHE_DIR, progress: bool = True) -> dict:
+    """Write t1's warm start (110 supervised float32 steps, ``base_config(frozen=False)``; trained here, or read
+    from the harness's cache) to ``out`` as a frozen file (:func:`simulate.llm.warmstart.freeze`); returns its
+    ``{"path", "sha256", "info"}``. Register a new file by its SHA-256 in :data:`PROTOCOL` (a new version)."""
+    from simulate.llm.warmstart import freeze
+
+    return freeze(base_config("standard", frozen=False, cache_dir=cache_dir), out, progress=progress)
 
 
 def cells(mode: str, cache_dir: str = CACHE_DIR) -> list[tuple[str, dict]]:
