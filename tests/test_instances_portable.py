@@ -39,13 +39,7 @@ def _ref_phi_w(phi, w):
 
 
 def _ref_phi_t_g(phi, g):
-    out = []
-    for j in range(phi.shape[1]):
-        acc = 0.0
-        for i in range(phi.shape[0]):
-            acc += float(phi[i, j]) * float(g[i])
-        out.append(acc)
-    return np.array(out)
+    return _ref_phi_w(phi.T, g)  # (Φᵀg)_j = Σ_i Φ_ij g_i, i ascending: row j of Φᵀ times g
 
 
 @settings(max_examples=60, deadline=None)
