@@ -3,14 +3,20 @@
 ``lm-faithful-exact``'s supervised warm start was iterated on BLAS products, whose summation order is the CPU's
 BLAS kernel's: on an AMD EPYC (OpenBLAS Haswell kernels) it ended at another ``w_init`` than on the Intel Xeon
 that wrote the kernel's golden file, and every recorded array of that instance differed. The products are now
-fixed-order loops (:mod:`simulate.instances.products`). Guarded here by (1) the products against a plain Python
-reading of their definition, (2) every registered instance built under another OpenBLAS kernel
-(``OPENBLAS_CORETYPE=Prescott``, SSE3, which every x86-64 CPU runs) in a subprocess, bit for bit.
+fixed-order loops (:mod:`simulate.instances.products`). On an AMD EPYC with AVX-512 the same warm start moved
+again: NumPy's ``np.exp`` runs an AVX-512 implementation there whose last bits are not libm's; the warm start now
+takes libm's ``exp`` (:func:`simulate.instances.products.exp`). Guarded here by (1) the products and ``exp``
+against a plain Python reading of their definition, (2) every registered instance built under the oldest kernels
+of both libraries — OpenBLAS's SSE3 kernel (``OPENBLAS_CORETYPE=Prescott``) and NumPy's baseline code, every
+run-time dispatched SIMD target this CPU has disabled (``NPY_DISABLE_CPU_FEATURES``) — in a subprocess, bit for
+bit. (2) can only catch a NumPy dependence on a CPU that has a dispatched target beyond the baseline (AVX2 or
+AVX-512 on x86-64: every current server CPU).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -22,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from simulate.instances.products import phi_t_g, phi_w
+from simulate.instances.products import exp, phi_t_g, phi_w
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINITE = st.floats(-1e3, 1e3, allow_nan=False, width=64)
@@ -52,6 +58,14 @@ def test_products_sum_in_the_documented_order(case):
     assert np.array_equal(phi_t_g(phi, g), _ref_phi_t_g(phi, g))
 
 
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float64, st.integers(0, 40), elements=st.floats(-745.0, 709.0, allow_nan=False, width=64)))
+def test_exp_is_libms(x):
+    """:func:`exp` is ``math.exp`` (libm) value by value, whatever NumPy's ``np.exp`` runs on this CPU."""
+    assert np.array_equal(exp(x), np.array([math.exp(float(v)) for v in x]))
+    assert exp(x.reshape(1, -1)).shape == (1, x.shape[0])
+
+
 def test_products_name_a_bad_argument():
     phi = np.ones((3, 2))
     with pytest.raises(ValueError, match="w must have 2 entries"):
@@ -64,8 +78,9 @@ def test_products_name_a_bad_argument():
 
 SCRIPT = r'''
 import hashlib, json, numpy as np
+from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 from simulate.protocol.instances import INSTANCES, get_instance
-out = {}
+out = {"numpy targets": sorted(t for t in __cpu_dispatch__ if __cpu_features__.get(t))}
 for name in sorted(INSTANCES):
     inst = get_instance(name)
     for f in ("next_state", "reward", "step_reward", "features", "starts", "w_init"):
@@ -78,22 +93,36 @@ print("RESULT" + json.dumps(out))
 '''
 
 
-def _digests(coretype: str | None) -> dict:
+def _numpy_targets() -> list[str]:
+    """NumPy's run-time dispatched SIMD targets that this CPU has (e.g. ``X86_V3``, ``X86_V4``, ``AVX512_ICL``)."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    return sorted(t for t in __cpu_dispatch__ if __cpu_features__.get(t))
+
+
+def _digests(oldest: bool) -> dict:
+    """Digests of every registered instance, built in a subprocess on this CPU's kernels or (``oldest``) on
+    OpenBLAS's SSE3 kernel with every NumPy dispatched target disabled."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    env.pop("OPENBLAS_CORETYPE", None)
-    if coretype:
-        env["OPENBLAS_CORETYPE"] = coretype
+    for var in ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES"):
+        env.pop(var, None)
+    if oldest:
+        env["OPENBLAS_CORETYPE"] = "Prescott"
+        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(_numpy_targets())
     p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.split("RESULT", 1)[1])
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="OPENBLAS_CORETYPE=Prescott is x86-64")
-def test_registered_instances_do_not_depend_on_the_blas_kernel():
-    """Each registered instance's arrays and its exact ``J(w₀)`` under this CPU's OpenBLAS kernel and under the
-    SSE3 (Prescott) kernel: equal bit for bit. (Seen failing before the fixed-order products: ``w_init`` of
-    ``lm-faithful-exact`` differed.)"""
-    here, sse3 = _digests(None), _digests("Prescott")
-    assert here.keys() == sse3.keys()
-    diff = sorted(k for k in here if here[k] != sse3[k])
-    assert not diff, f"built differently under another BLAS kernel: {diff}"
+def test_registered_instances_do_not_depend_on_the_cpus_kernels():
+    """Each registered instance's arrays and its exact ``J(w₀)`` under this CPU's OpenBLAS and NumPy kernels and
+    under the oldest ones (module docstring): equal bit for bit. (Seen failing before the fixed-order products,
+    under Prescott, and before libm's ``exp``, with NumPy's AVX-512 targets disabled on an AVX-512 CPU: ``w_init``
+    of ``lm-faithful-exact`` differed.)"""
+    here, old = _digests(False), _digests(True)
+    assert here.pop("numpy targets") == _numpy_targets()
+    assert old.pop("numpy targets") == [], "NPY_DISABLE_CPU_FEATURES did not disable NumPy's dispatched targets"
+    assert here.keys() == old.keys()
+    diff = sorted(k for k in here if here[k] != old[k])
+    assert not diff, f"built differently on the oldest kernels: {diff}"

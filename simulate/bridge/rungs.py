@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulate.instances.products import phi_t_g, phi_w
+from simulate.instances.products import exp, phi_t_g, phi_w
 from simulate.protocol.instances import TrainingInstance, exact_J_grad_w
 
 __all__ = ["prompt_answer", "supervised_init", "answers", "hidden"]
@@ -117,7 +117,7 @@ def supervised_init(inst: TrainingInstance, ans: np.ndarray, target: float, lr: 
         if J >= target:
             return w
         logits = (phi_w(phi, w) if phi is not None else w[idx.ravel()]).reshape(idx.shape)
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p = exp(logits - logits.max(axis=1, keepdims=True))  # libm's exp, not NumPy's CPU-dependent one
         p /= p.sum(axis=1, keepdims=True)
         p[np.arange(len(y)), y] -= 1.0  # ∂CE/∂logits = π − onehot
         if phi is not None:
