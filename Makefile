@@ -33,7 +33,8 @@ test: $(STAMP) $(VERL_STAMP)
 
 # Float-sensitive tests rerun on other CPUs' kernels (docs/portability.md): the torch ones under every
 # ATEN_CPU_CAPABILITY this machine supports (default, avx2, avx512: torch can only go down from its own),
-# the Numba ones with NUMBA_CPU_NAME=generic (no host-specific instructions, no FMA contraction).
+# the Numba ones with NUMBA_CPU_NAME=generic (no host-specific instructions, no FMA contraction) and NumPy on its
+# baseline code (NPY_DISABLE_CPU_FEATURES: every run-time dispatched SIMD target off, e.g. its AVX-512 np.exp).
 TORCH_FLOAT_TESTS = tests/test_integration_trl.py tests/test_integration_verl.py tests/test_loss_parity.py \
 	tests/test_peer_corrections.py tests/test_peer_losses.py tests/test_peer_metrics.py tests/test_token_level.py \
 	tests/test_estimators.py tests/faults/test_policy_loss_faults.py tests/faults/test_policy_loss_overflow.py \
@@ -46,6 +47,9 @@ NUMBA_FLOAT_TESTS = tests/test_core_contracts.py tests/test_estimators.py tests/
 CAPABILITIES = $(shell $(PY) -c "import torch; c = torch.backends.cpu.get_cpu_capability().lower(); \
 	print({'avx512': 'default avx2 avx512', 'avx2': 'default avx2'}.get(c, 'default' if c == 'default' else 'default ' + c))" 2>/dev/null || echo default)
 
+NUMPY_TARGETS = $(shell $(PY) -c "from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f; \
+	print(' '.join(t for t in d if f.get(t)))" 2>/dev/null)
+
 test-portable: $(STAMP) $(VERL_STAMP)
 	@for cap in $(CAPABILITIES); do \
 	  got=$$(ATEN_CPU_CAPABILITY=$$cap $(PY) -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"); \
@@ -53,8 +57,8 @@ test-portable: $(STAMP) $(VERL_STAMP)
 	  echo "== torch float tests, ATEN_CPU_CAPABILITY=$$cap"; \
 	  ATEN_CPU_CAPABILITY=$$cap $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(TORCH_FLOAT_TESTS) || exit 1; \
 	done
-	@echo "== Numba float tests, NUMBA_CPU_NAME=generic"
-	NUMBA_CPU_NAME=generic $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(NUMBA_FLOAT_TESTS)
+	@echo "== Numba float tests, NUMBA_CPU_NAME=generic, NumPy without its dispatched targets ($(NUMPY_TARGETS))"
+	NUMBA_CPU_NAME=generic NPY_DISABLE_CPU_FEATURES="$(NUMPY_TARGETS)" $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(NUMBA_FLOAT_TESTS)
 
 test-slow: $(STAMP) $(VERL_STAMP)
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # exit 5: no test selected

@@ -93,19 +93,25 @@ print("RESULT" + json.dumps(out))
 '''
 
 
-def _numpy_targets() -> list[str]:
-    """NumPy's run-time dispatched SIMD targets that this CPU has (e.g. ``X86_V3``, ``X86_V4``, ``AVX512_ICL``)."""
-    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+_TARGETS = ("from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f; "
+            "print(' '.join(sorted(t for t in d if f.get(t))))")
+_KERNEL_VARS = ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES")
 
-    return sorted(t for t in __cpu_dispatch__ if __cpu_features__.get(t))
+
+def _numpy_targets() -> list[str]:
+    """NumPy's run-time dispatched SIMD targets that this CPU has (e.g. ``X86_V3``, ``X86_V4``, ``AVX512_ICL``),
+    asked of a fresh interpreter with none disabled (this one may run under ``NPY_DISABLE_CPU_FEATURES``)."""
+    env = {k: v for k, v in os.environ.items() if k not in _KERNEL_VARS}
+    p = subprocess.run([sys.executable, "-c", _TARGETS], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout.split()
 
 
 def _digests(oldest: bool) -> dict:
     """Digests of every registered instance, built in a subprocess on this CPU's kernels or (``oldest``) on
     OpenBLAS's SSE3 kernel with every NumPy dispatched target disabled."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    for var in ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES"):
-        env.pop(var, None)
+    env = {k: v for k, v in os.environ.items() if k not in _KERNEL_VARS}
+    env["PYTHONPATH"] = ROOT
     if oldest:
         env["OPENBLAS_CORETYPE"] = "Prescott"
         env["NPY_DISABLE_CPU_FEATURES"] = " ".join(_numpy_targets())
