@@ -11,7 +11,8 @@ logits), ``feature-lm-bernoulli`` (log-linear ``θ = Φw``, p = 32 over 2176 log
 logits, Bernoulli reward).
 
 After the timings, the per-phase profile of a learner step (:func:`simulate.training.profile.profile_phases`:
-the kernel's phases with a clock read between them, one thread) on every instance: where the time goes.
+the kernel's phases with a clock read between them, one thread) on every instance: where the time goes; and the
+step's total with ``TrainConfig(diagnostics=False)``, as the protocol's cells run it.
 
 Rows: the Numba learner at 1 and 2 threads (``numba.set_num_threads``; ``R`` runs in one kernel call, so
 ``prange`` has runs for both threads), best of ``repeats`` after a warm-up call (Numba's compile or cache
@@ -171,4 +172,10 @@ def profile_table(K: int = 128, R: int = 4) -> str:
         cells = [(cols[n]["phases"][ph], 100 * cols[n]["phases"][ph] / cols[n]["total_us"]) for n in names]
         out.append(f"{ph:<38}" + "".join(f"{us:>15.2f} ({pct:>3.0f}%)" for us, pct in cells))
     out.append(f"{'total':<38}" + "".join(f"{cols[n]['total_us']:>22.2f}" for n in names))
+    # the protocol's cells run with diagnostics=False (no C6 overlap, no ascent rates: simulate.protocol.cells)
+    off = {name: profile_phases(_instance(name), [c.replace(diagnostics=False)
+                                                  for c in _configs(_instance(name), eta, K, R)])["total_us"]
+           for name, eta in INSTANCES}
+    out.append(f"{'total, diagnostics=False (protocol)':<38}"
+               + "".join(f"{off[n]:>15.2f} ({100 * off[n] / cols[n]['total_us']:>3.0f}%)" for n in names))
     return "\n".join(out)

@@ -255,6 +255,8 @@ def test_bench_training_quick_prints_the_targets_table():
 
     for ph in PHASES:
         assert any(ln.startswith(ph) for ln in text.splitlines()), ph
+    off = next(ln for ln in text.splitlines() if ln.startswith("total, diagnostics=False"))
+    assert len(re.findall(r"\d+\.\d+ \(\s*\d+%\)", off)) == len(bench_training.INSTANCES)
     for ln in rows:  # "<label>  <measured>x  <target>x  PASS|FAIL ...": the verdict follows the numbers
         m = re.search(r"\s(\d+\.\d+)x\s+(\d+(?:\.\d+)?)x\s+(PASS|FAIL)", ln)
         assert m, ln

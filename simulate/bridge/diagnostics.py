@@ -21,7 +21,11 @@ EARLY = 0.25  # the learning phase's share of the run: the first quarter of the 
 def run_diagnostics(result) -> dict:
     """Per-run summaries of ``gdot`` and ``gneg`` over the first ``EARLY·K`` steps (finite ones):
     ``gdot_early`` and ``gneg_early`` (means), ``down_frac`` (share of those steps with ``gdot < 0``) and
-    ``negpush_frac`` (share of them with ``gneg < 0``). NaN where the run recorded no finite step."""
+    ``negpush_frac`` (share of them with ``gneg < 0``). NaN where the run recorded no finite step; a run made with
+    ``TrainConfig(diagnostics=False)`` recorded none of them and is refused."""
+    if not getattr(getattr(result, "config", None), "diagnostics", True):
+        raise ValueError("this run was made with TrainConfig(diagnostics=False): it has no gdot/gneg; run it with "
+                         "diagnostics=True")
     gd = np.asarray(result.gdot, dtype=np.float64)
     gn = np.asarray(result.gneg, dtype=np.float64)
     n = max(1, int(math.ceil(EARLY * gd.size)))

@@ -152,7 +152,7 @@ def _configs(inst: TrainingInstance, estimator: str, d: int, eps: float, G: int,
     extra = {} if proto.zero_tol is None else dict(zero_tol=float(proto.zero_tol))  # v4 (None: v1–v3's exact rule)
     return [TrainConfig(instance=inst, estimator=estimator, eps=eps, G=G, n_prompts=proto.prompts_of(inst.name),
                         eta=step_eta(inst, estimator, eta, proto), steps=steps, delay=dl.fixed(d), seed=int(s),
-                        collapse_frac=0.0, theta_max=THETA_MAX, **extra)
+                        collapse_frac=0.0, theta_max=THETA_MAX, diagnostics=False, **extra)
             for eta in etas for s in seeds]
 
 

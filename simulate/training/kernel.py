@@ -23,6 +23,7 @@ RUN_DTYPE = np.dtype([
     ("tau_m2", np.float64), ("G", np.int64), ("n_prompts", np.int64), ("eta", np.float64), ("seed", np.int64),
     ("opt", np.int64), ("beta1", np.float64), ("beta2", np.float64), ("adam_eps", np.float64),
     ("adv_norm", np.bool_), ("collapse_frac", np.float64), ("theta_max", np.float64), ("zero_tol", np.float64),
+    ("diagnostics", np.bool_),
 ])
 #: ``RUN_DTYPE['zero_tol']`` of a run whose ``TrainConfig.zero_tol`` is ``None`` (v1–v3's exact rule).
 ZERO_TOL_OFF = -1.0
@@ -42,7 +43,8 @@ def _train_one_nb(pb, w0, run, delays, rec):
     ``theta`` (T,S,V) the last finite logits; C6's overlap ``dpar = ‖w_k − w_{k−d_k}‖₂``, ``lrmax = max_{τ ∈ supp
     μ_k} |log π_{θ_k}(τ) − log μ_k(τ)|`` (exact, :func:`logratio_max_nb`), ``gpar = ‖ĝ_k‖²`` in ``w``; issue 33's
     ``gdot = ⟨ĝ_k, ∇J(θ_k)⟩/‖∇J(θ_k)‖`` in ``w`` and ``gneg``, the same projection of the part of ĝ_k from
-    negative-advantage tokens with ``π_θ(a_t|s_t) < μ_k(a_t|s_t)``. No diagnostic draws a random number or feeds
+    negative-advantage tokens with ``π_θ(a_t|s_t) < μ_k(a_t|s_t)``; ``dpar``, ``lrmax``, ``gdot``, ``gneg`` stay NaN
+    unless ``run.diagnostics``. No diagnostic draws a random number or feeds
     back into the run. Randomness: ``np.random.seed(seed)`` here, one uniform per token (alias tables of μ_k) and
     one per trajectory when ``bernoulli``, so a run depends only on its arguments.
     """
@@ -74,11 +76,11 @@ def _train_one_nb(pb, w0, run, delays, rec):
         if k == K:
             break
         logq = ws.histlp[(k - delays[k]) % B]
-        behaviour_nb(pb, ws, k, delays[k], logp, logq, rec)
+        behaviour_nb(pb, ws, k, delays[k], logp, logq, rec, run.diagnostics)
         sample_nb(pb, ws, k, run.n_prompts, run.G, logp, logq)
         advantages_nb(ws, run.n_prompts, run.G, run.zero_tol, run.adv_norm)
         weights_nb(ws, run, flags, k, rec)
-        rec.ghat[k] = score_nb(ws)
+        rec.ghat[k] = score_nb(ws, run.diagnostics)
         if not math.isfinite(rec.ghat[k]):
             return k
         update_nb(pb, ws, run, k, g2, rec)

@@ -85,9 +85,7 @@ def run_steps(result, kappa: float, M: float | None = None) -> pd.DataFrame:
     out (every term is 0 there); steps after a divergence (NaN) are left out and counted in ``attrs``.
     """
     cfg = result.config
-    if result.dtheta_norm is None or result.logratio_max is None:
-        raise ValueError("this TrainResult has no C6 diagnostics (dtheta_norm, logratio_max): run it with the "
-                         "current simulate.training kernel")
+    _require_diagnostics(result)
     M = run_M(result)["M"] if M is None else float(M)
     d = np.asarray(result.delays, dtype=np.float64)
     sig = np.asarray(result.chi2, dtype=np.float64)
@@ -126,10 +124,22 @@ def _le_log(log_a, log_b) -> np.ndarray:
     return (a == -np.inf) | (a <= b + slack)
 
 
+def _require_diagnostics(result) -> None:
+    """Refuse a run without C6's curves (``dtheta_norm``, ``logratio_max``): an old result, or one made with
+    ``TrainConfig(diagnostics=False)``, whose NaN curves would read as "no step qualifies"."""
+    if result.dtheta_norm is None or result.logratio_max is None:
+        raise ValueError("this TrainResult has no C6 diagnostics (dtheta_norm, logratio_max): run it with the "
+                         "current simulate.training kernel")
+    if not getattr(result.config, "diagnostics", True):
+        raise ValueError("this run was made with TrainConfig(diagnostics=False): it has no C6 diagnostics "
+                         "(dtheta_norm, logratio_max); run it with diagnostics=True")
+
+
 def run_M(result) -> dict:
     """The run's constants of C6's premise: ``M_hat = max_k ‖Δw_k‖/(η d_k)`` (over ``d_k ≥ 1``), ``sqrt_M2 =
     √(mean_k ‖ĝ_k‖²)`` in ``w`` (``gpar_norm2``; NaN steps left out) and ``M = max(M_hat, sqrt_M2)``, the smallest
     ``M`` with the premise on every step and ``M² ≥ M̂₂``; ``binding`` names which of the two sets it."""
+    _require_diagnostics(result)
     d = np.asarray(result.delays, dtype=np.float64)
     dw = np.asarray(result.dtheta_norm, dtype=np.float64)
     ok = (d >= 1) & np.isfinite(dw)

@@ -166,13 +166,15 @@ def diagnose_nb(pb, ws, logp):
 
 
 @njit(cache=True)
-def behaviour_nb(pb, ws, k, d, logp, logq, rec):
+def behaviour_nb(pb, ws, k, d, logp, logq, rec, diagnostics):
     """Exact overlap of ``π_{θ_k}`` and ``μ_k = π_{θ_{k−d}}`` (``logq``, a ring-buffer slot): ``χ²(π‖μ)`` of the
-    start mixture, ``‖w_k − w_{k−d}‖₂`` and ``max_{τ∈supp μ} |log π(τ) − log μ(τ)|`` (largest over starts)."""
+    start mixture and, with ``diagnostics``, ``‖w_k − w_{k−d}‖₂`` and ``max_{τ∈supp μ} |log π(τ) − log μ(τ)|``
+    (largest over starts)."""
     B = ws.histw.shape[0]
     ws.histw[k % B] = ws.par
     rec.chi2[k] = behaviour_chi2_nb(pb, ws, logp, logq)
-    overlap_nb(pb, ws, k, d, logp, logq, rec)
+    if diagnostics:
+        overlap_nb(pb, ws, k, d, logp, logq, rec)
 
 
 @njit(cache=True)
@@ -338,18 +340,22 @@ def weights_nb(ws, run, flags, k, rec):
 
 
 @njit(cache=True)
-def score_nb(ws):
-    """``ĝ_k = (1/N) Σ_n A_n Σ_t c[n,t] (e_{a_t} − π(·|s_t))`` and its part from negative-advantage tokens with
-    ``π < μ`` (``gneg``); returns ``‖ĝ_k‖²`` in logit space. A zero-advantage trajectory adds nothing."""
+def score_nb(ws, diagnostics):
+    """``ĝ_k = (1/N) Σ_n A_n Σ_t c[n,t] (e_{a_t} − π(·|s_t))`` and, with ``diagnostics``, its part from
+    negative-advantage tokens with ``π < μ`` (``gneg``); returns ``‖ĝ_k‖²`` in logit space. A zero-advantage
+    trajectory adds nothing."""
     N, T = ws.coef.shape
     for n in range(N):
         for t in range(T):
             ws.coef[n, t] = 0.0 if ws.adv[n] == 0.0 else ws.adv[n] * ws.coef[n, t] / N
-            ws.coefneg[n, t] = ws.coef[n, t] if (ws.adv[n] < 0.0 and ws.tok_ell[n, t] < 0.0) else 0.0
     ws.ghat[:] = 0.0
     add_score_pi_nb(ws.pi, ws.states, ws.actions, ws.coef, ws.ghat)
-    ws.gneg[:] = 0.0
-    add_score_pi_nb(ws.pi, ws.states, ws.actions, ws.coefneg, ws.gneg)
+    if diagnostics:
+        for n in range(N):
+            for t in range(T):
+                ws.coefneg[n, t] = ws.coef[n, t] if (ws.adv[n] < 0.0 and ws.tok_ell[n, t] < 0.0) else 0.0
+        ws.gneg[:] = 0.0
+        add_score_pi_nb(ws.pi, ws.states, ws.actions, ws.coefneg, ws.gneg)
     gh2 = 0.0
     flat = ws.ghat.reshape(ws.ghat.size)
     for i in range(flat.shape[0]):
@@ -359,8 +365,8 @@ def score_nb(ws):
 
 @njit(cache=True)
 def update_nb(pb, ws, run, k, g2, rec):
-    """``ĝ`` in ``w`` (``Φᵀĝ``): ``‖ĝ‖²``, the ascent rates ``⟨ĝ, ∇J⟩/‖∇J‖`` of ĝ and of its ``gneg`` part;
-    then ``w_{k+1} = w_k + η ĝ`` (SGD) or Adam's bias-corrected step, and ``θ_{k+1}``."""
+    """``ĝ`` in ``w`` (``Φᵀĝ``): ``‖ĝ‖²``, with ``run.diagnostics`` the ascent rates ``⟨ĝ, ∇J⟩/‖∇J‖`` of ĝ and of
+    its ``gneg`` part; then ``w_{k+1} = w_k + η ĝ`` (SGD) or Adam's bias-corrected step, and ``θ_{k+1}``."""
     to_params_nb(pb, ws.ghat, ws.gw)
     gw, par, m1, m2 = ws.gw, ws.par, ws.m1, ws.m2
     P = par.shape[0]
@@ -368,15 +374,16 @@ def update_nb(pb, ws, run, k, g2, rec):
     for j in range(P):
         gp2 += gw[j] * gw[j]
     rec.gpar[k] = gp2
-    to_params_nb(pb, ws.gneg, ws.gneg_w)
-    gn = math.sqrt(g2)
-    dot = 0.0
-    dneg = 0.0
-    for j in range(P):
-        dot += gw[j] * ws.gJ[j]
-        dneg += ws.gneg_w[j] * ws.gJ[j]
-    rec.gdot[k] = dot / gn if gn > 0.0 else 0.0
-    rec.gneg[k] = dneg / gn if gn > 0.0 else 0.0
+    if run.diagnostics:
+        to_params_nb(pb, ws.gneg, ws.gneg_w)
+        gn = math.sqrt(g2)
+        dot = 0.0
+        dneg = 0.0
+        for j in range(P):
+            dot += gw[j] * ws.gJ[j]
+            dneg += ws.gneg_w[j] * ws.gJ[j]
+        rec.gdot[k] = dot / gn if gn > 0.0 else 0.0
+        rec.gneg[k] = dneg / gn if gn > 0.0 else 0.0
     eta = run.eta
     if run.opt == 0:
         for j in range(P):

@@ -92,7 +92,8 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
         ws.histw[k % B] = ws.par
         rec.chi2[k] = behaviour_chi2_nb(pb, ws, logp, logq)
         c5 = _now(ts)
-        overlap_nb(pb, ws, k, d, logp, logq, rec)
+        if run.diagnostics:
+            overlap_nb(pb, ws, k, d, logp, logq, rec)
         c6 = _now(ts)
         sample_nb(pb, ws, k, run.n_prompts, run.G, logp, logq)
         c7 = _now(ts)
@@ -100,7 +101,7 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
         c8 = _now(ts)
         weights_nb(ws, run, flags, k, rec)
         c9 = _now(ts)
-        rec.ghat[k] = score_nb(ws)
+        rec.ghat[k] = score_nb(ws, run.diagnostics)
         c10 = _now(ts)
         if not math.isfinite(rec.ghat[k]):
             return steps
