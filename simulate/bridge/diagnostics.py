@@ -23,7 +23,9 @@ def run_diagnostics(result) -> dict:
     ``gdot_early`` and ``gneg_early`` (means), ``down_frac`` (share of those steps with ``gdot < 0``) and
     ``negpush_frac`` (share of them with ``gneg < 0``). NaN where the run recorded no finite step; a run made with
     ``TrainConfig(diagnostics=False)`` recorded none of them and is refused."""
-    result.require_diagnostics("gdot/gneg")
+    if not getattr(getattr(result, "config", None), "diagnostics", True):
+        raise ValueError("this run was made with TrainConfig(diagnostics=False): it has no gdot/gneg; run it with "
+                         "diagnostics=True")
     gd = np.asarray(result.gdot, dtype=np.float64)
     gn = np.asarray(result.gneg, dtype=np.float64)
     n = max(1, int(math.ceil(EARLY * gd.size)))

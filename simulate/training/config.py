@@ -258,13 +258,6 @@ class TrainResult:
     """issue 33: the same projection of the part of ĝ_k from negative-advantage tokens with ``π_θ(a_t|s_t) <
     μ_k(a_t|s_t)`` (stale samples already pushed down; an importance weight would damp them)."""
 
-    def require_diagnostics(self, curves: str) -> None:
-        """Refuse a run made with ``TrainConfig(diagnostics=False)``: its ``curves`` (named in the message) are NaN
-        and would read as data."""
-        if not self.config.diagnostics:
-            raise ValueError(f"this run was made with TrainConfig(diagnostics=False): it has no {curves}; run it "
-                             "with diagnostics=True")
-
     @property
     def diverged(self) -> bool:
         """Whether the run diverged."""

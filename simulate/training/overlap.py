@@ -130,7 +130,9 @@ def _require_diagnostics(result) -> None:
     if result.dtheta_norm is None or result.logratio_max is None:
         raise ValueError("this TrainResult has no C6 diagnostics (dtheta_norm, logratio_max): run it with the "
                          "current simulate.training kernel")
-    result.require_diagnostics("C6 diagnostics (dtheta_norm, logratio_max)")
+    if not getattr(result.config, "diagnostics", True):
+        raise ValueError("this run was made with TrainConfig(diagnostics=False): it has no C6 diagnostics "
+                         "(dtheta_norm, logratio_max); run it with diagnostics=True")
 
 
 def run_M(result) -> dict:
