@@ -69,6 +69,19 @@ def test_consumers_refuse_a_run_without_diagnostics():
             f(r)
 
 
+
+def test_one_refusal_for_any_result_object():
+    """The consumers take duck-typed results too (C6's tables are built from stored curves): the refusal reads
+    ``result.config.diagnostics`` where there is one and passes an object without a config."""
+    from types import SimpleNamespace
+
+    from simulate.training.config import require_diagnostics
+
+    with pytest.raises(ValueError, match=r"diagnostics=False\): it has no gdot/gneg"):
+        require_diagnostics(SimpleNamespace(config=SimpleNamespace(diagnostics=False)), "gdot/gneg")
+    require_diagnostics(SimpleNamespace(config=SimpleNamespace(diagnostics=True)), "gdot/gneg")
+    require_diagnostics(SimpleNamespace(), "gdot/gneg")  # no config: nothing says the curves are missing
+
 def test_protocol_cells_run_without_diagnostics():
     """The protocol's cells read J, χ², ESS, ‖∇J‖², the zero flags and θ only (:func:`simulate.protocol.cells.run_metrics`)."""
     from simulate.protocol.cells import _configs

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from simulate.training.config import require_diagnostics
+
 __all__ = ["run_diagnostics", "EARLY"]
 
 EARLY = 0.25  # the learning phase's share of the run: the first quarter of the steps
@@ -23,9 +25,7 @@ def run_diagnostics(result) -> dict:
     ``gdot_early`` and ``gneg_early`` (means), ``down_frac`` (share of those steps with ``gdot < 0``) and
     ``negpush_frac`` (share of them with ``gneg < 0``). NaN where the run recorded no finite step; a run made with
     ``TrainConfig(diagnostics=False)`` recorded none of them and is refused."""
-    if not getattr(getattr(result, "config", None), "diagnostics", True):
-        raise ValueError("this run was made with TrainConfig(diagnostics=False): it has no gdot/gneg; run it with "
-                         "diagnostics=True")
+    require_diagnostics(result, "gdot/gneg")
     gd = np.asarray(result.gdot, dtype=np.float64)
     gn = np.asarray(result.gneg, dtype=np.float64)
     n = max(1, int(math.ceil(EARLY * gd.size)))

@@ -215,6 +215,15 @@ class TrainConfig:
         return replace(self, **changes)
 
 
+def require_diagnostics(result, curves: str) -> None:
+    """Refuse ``result`` (a :class:`TrainResult` or any object with a ``config``) when its run was made with
+    ``TrainConfig(diagnostics=False)``: its ``curves`` (named in the message) are NaN by design, and read as data
+    they would say "no step qualifies"."""
+    if not getattr(getattr(result, "config", None), "diagnostics", True):
+        raise ValueError(f"this run was made with TrainConfig(diagnostics=False): it has no {curves}; run it with "
+                         "diagnostics=True")
+
+
 @dataclass(frozen=True)
 class TrainResult:
     """Curves of one run; arrays have length ``K+1`` (J, grad_norm2: θ_0..θ_K) or ``K`` (per step)."""

@@ -23,6 +23,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from simulate.training.config import require_diagnostics
+
 #: Relative round-off slack of a link ``a ≤ b`` compared in log space: ``log a ≤ log b + RTOL_LOG``. The
 #: quantities are sums of ≤ T·S·V ≤ 10⁴ double-precision terms (χ² by DP, log-ratios over T ≤ 12 tokens
 #: of log-softmax values), each carrying a relative error ≲ 10⁴·2.2e−16 ≈ 2e−12; 1e−9 leaves a wide
@@ -130,9 +132,7 @@ def _require_diagnostics(result) -> None:
     if result.dtheta_norm is None or result.logratio_max is None:
         raise ValueError("this TrainResult has no C6 diagnostics (dtheta_norm, logratio_max): run it with the "
                          "current simulate.training kernel")
-    if not getattr(result.config, "diagnostics", True):
-        raise ValueError("this run was made with TrainConfig(diagnostics=False): it has no C6 diagnostics "
-                         "(dtheta_norm, logratio_max); run it with diagnostics=True")
+    require_diagnostics(result, "C6 diagnostics (dtheta_norm, logratio_max)")
 
 
 def run_M(result) -> dict:
