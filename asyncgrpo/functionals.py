@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncgrpo.estimators.reference import log_group_mass
-from asyncgrpo.validation import check_finite, check_log_ratios, check_log_weights, check_real_array
+from asyncgrpo.estimators import reference
+from asyncgrpo.validation import check_finite, check_log_ratios, check_log_weights, check_real_ndarray
 
 __all__ = ["group_mass", "log_group_mass", "bias_functional", "log_bias_functional", "removed_mass", "ess", "advantages"]
 
 
+def log_group_mass(log_ratios) -> float:
+    """``log ρ̄ = logsumexp(ℓ) − log G``: finite for any finite ``ℓ`` (``|ℓ| = 1e4`` included)."""
+    return float(reference.log_group_mass(check_log_ratios(log_ratios)))
+
+
 def group_mass(log_ratios) -> float:
     """``ρ̄ = exp(logsumexp(ℓ) − log G)``; may be ``inf`` only if ``ρ̄`` exceeds float64."""
-    ell = check_log_ratios(log_ratios)
     with np.errstate(over="ignore"):
-        return float(np.exp(log_group_mass(ell)))
+        return float(np.exp(log_group_mass(log_ratios)))
 
 
 def _log_abs_gap(ell: np.ndarray, logw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +95,7 @@ def removed_mass(log_ratios, log_w) -> float:
 
 def ess(log_w) -> float:
     """Effective sample size ``(Σ_i w_i)²/Σ_i w_i²`` from ``log w``: in ``[1, G]``, or 0 if every ``w_i = 0``."""
-    logw = check_real_array(log_w, "log_w")
+    logw = check_real_ndarray(log_w, "log_w")
     if logw.ndim != 1 or logw.size == 0:
         raise ValueError(f"log_w must be a non-empty 1-D array (one group, G >= 1), got shape {logw.shape}")
     logw = check_log_weights(logw, logw.shape)
@@ -110,10 +114,12 @@ def advantages(rewards, normalize: bool = False, delta: float = 1e-6) -> np.ndar
     silent 0), it is computed on ``R/m``, ``m = max|R|``: ``A/(std + δ) = (r − r̄)/(std(r) + δ/m)`` with
     ``r = R/m``; an unnormalised ``A`` that exceeds float64 raises ``ValueError``. ``δ``: finite, ``> 0``.
     """
-    R = check_real_array(rewards, "rewards")
+    R = check_real_ndarray(rewards, "rewards")
     if R.ndim != 1 or R.size == 0:
         raise ValueError(f"rewards must be a non-empty 1-D array (one group, G >= 1), got shape {R.shape}")
     check_finite(R, "rewards")
+    if not isinstance(normalize, (bool, np.bool_)):
+        raise ValueError(f"normalize must be True or False, got {normalize!r}")
     if normalize and (isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating))
                       or not 0 < delta < np.inf):
         raise ValueError(f"delta must be a finite number > 0, got {delta!r}")

@@ -155,13 +155,24 @@ def check_real_array(values, name: str) -> np.ndarray:
     return arr.astype(np.float64, copy=False)
 
 
+def check_real_ndarray(values, name: str) -> np.ndarray:
+    """:func:`check_real_array` for the NumPy backends: always a float64 NumPy array. A torch tensor (any device,
+    any real dtype, with or without grad) is checked by the same rule and copied to the CPU, so NumPy's functions
+    never see a tensor (``np.isfinite`` of a tensor is a tensor, and ``~`` of its uint8 is 254, not False)."""
+    arr = check_real_array(values, name)
+    if _is_torch_tensor(arr):
+        arr = arr.detach().cpu().double().numpy()
+    return arr
+
+
 def check_log_ratios(log_ratios, name: str = "log_ratios") -> np.ndarray:
     """Return a 1-D float64 array of finite log-ratios ``ℓ_i`` (G ≥ 1), else raise.
 
     ``ℓ_i = log π_θ(τ_i) − log μ(τ_i)`` must be finite: ±inf means a trajectory
-    with zero probability under one policy, which a sampled group cannot hold.
+    with zero probability under one policy, which a sampled group cannot hold. A torch tensor is accepted
+    and read as a NumPy array (:func:`check_real_ndarray`).
     """
-    arr = check_real_array(log_ratios, name)
+    arr = check_real_ndarray(log_ratios, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of one group's log-ratios, got shape {arr.shape}")
     if arr.size == 0:
@@ -220,7 +231,7 @@ def check_log_ratios_torch(log_ratios, mask=None, name: str = "log_ratios"):
 
 def check_log_weights(log_w, shape: tuple, name: str = "log_w") -> np.ndarray:
     """Return ``log w`` as float64 if it has ``shape`` and no NaN or ``+inf`` (``-inf`` = zero weight)."""
-    arr = check_real_array(log_w, name)
+    arr = check_real_ndarray(log_w, name)
     if arr.shape != tuple(shape):
         raise ValueError(f"{name} must have the shape of the log-ratios {tuple(shape)}, got {arr.shape}")
     bad = np.isnan(arr) | (arr == np.inf)

@@ -46,10 +46,6 @@ def test_metrics_overflow_to_inf_never_raise_nor_nan(seq_ell, dtype, both_signs)
             if key == "loss_agg_mode":
                 continue
             assert isinstance(v, float), (name, key, v)
-            if name == "is" and key in ("pg_loss", "surrogate_loss"):
-                # documented: plain IS weights ρ_i overflow (they are unbounded), and two such rows with
-                # advantages of opposite sign make the objective inf − inf; the TRL trainer raises on it
-                continue
             assert not math.isnan(v), (name, key)
         for key in MOMENTS:
             assert m[key] > -math.inf, (name, key)
@@ -62,13 +58,17 @@ def test_metrics_overflow_to_inf_never_raise_nor_nan(seq_ell, dtype, both_signs)
             assert m["chi2_seq"] == pytest.approx(want, rel=1e-6), name
 
 
-def test_plain_is_objective_is_undefined_only_when_overflowed_rows_disagree_in_sign():
-    """The one NaN of the metrics, documented in docs/losses.md §6: ``is`` with ``inf − inf``."""
-    for both, want_nan in ((False, False), (True, True)):
+def test_plain_is_objective_is_summed_by_sign_when_overflowed_rows_disagree_in_sign():
+    """docs/losses.md §6: plain ``is``'s weights overflow; its ``pg_loss`` is summed by sign in log space, so two
+    overflowed rows of opposite advantage (row 0: A = −1, row 1: A = +1, equal ρ) cancel to float64 precision
+    relative to their size (0.0), where the direct sum was ``inf − inf = NaN``; one alone is ``+inf``. The returned
+    loss stays ``+inf`` (a coefficient overflowed the dtype), whatever the signs."""
+    for both, want in ((False, math.inf), (True, 0.0)):
         old, new, adv, mask = _extreme_batch(1e4, torch.float64, both)
-        _, m = tl.policy_loss("is", new.clone().requires_grad_(True), old, adv, mask, group_size=4,
-                              return_metrics=True)
-        assert math.isnan(m["pg_loss"]) == want_nan
+        loss, m = tl.policy_loss("is", new.clone().requires_grad_(True), old, adv, mask, group_size=4,
+                                 return_metrics=True)
+        assert m["pg_loss"] == want
+        assert float(loss) == math.inf and m["surrogate_loss"] == math.inf
 
 
 # ----------------------------------------------------------------------------- batches with empty rows and extremes

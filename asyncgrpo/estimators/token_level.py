@@ -63,7 +63,7 @@ from asyncgrpo.estimators.aggregation import (
     check_loss_agg_mode,
     token_normaliser,
 )
-from asyncgrpo.validation import check_eps, check_mask, check_real_array
+from asyncgrpo.validation import check_eps, check_mask, check_real, check_real_array, check_real_ndarray
 
 #: Names of the token-level estimators (registry level ``token``): the baselines and the peers' token-level
 #: corrections. Their ĝ is length-normalised (default ``seq-mean-token-mean``), which is why the protocol
@@ -117,8 +117,11 @@ def _check_clip_options(name, clip_ratio_c, cispo_clamp):
         if name not in DUAL_CLIP_METHODS:
             raise ValueError(f"clip_ratio_c (dual clip) applies to {' and '.join(sorted(DUAL_CLIP_METHODS))} only, "
                              f"not {name!r}; leave it None")
-        if isinstance(clip_ratio_c, bool) or not isinstance(clip_ratio_c, (int, float)) \
-                or not math.isfinite(float(clip_ratio_c)) or float(clip_ratio_c) <= 1.0:
+        try:
+            c = check_real(clip_ratio_c, "clip_ratio_c")  # any real scalar: NumPy's float32, a 0-d array
+        except ValueError:
+            c = math.nan
+        if not c > 1.0:
             raise ValueError(f"clip_ratio_c must be a finite number > 1 (verl's default is 3.0) or None, "
                              f"got {clip_ratio_c!r}")
     if cispo_clamp not in CISPO_CLAMPS:
@@ -133,9 +136,9 @@ def _check_clip_options(name, clip_ratio_c, cispo_clamp):
 def _check_inputs(name, tok_ell, mask, adv):
     if name not in TOKEN_CODES:
         raise ValueError(f"unknown token-level estimator {name!r}; known: {', '.join(TOKEN_ESTIMATORS)}")
-    tok_ell = np.asarray(tok_ell, dtype=np.float64)
+    tok_ell = check_real_ndarray(tok_ell, "tok_ell")  # types checked, not coerced: no complex, str or bool
     mask = np.asarray(check_mask(mask), dtype=np.bool_)  # a mask of 0.5 is an error, never silently True
-    adv = np.asarray(adv, dtype=np.float64)
+    adv = check_real_ndarray(adv, "adv")
     if tok_ell.ndim != 2 or tok_ell.shape[0] == 0 or tok_ell.shape[1] == 0:
         raise ValueError(f"tok_ell must have shape [N, T] with N, T >= 1, got {tok_ell.shape}")
     if mask.shape != tok_ell.shape:
@@ -235,8 +238,14 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=None, eps_high
     eps_low, eps_high, tau_m2 = _check_params(eps_low, eps_high, tau_m2, name)
     log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     tok_ell = check_real_array(tok_ell, "tok_ell")
-    adv = check_real_array(adv, "adv")
-    mask = check_mask(mask)  # a mask of 0.5 is an error, never silently True
+    device = tok_ell.device if torch.is_tensor(tok_ell) else None
+    tok_ell = _as_tensor(tok_ell, device)
+    adv = _as_tensor(check_real_array(adv, "adv"), tok_ell.device)
+    mask = _as_tensor(check_mask(mask), tok_ell.device)  # a mask of 0.5 is an error, never silently True
+    if tok_ell.ndim != 2 or tok_ell.shape[0] == 0 or tok_ell.shape[1] == 0:
+        raise ValueError(f"tok_ell must have shape [N, T] with N, T >= 1, got {tuple(tok_ell.shape)}")
+    if mask.shape != tok_ell.shape:  # the NumPy reference's rule: no silent broadcast of a [1, T] mask
+        raise ValueError(f"mask and tok_ell must have the same shape, got {tuple(mask.shape)} and {tuple(tok_ell.shape)}")
     with torch.no_grad():
         tok_ell = tok_ell.detach()
         if bool((mask & ~torch.isfinite(tok_ell)).any()):
@@ -252,6 +261,13 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=None, eps_high
         k = _token_weights_torch(name, ell, mask, adv, eps_low, eps_high, tau_m2, log_c, cispo_clamp)
         c = k / T_i
         return c * _kept_scale(c, mask) if registry.entry(name).rejects else c
+
+
+def _as_tensor(x, device):
+    """``x`` (a validated array or tensor) as a tensor on ``device`` (``None``: where it is / the CPU)."""
+    import torch
+
+    return x if torch.is_tensor(x) and (device is None or x.device == device) else torch.as_tensor(x, device=device)
 
 
 def _check_finite_tensor(x, mask, name: str) -> None:
@@ -340,9 +356,13 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, e
 
     if name not in TOKEN_CODES and name not in est.TRAJECTORY_ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r}; known: {', '.join(est.TRAJECTORY_ESTIMATORS + TOKEN_ESTIMATORS)}")
+    if not torch.is_tensor(logp_new):
+        raise ValueError(f"logp_new must be a torch tensor (the loss is differentiated through it), got "
+                         f"{type(logp_new).__name__}")
     logp_new = check_real_array(logp_new, "logp_new")
-    logp_old = check_real_array(logp_old, "logp_old")
-    adv = check_real_array(adv, "adv")
+    logp_old = _as_tensor(check_real_array(logp_old, "logp_old"), logp_new.device)
+    adv = _as_tensor(check_real_array(adv, "adv"), logp_new.device)
+    mask = _as_tensor(check_mask(mask), logp_new.device)
     if logp_new.shape != logp_old.shape or mask.shape != logp_new.shape or logp_new.ndim != 2:
         raise ValueError(
             "logp_new, logp_old and mask must share one shape [N, T]; got "

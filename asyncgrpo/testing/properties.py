@@ -8,7 +8,8 @@ in four separate verdicts (a map can be a member and numerically unsafe, or pure
 ==========================  =========================================================  ============
 property                    in plain words                                             kind
 ==========================  =========================================================  ============
-``real_valued``             the weights are real numbers (no complex, string, object)   membership
+``real_valued``             one real weight per log-ratio (no complex, string, object;  membership
+                            the input's shape)
 ``nonnegative``             every finite weight is ≥ 0                                  membership
 ``w_le_rho``                no trajectory gets more than its ratio: ``w_i ≤ ρ_i``       membership
 ``mean_le_1_plus_eps``      the group's mean weight is at most 1+ε (C1)                 membership
@@ -41,6 +42,7 @@ properties' names in :mod:`asyncgrpo.testing.report`, calling the user's map in
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from typing import Any, Callable
 
@@ -68,6 +70,10 @@ from asyncgrpo.validation import check_eps
 
 
 # --------------------------------------------------------------------------- the battery
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
 def _check_one(prop: str, fn, x, eps_fixed, rtol: float, state: dict) -> None:
     """Raise :class:`_Violation` (with the reason) if ``prop`` fails on example ``x``; count judged examples."""
     if eps_fixed is None:
@@ -297,20 +303,24 @@ def check_weight_map(fn: Callable, eps: float | None = 0.2, *, max_examples: int
         raise ValueError(f"fn must be callable as fn(ell, eps) -> w, got {type(fn).__name__}")
     if eps is not None:
         eps = check_eps(eps)
-    if not (isinstance(max_examples, int) and max_examples >= 1):
+    if not _is_int(max_examples) or max_examples < 1:  # NumPy integers too; a bool is not a count
         raise ValueError(f"max_examples must be an integer >= 1, got {max_examples!r}")
-    if not (isinstance(max_size, int) and 1 <= max_size <= 256):
+    if not _is_int(max_size) or not 1 <= max_size <= 256:
         raise ValueError(f"max_size must be an integer in [1, 256], got {max_size!r}")
+    max_examples, max_size = int(max_examples), int(max_size)
     for label, v in (("rtol", rtol), ("qp_tol", qp_tol)):
-        if not (math.isfinite(v) and v >= 0):
+        if not (isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"{label} must be a finite number >= 0, got {v!r}")
+    if batched is not None and not isinstance(batched, (bool, np.bool_)):
+        raise ValueError(f"batched must be True, False or None, got {batched!r}")
     report = WeightMapReport(name or getattr(fn, "__qualname__", repr(fn)), eps)
     probe_eps = 0.2 if eps is None else eps
     args = (fn, eps, max_examples, rtol, qp_tol, max_size)
     real = _run("real_valued", *args)
     report.rows.append(real)
     if real.verdict != HOLDS:
-        why = "the weights are not real numbers (real_valued refuted)" if real.verdict == REFUTED else real.detail
+        # the refutation's own reason (not real numbers, or one weight per log-ratio missing), not a generic one
+        why = f"real_valued refuted: {real.detail}" if real.verdict == REFUTED else real.detail
         report.rows += [_oos(p, why) for p in ORDER[1:]]
         return report
     mask_why = _probe(fn, probe_eps, mask=np.ones((2, 3), dtype=bool)) if _accepts_mask(fn) else \

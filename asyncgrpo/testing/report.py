@@ -18,7 +18,7 @@ KINDS = {"real_valued": "membership", "nonnegative": "membership", "w_le_rho": "
          "permutation": "structure", "padding": "structure", "batch_shape": "structure", "c2_minimiser": "C2"}
 
 DESCRIPTIONS = {
-    "real_valued": "the weights are real numbers (not complex, strings or other objects)",
+    "real_valued": "one real weight per log-ratio (not complex, strings or other objects; the input's shape)",
     "finite": "numerical robustness: every weight is a finite number for log-ratios up to ±1e4",
     "nonnegative": "every (finite) weight is >= 0",
     "w_le_rho": "no trajectory gets more weight than its ratio: w_i <= rho_i",
