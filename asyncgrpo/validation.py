@@ -260,3 +260,21 @@ def check_mask(mask, shape: tuple | None = None, name: str = "mask"):
         idx = tuple(int(i) for i in (np.argwhere(bad)[0] if isinstance(bad, np.ndarray) else bad.nonzero()[0]))
         raise ValueError(f"{name} must hold booleans or exactly 0/1; found {mask[idx].item()!r} at index {idx}")
     return mask != 0
+
+
+def as_tensor_on(x, device):
+    """``x`` (a validated array or tensor) as a torch tensor on ``device`` (``None``: where it is, or the CPU)."""
+    import torch
+
+    return x if torch.is_tensor(x) and (device is None or x.device == device) else torch.as_tensor(x, device=device)
+
+
+def check_finite_tensor(x, mask, name: str) -> None:
+    """Raise if the torch tensor ``x`` holds NaN or ±inf (only where ``mask`` is True, when given), saying where."""
+    import torch
+
+    bad = ~torch.isfinite(x.detach()) if mask is None else mask & ~torch.isfinite(x.detach())
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        where = "" if mask is None else " on real tokens (mask True)"
+        raise ValueError(f"{name} must be finite{where} (no NaN or inf); found {float(x.detach()[idx])} at {idx}")

@@ -63,7 +63,16 @@ from asyncgrpo.estimators.aggregation import (
     check_loss_agg_mode,
     token_normaliser,
 )
-from asyncgrpo.validation import check_eps, check_mask, check_real, check_real_array, check_real_ndarray
+from asyncgrpo.estimators.overflowed_loss import overflowed_loss
+from asyncgrpo.validation import (
+    as_tensor_on,
+    check_eps,
+    check_finite_tensor,
+    check_mask,
+    check_real,
+    check_real_array,
+    check_real_ndarray,
+)
 
 #: Names of the token-level estimators (registry level ``token``): the baselines and the peers' token-level
 #: corrections. Their ĝ is length-normalised (default ``seq-mean-token-mean``), which is why the protocol
@@ -239,9 +248,9 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=None, eps_high
     log_c, _ = _check_clip_options(name, clip_ratio_c, cispo_clamp)
     tok_ell = check_real_array(tok_ell, "tok_ell")
     device = tok_ell.device if torch.is_tensor(tok_ell) else None
-    tok_ell = _as_tensor(tok_ell, device)
-    adv = _as_tensor(check_real_array(adv, "adv"), tok_ell.device)
-    mask = _as_tensor(check_mask(mask), tok_ell.device)  # a mask of 0.5 is an error, never silently True
+    tok_ell = as_tensor_on(tok_ell, device)
+    adv = as_tensor_on(check_real_array(adv, "adv"), tok_ell.device)
+    mask = as_tensor_on(check_mask(mask), tok_ell.device)  # a mask of 0.5 is an error, never silently True
     if tok_ell.ndim != 2 or tok_ell.shape[0] == 0 or tok_ell.shape[1] == 0:
         raise ValueError(f"tok_ell must have shape [N, T] with N, T >= 1, got {tuple(tok_ell.shape)}")
     if mask.shape != tok_ell.shape:  # the NumPy reference's rule: no silent broadcast of a [1, T] mask
@@ -261,48 +270,6 @@ def token_coefficients_torch(name, tok_ell, mask, adv, *, eps_low=None, eps_high
         k = _token_weights_torch(name, ell, mask, adv, eps_low, eps_high, tau_m2, log_c, cispo_clamp)
         c = k / T_i
         return c * _kept_scale(c, mask) if registry.entry(name).rejects else c
-
-
-def _as_tensor(x, device):
-    """``x`` (a validated array or tensor) as a tensor on ``device`` (``None``: where it is / the CPU)."""
-    import torch
-
-    return x if torch.is_tensor(x) and (device is None or x.device == device) else torch.as_tensor(x, device=device)
-
-
-def _check_finite_tensor(x, mask, name: str) -> None:
-    import torch
-
-    bad = ~torch.isfinite(x.detach()) if mask is None else mask & ~torch.isfinite(x.detach())
-    if bool(bad.any()):
-        idx = tuple(int(i) for i in bad.nonzero()[0])
-        where = "" if mask is None else " on real tokens (mask True)"
-        raise ValueError(f"{name} must be finite{where} (no NaN or inf); found {float(x.detach()[idx])} at {idx}")
-
-
-class _Overflowed:
-    """Loss ``+inf`` whose gradient is still ``−c`` per token (``±inf`` where ``c`` overflowed, exact elsewhere)."""
-
-    _fn = None
-
-    @classmethod
-    def apply(cls, logp, coef):
-        import torch
-
-        if cls._fn is None:
-            class Fn(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, logp, coef):
-                    ctx.save_for_backward(coef)
-                    return torch.full((), math.inf, dtype=logp.dtype, device=logp.device)
-
-                @staticmethod
-                def backward(ctx, grad):
-                    (coef,) = ctx.saved_tensors
-                    return -coef * grad, None
-
-            cls._fn = Fn
-        return cls._fn.apply(logp, coef)
 
 
 def _kept_normaliser(name, mode, mask, nonzero, nu, agg_kw):
@@ -360,9 +327,9 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, e
         raise ValueError(f"logp_new must be a torch tensor (the loss is differentiated through it), got "
                          f"{type(logp_new).__name__}")
     logp_new = check_real_array(logp_new, "logp_new")
-    logp_old = _as_tensor(check_real_array(logp_old, "logp_old"), logp_new.device)
-    adv = _as_tensor(check_real_array(adv, "adv"), logp_new.device)
-    mask = _as_tensor(check_mask(mask), logp_new.device)
+    logp_old = as_tensor_on(check_real_array(logp_old, "logp_old"), logp_new.device)
+    adv = as_tensor_on(check_real_array(adv, "adv"), logp_new.device)
+    mask = as_tensor_on(check_mask(mask), logp_new.device)
     if logp_new.shape != logp_old.shape or mask.shape != logp_new.shape or logp_new.ndim != 2:
         raise ValueError(
             "logp_new, logp_old and mask must share one shape [N, T]; got "
@@ -371,9 +338,9 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, e
     if adv.shape != logp_new.shape[:1]:
         raise ValueError(f"adv must have shape [N] = [{logp_new.shape[0]}], got {tuple(adv.shape)}")
     mask = check_mask(mask)
-    _check_finite_tensor(logp_new, mask, "logp_new")
-    _check_finite_tensor(logp_old, mask, "logp_old")
-    _check_finite_tensor(adv, None, "adv")
+    check_finite_tensor(logp_new, mask, "logp_new")
+    check_finite_tensor(logp_old, mask, "logp_old")
+    check_finite_tensor(adv, None, "adv")
     token = name in TOKEN_CODES
     if loss_agg_mode is None:
         # the peer's default where the map's module names one (gpg → verl's token-mean, luspo → TRL's grpo)
@@ -441,7 +408,7 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, e
     loss = -torch.where(mask, coef * logp, zero).sum()
     if bool(torch.isnan(loss.detach())):
         # only from finite inputs whose coefficients overflow the dtype (inf − inf, inf × log π = 0)
-        loss = _Overflowed.apply(torch.where(mask, logp, zero), coef)
+        loss = overflowed_loss(torch.where(mask, logp, zero), coef)
     if not return_metrics:
         return loss
     metrics = lm.loss_metrics(name, tok_ell, mask, adv, k, nu_wide.to(dtype), logp_new=logp_new.detach().to(dtype), w=w,

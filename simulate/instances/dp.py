@@ -161,7 +161,10 @@ def chi2_law_nb(logp, logq, next_state, d0, f, g, w2=None):
                         term = math.exp(2.0 * logp[t, s, a] - logq[t, s, a])
                     else:
                         term = w2[t, s, a]
-                    g[next_state[t, s, a]] += f[s] * term
+                    # a zero term adds nothing: skipping it is exact for finite f (f·0 = +0) and keeps an f that
+                    # overflowed to inf from making inf·0 = NaN (χ² then reads inf, which it is in float64)
+                    if term != 0.0:
+                        g[next_state[t, s, a]] += f[s] * term
         f, g = g, f
     tot = 0.0
     for s in range(S):
@@ -307,8 +310,24 @@ def ratio_moment(mdp: TabularMDP, theta, theta_mu, k: float) -> float:
     """``E_μ[ρ^k] = Σ_τ Π_t π_θ(a_t|s_t)^k μ(a_t|s_t)^{1−k}`` by DP (``ρ^k`` factorises over steps)."""
     lp = log_policy(mdp.check_theta(theta))
     lm = log_policy(mdp.check_theta(theta_mu, "theta_mu"))
-    Vv, _ = backward_values(mdp, np.exp(k * lp + (1.0 - k) * lm), np.ones(mdp.S))
-    return float(Vv[0, mdp.s0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        Vv, _ = backward_values(mdp, np.exp(k * lp + (1.0 - k) * lm), np.ones(mdp.S))
+    out = float(Vv[0, mdp.s0])
+    if not math.isnan(out):
+        return out
+    # a step weight overflowed where a later one underflowed (inf·0): the same DP in log space
+    logv = np.zeros(mdp.S)
+    lq = k * lp + (1.0 - k) * lm
+    for t in range(mdp.T - 1, -1, -1):
+        logv = _logsumexp_rows(lq[t] + logv[mdp.next_state[t]])
+    with np.errstate(over="ignore"):
+        return float(np.exp(logv[mdp.s0]))
+
+
+def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
+    from scipy.special import logsumexp
+
+    return logsumexp(x, axis=1)
 
 
 def chi2(mdp: TabularMDP, theta, theta_mu) -> float:
@@ -358,20 +377,42 @@ def ratio_moments(mdp: TabularMDP, theta, theta_mu, method: str = "auto") -> dic
         lm = log_policy(mdp.check_theta(theta_mu, "theta_mu"))
         actions, states, _ = enumerate_paths(mdp)
         log_mu = _path_log_prob(lm, states, actions)
-        rho = np.exp(_path_log_prob(lp, states, actions) - log_mu)
-        mu = np.exp(log_mu)
-        x = rho - 1.0
-        return dict(
-            sigma2=float(np.sum(mu * x * x)),
-            mu4=float(np.sum(mu * x**4)),
-            m_tic=float(np.sum(mu * rho * x**4)),
-        )
+        ell = _path_log_prob(lp, states, actions) - log_mu
+        with np.errstate(over="ignore", invalid="ignore"):
+            rho = np.exp(ell)
+            mu = np.exp(log_mu)
+            x = rho - 1.0
+            out = dict(
+                sigma2=float(np.sum(mu * x * x)),
+                mu4=float(np.sum(mu * x**4)),
+                m_tic=float(np.sum(mu * rho * x**4)),
+            )
+        if all(math.isfinite(v) for v in out.values()):
+            return out
+        return _path_moments_log(ell, log_mu)  # a ρ overflowed where μ underflowed: inf·0 = NaN above
     e = {k: ratio_moment(mdp, theta, theta_mu, float(k)) for k in (2, 3, 4, 5)}
+    # E ρ^k grows with k, so an overflowed E ρ^k makes every moment that contains it +inf (never inf − inf)
     return dict(
         sigma2=max(e[2] - 1.0, 0.0),
-        mu4=max(e[4] - 4 * e[3] + 6 * e[2] - 3.0, 0.0),
-        m_tic=max(e[5] - 4 * e[4] + 6 * e[3] - 4 * e[2] + 1.0, 0.0),
+        mu4=math.inf if e[4] == math.inf else max(e[4] - 4 * e[3] + 6 * e[2] - 3.0, 0.0),
+        m_tic=math.inf if e[5] == math.inf else max(e[5] - 4 * e[4] + 6 * e[3] - 4 * e[2] + 1.0, 0.0),
     )
+
+
+def _path_moments_log(ell: np.ndarray, log_mu: np.ndarray) -> dict:
+    """``ratio_moments``' path sums in log space: ``Σ μ|ρ−1|^m ρ^j = Σ exp(log μ + m·log|ρ−1| + j·ℓ)``, with
+    ``log|ρ−1| = ℓ + log(1 − e^{−ℓ})`` (ℓ > 0) or ``log(1 − e^ℓ)`` (ℓ ≤ 0); paths with ``μ = 0`` add nothing."""
+    from scipy.special import logsumexp
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lx = np.where(ell > 0, ell + np.log(-np.expm1(-np.abs(ell))), np.log(-np.expm1(-np.abs(ell))))
+        live = np.isfinite(log_mu)
+
+        def total(v):
+            v = np.where(live, v, -np.inf)
+            return float(np.exp(logsumexp(v))) if np.any(v > -np.inf) else 0.0
+
+        return dict(sigma2=total(log_mu + 2 * lx), mu4=total(log_mu + 4 * lx), m_tic=total(log_mu + ell + 4 * lx))
 
 
 def stale_pair(mdp: TabularMDP, theta, d: float, eta: float, direction: str = "grad", seed: int = 0) -> np.ndarray:

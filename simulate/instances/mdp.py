@@ -6,6 +6,7 @@ sampling kernels in :mod:`simulate.instances.sampling`.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,7 +95,7 @@ def bandit(K: int, rewards=None, seed: int = 0) -> TabularMDP:
 
     ``rewards`` (length ``K``, in ``[0,1]``) defaults to ``Uniform(0,1)`` draws from ``seed``.
     """
-    if isinstance(K, bool) or int(K) != K or K < 2:
+    if not _is_int_at_least(K, 2):
         raise ValueError(f"K must be an integer >= 2 (number of arms), got {K!r}")
     K = int(K)
     if rewards is None:
@@ -105,6 +106,13 @@ def bandit(K: int, rewards=None, seed: int = 0) -> TabularMDP:
     ns = (1 + np.arange(K, dtype=np.int64)).reshape(1, 1, K)
     ns = np.concatenate([ns, np.zeros((1, K, K), dtype=np.int64)], axis=1)  # states 1..K are terminal
     return TabularMDP(f"bandit-K{K}", ns, np.concatenate([[0.0], rewards]), 0)
+
+
+def _is_int_at_least(v, lo: int) -> bool:
+    """``v`` is an integer (``3`` or ``3.0``; not a bool, NaN or ``2.5``) with ``v ≥ lo``."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        return False
+    return float(v).is_integer() and v >= lo
 
 
 def token_mdp(
@@ -123,23 +131,25 @@ def token_mdp(
     - ``state="count"``: feature ``c_t`` = number of 0-tokens in ``a_<t`` (``T+1`` values);
       ``state="prev"``: feature = previous token, ``V`` meaning "none yet" (``V+1`` values).
     - ``reward="count_ge"``: ``R = 1{#0-tokens ≥ k}`` (statistic: the count, capped at ``k``;
-      default ``k = ⌈T/V⌉ + 1``); ``reward="sum_mod"``: ``R = 1{Σ_t a_t ≡ 0 (mod m)}``
+      default ``k = min(⌈T/V⌉ + 1, T)``); ``reward="sum_mod"``: ``R = 1{Σ_t a_t ≡ 0 (mod m)}``
       (statistic: the running sum mod ``m``).
 
     When feature and statistic coincide (``count`` with ``count_ge``) the state is the count alone.
     ``seed`` is unused (the instance is deterministic) and kept for a uniform constructor signature.
     """
     for val, nm, lo in ((V, "V", 2), (T, "T", 1), (m, "m", 2)):
-        if isinstance(val, bool) or int(val) != val or val < lo:
+        if not _is_int_at_least(val, lo):
             raise ValueError(f"{nm} must be an integer >= {lo}, got {val!r}")
     V, T, m = int(V), int(T), int(m)
     if state not in ("count", "prev"):
         raise ValueError(f"state must be 'count' or 'prev', got {state!r}")
     if reward not in ("count_ge", "sum_mod"):
         raise ValueError(f"reward must be 'count_ge' or 'sum_mod', got {reward!r}")
-    if k is None:
-        k = -(-T // V) + 1
-    if isinstance(k, bool) or int(k) != k or not 1 <= k <= T:
+    if reward == "sum_mod":
+        k = 1  # unused: sum_mod's statistic is the running sum mod m
+    elif k is None:
+        k = min(-(-T // V) + 1, T)  # ⌈T/V⌉ + 1 exceeds T only at T = 1
+    if not (_is_int_at_least(k, 1) and k <= T):
         raise ValueError(f"k must be an integer in [1, T] = [1, {T}], got {k!r}")
     k = int(k)
 

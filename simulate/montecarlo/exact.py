@@ -183,6 +183,11 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
         A = R - (n @ R / G)[:, None]
         for nm, eps in slots:
             w, Bk, Rk = cut_terms(log_weights_counts(nm, ell, log_rho_bar, eps), np.broadcast_to(ell, (m, N)))
+            if not (np.isfinite(w).all() and np.isfinite(Bk).all() and np.isfinite(Rk).all()):
+                # atoms absent from the group (n_k = 0) and count vectors of probability 0 (at float64) add nothing:
+                # not 0·inf = NaN where their weight overflowed
+                dead = ~(P > 0.0)[:, None] | ~pos
+                w, Bk, Rk = (np.where(dead, 0.0, x) for x in (w, Bk, Rk))
             c = n * w * A / G
             s = acc[nm, eps]
             s["c"] += P @ c
@@ -218,9 +223,19 @@ def _per_trajectory(mdp, theta, theta_mu, name, eps, G, atoms):
             out.update(bias_functional=ins.ratio_moment(mdp, theta, theta_mu, -1.0) - 1.0, removed_mass=0.0, mean_weight=1.0)
         return out
     mu, R = np.exp(atoms.log_mu), atoms.R
-    w, b, r = cut_terms(log_weights_batch(name, atoms.ell[:, None], eps)[:, 0], atoms.ell)
-    return dict(grad=(1.0 - 1.0 / G) * atoms.score_dot(mu * w * (R - mu @ R)), bias_functional=float(mu @ b),
-                removed_mass=float(mu @ r), mean_weight=float(mu @ w))
+    logw = log_weights_batch(name, atoms.ell[:, None], eps)[:, 0]
+    w, b, r = cut_terms(logw, atoms.ell)
+    with np.errstate(invalid="ignore"):
+        B, removed = float(mu @ b), float(mu @ r)
+    if not (math.isfinite(B) and math.isfinite(removed)):
+        # μ(τ) underflowed to 0 where ρ(τ) overflowed (0·inf): μ·ρ = π(τ), so form μρ·f², μρ·f from exp(log μ + ℓ)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = -np.expm1(logw - atoms.ell)
+            p = np.exp(atoms.log_mu + atoms.ell)
+            B = float(np.sum(np.where(f != 0.0, p * f * f, 0.0)))
+            removed = float(np.sum(np.where(f != 0.0, p * f, 0.0)))
+    return dict(grad=(1.0 - 1.0 / G) * atoms.score_dot(mu * w * (R - mu @ R)), bias_functional=B,
+                removed_mass=removed, mean_weight=float(mu @ w))
 
 
 def exact_table(mdp, theta, theta_mu, slots, G: int, *, atoms: PathAtoms | None = None, max_paths: int = ins.MAX_ENUM_PATHS,

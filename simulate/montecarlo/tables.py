@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from asyncgrpo import estimators as est
-from asyncgrpo.validation import check_group_size
+from asyncgrpo.validation import check_group_size, check_index_array
 from simulate import instances as ins
 from simulate.montecarlo.exact import (
     ExactLimitWarning,
@@ -149,9 +149,11 @@ def bias_table(
     G_list = [check_group_size(g) for g in np.atleast_1d(G_list)]
     if not G_list:
         raise ValueError("G_list must hold at least one group size G >= 1")
-    delays = [int(d) for d in np.atleast_1d(delays)]
-    if not delays or any(d < 0 for d in delays):
-        raise ValueError(f"delays must be a non-empty list of integers >= 0, got {delays}")
+    raw = np.atleast_1d(delays)
+    if raw.size == 0:
+        raise ValueError(f"delays must be a non-empty list of integers >= 0, got {delays!r}")
+    # integers only (2 or 2.0): a delay of 2.5 is an error, never d = 2
+    delays = [int(d) for d in check_index_array(raw.ravel(), "delays", 2**62, "delays d >= 0")]
     # the weighting part is measured against `is` on the same groups: run it even when not reported
     run_slots = slots if ("is", eps_vals[0]) in slots else slots + [("is", eps_vals[0])]
     run_names = [nm for nm in dict.fromkeys(nm for nm, _ in run_slots)]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from asyncgrpo.validation import check_index_array
 from simulate import instances as tab
 from simulate.instances.products import phi_t_g, phi_w
 from simulate.training import count_frac_mdp
@@ -73,6 +74,8 @@ class TrainingInstance:
     """Largest return of any path (computed)."""
 
     def __post_init__(self):
+        if not isinstance(self.bernoulli, (bool, np.bool_)):
+            raise ValueError(f"bernoulli must be True or False, got {self.bernoulli!r}")
         if self.report_group not in REPORT_GROUPS:
             raise ValueError(f"report_group must be one of {REPORT_GROUPS}, got {self.report_group!r}")
         mdp = tab.TabularMDP(self.name, self.next_state, self.reward, self.s0)  # validates the shapes
@@ -97,8 +100,9 @@ class TrainingInstance:
             phi.setflags(write=False)
             object.__setattr__(self, "features", phi)
         if self.starts is not None:
-            st = np.array(self.starts, dtype=np.int64).ravel()
-            if st.size < 1 or st.min() < 0 or st.max() >= mdp.S or st[0] != mdp.s0:
+            # integers only (2 or 2.0): a state 1.7 is an error, never state 1
+            st = check_index_array(np.ravel(self.starts), "starts", mdp.S, "state indices").ravel()
+            if st.size < 1 or st[0] != mdp.s0:
                 raise ValueError(f"starts must be state indices in [0, {mdp.S}) with starts[0] == s0 = {mdp.s0}, "
                                  f"got {self.starts!r}")
             st.setflags(write=False)

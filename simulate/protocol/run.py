@@ -200,6 +200,12 @@ def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool =
     unknown = [i for i in insts if isinstance(i, str) and i not in INSTANCES]
     if unknown:  # refused before any cell runs
         raise ValueError(f"instances: unknown {unknown}; known: {', '.join(INSTANCES)}")
+    # a user object under a registered name would take that instance's [instance_settings] (n_prompts, budget) and
+    # its report row: only the registered object itself may carry the name
+    taken = [n for i, n in zip(insts, names) if not isinstance(i, str) and n in INSTANCES and i is not get_instance(n)]
+    if taken:
+        raise ValueError(f"instances: an instance object may not reuse a registered name {taken}; rename it (for "
+                         f"--instance-file, the file's stem or its 'name' entry)")
     tag = f"protocol-{proto.name}-{proto.sha256[:12]}" + ("-quick" if proto.quick else "")
     tables, c5_tables, fixed = [], [], []
     want_c5 = set(proto.c5["estimators"]) <= set(proto.estimators)

@@ -91,6 +91,9 @@ class Protocol:
         for nm in ("instances", "estimators", "eps_estimators", "delays", "eps", "G", "tune_seeds", "eval_seeds",
                    "step_arms"):
             vals = getattr(self, nm)
+            # scalars first: a table or list inside would make set() raise TypeError without naming the field
+            _check(isinstance(vals, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in vals), nm,
+                   f"a list of numbers or names (got {vals!r})")
             _check(len(set(vals)) == len(vals), nm, f"a list without duplicates (got {list(vals)})")
         for nm in ("delays", "G", "tune_seeds", "eval_seeds", "budget", "n_prompts", "max_widen", "version"):
             vals = getattr(self, nm)
@@ -177,6 +180,13 @@ class Protocol:
         _check(p["d"] in self.delays and p["G"] in self.G and p["eps"] in self.eps, "primary",
                "a cell of the grid (d in delays, G in G, eps in eps)")
         c = self.c5
+        # types first, so that len(), int() and set() below never raise a TypeError that names no field
+        _check(isinstance(c["estimators"], (list, tuple)) and all(isinstance(e, str) for e in c["estimators"]),
+               "c5.estimators", "a list of estimator names")
+        _check(isinstance(c["G"], (list, tuple)) and all(_int(g) and g >= 1 for g in c["G"]) and _int(c["steps"]),
+               "c5.G/c5.steps", "distinct integers >= 1 (G a list of them)")
+        _check(_int(c["d"]), "c5.d", "an integer")
+        _check(_real(c["eps"]), "c5.eps", "a finite number")
         _check(set(c["estimators"]) <= set(self.estimators) and c["d"] in self.delays and c["eps"] in self.eps
                and len(c["G"]) >= 2 and int(c["steps"]) >= 1, "c5", "estimators, d, eps from the grid, >= 2 G, steps >= 1")
         _check(all(isinstance(g, int) and not isinstance(g, bool) and g >= 1 for g in c["G"])

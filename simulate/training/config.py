@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -114,6 +115,10 @@ def optimal_J(mdp) -> float:
     return float(np.max(np.asarray(mdp.reward)[sorted(reach)]))
 
 
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run of the asynchronous learner (module docstring)."""
@@ -170,7 +175,12 @@ class TrainConfig:
     def __post_init__(self):
         if self.estimator not in REGISTERED_ESTIMATORS:
             raise ValueError(f"estimator must be one of {', '.join(REGISTERED_ESTIMATORS)}, got {self.estimator!r}")
-        for name in ("eps", "eps_high", "tau_m2", "eta", "theta_max"):
+        if not callable(getattr(self.instance, "build", None)):
+            raise ValueError(f"instance must be an InstanceSpec or a simulate.protocol.TrainingInstance (anything with "
+                             f".build()), got {type(self.instance).__name__}; a TabularMDP m becomes one as "
+                             "TrainingInstance(name, description, m.next_state, m.reward, m.s0)")
+        # adam_eps too: Adam divides by sqrt(v̂) + adam_eps, and v̂ = 0 for a parameter no gradient reached yet
+        for name in ("eps", "eps_high", "tau_m2", "eta", "theta_max", "adam_eps"):
             check_eps(getattr(self, name), name)
         if not 0.0 < self.eps_low < 1.0:
             raise ValueError(f"eps_low must be in (0, 1), got {self.eps_low!r}")
@@ -179,9 +189,12 @@ class TrainConfig:
         check_group_size(self.steps, "steps")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be 'sga' or 'adam', got {self.optimizer!r}")
-        if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
-            raise ValueError(f"beta1, beta2 must be in [0, 1), got {self.beta1!r}, {self.beta2!r}")
-        if not (0 <= int(self.seed) < 2**32):
+        for name in ("beta1", "beta2"):
+            v = getattr(self, name)
+            if not (_is_real(v) and 0.0 <= v < 1.0):
+                raise ValueError(f"{name} must be a number in [0, 1), got {v!r}")
+        s = self.seed  # an integer (8 or 8.0), never truncated: 1.5 is an error, not seed 1
+        if not (_is_real(s) and math.isfinite(s) and float(s).is_integer() and 0 <= s < 2**32):
             raise ValueError(f"seed must be an integer in [0, 2**32), got {self.seed!r}")
         if not (0.0 <= self.collapse_frac < 1.0):
             raise ValueError(f"collapse_frac must be in [0, 1), got {self.collapse_frac!r}")
