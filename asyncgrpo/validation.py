@@ -30,6 +30,21 @@ def _unwrap(value):
     return value
 
 
+def is_real_number(value) -> bool:
+    """Whether ``value`` is a real scalar (int, float, NumPy number or 0-d array; NaN and ±inf included), not a bool,
+    complex number or string: the predicate behind every "must be a number" check."""
+    value = _unwrap(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def is_integral(value) -> bool:
+    """Whether ``value`` is a real scalar with an integer value (``3`` or ``3.0``; not ``2.5``, NaN, ±inf or a bool)."""
+    value = _unwrap(value)
+    if not is_real_number(value):
+        return False
+    return isinstance(value, numbers.Integral) or (math.isfinite(value) and float(value).is_integer())
+
+
 def _real(value, name: str, must: str) -> float:
     """``value`` as a float if it is a real number (not bool, complex, str), else ``ValueError``."""
     value = _unwrap(value)

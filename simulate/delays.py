@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import heapq
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
+
+from asyncgrpo.validation import is_integral, is_real_number
 
 KINDS = ("fixed", "uniform", "geometric", "queue")
 GEN_DISTS = ("lognormal", "exponential", "constant")
@@ -65,12 +66,12 @@ class DelaySpec:
             raise ValueError(f"delay kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         _check_int(self.d, "d", 0)
         _check_int(self.D, "D", 0)
-        if self.kind == "geometric" and not (_is_real(self.p) and 0.0 < self.p <= 1.0):
+        if self.kind == "geometric" and not (is_real_number(self.p) and 0.0 < self.p <= 1.0):
             raise ValueError(f"p must be in (0, 1] (geometric success probability), got {self.p!r}")
         _check_int(self.n_actors, "n_actors", 1)
         if self.gen_dist not in GEN_DISTS:
             raise ValueError(f"gen_dist must be one of {', '.join(GEN_DISTS)}, got {self.gen_dist!r}")
-        if not (_is_real(self.gen_sigma) and math.isfinite(self.gen_sigma) and self.gen_sigma >= 0.0):
+        if not (is_real_number(self.gen_sigma) and math.isfinite(self.gen_sigma) and self.gen_sigma >= 0.0):
             raise ValueError(f"gen_sigma must be a finite number >= 0, got {self.gen_sigma!r}")
 
     @property
@@ -160,12 +161,8 @@ def queue_delays(K: int, n_actors: int, gen_dist: str, gen_sigma: float, rng: np
     return out
 
 
-def _is_real(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
 def _check_int(value, name: str, lo: int) -> int:
     # an int64 delay: 2**63 − 1 at most (np.full of a larger d overflows)
-    if not (_is_real(value) and math.isfinite(value) and float(value).is_integer() and lo <= value <= 2**63 - 1):
+    if not (is_integral(value) and lo <= value <= 2**63 - 1):
         raise ValueError(f"{name} must be an integer >= {lo} (at most 2**63 - 1), got {value!r}")
     return int(value)

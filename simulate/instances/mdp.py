@@ -6,12 +6,11 @@ sampling kernels in :mod:`simulate.instances.sampling`.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from asyncgrpo.validation import check_finite, check_index, check_index_array, check_real_array
+from asyncgrpo.validation import check_finite, check_index, check_index_array, check_real_array, is_integral
 
 #: Largest ``V^T`` for which :func:`simulate.instances.dp.enumerate_paths` (and enumeration-based exact values) run.
 MAX_ENUM_PATHS = 1 << 20
@@ -95,7 +94,7 @@ def bandit(K: int, rewards=None, seed: int = 0) -> TabularMDP:
 
     ``rewards`` (length ``K``, in ``[0,1]``) defaults to ``Uniform(0,1)`` draws from ``seed``.
     """
-    if not _is_int_at_least(K, 2):
+    if not (is_integral(K) and K >= 2):
         raise ValueError(f"K must be an integer >= 2 (number of arms), got {K!r}")
     K = int(K)
     if rewards is None:
@@ -106,13 +105,6 @@ def bandit(K: int, rewards=None, seed: int = 0) -> TabularMDP:
     ns = (1 + np.arange(K, dtype=np.int64)).reshape(1, 1, K)
     ns = np.concatenate([ns, np.zeros((1, K, K), dtype=np.int64)], axis=1)  # states 1..K are terminal
     return TabularMDP(f"bandit-K{K}", ns, np.concatenate([[0.0], rewards]), 0)
-
-
-def _is_int_at_least(v, lo: int) -> bool:
-    """``v`` is an integer (``3`` or ``3.0``; not a bool, NaN or ``2.5``) with ``v ≥ lo``."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-        return False
-    return float(v).is_integer() and v >= lo
 
 
 def token_mdp(
@@ -138,7 +130,7 @@ def token_mdp(
     ``seed`` is unused (the instance is deterministic) and kept for a uniform constructor signature.
     """
     for val, nm, lo in ((V, "V", 2), (T, "T", 1), (m, "m", 2)):
-        if not _is_int_at_least(val, lo):
+        if not (is_integral(val) and val >= lo):
             raise ValueError(f"{nm} must be an integer >= {lo}, got {val!r}")
     V, T, m = int(V), int(T), int(m)
     if state not in ("count", "prev"):
@@ -149,7 +141,7 @@ def token_mdp(
         k = 1  # unused: sum_mod's statistic is the running sum mod m
     elif k is None:
         k = min(-(-T // V) + 1, T)  # ⌈T/V⌉ + 1 exceeds T only at T = 1
-    if not (_is_int_at_least(k, 1) and k <= T):
+    if not ((is_integral(k) and k >= 1) and k <= T):
         raise ValueError(f"k must be an integer in [1, T] = [1, {T}], got {k!r}")
     k = int(k)
 

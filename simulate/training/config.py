@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from asyncgrpo.estimators import ESTIMATORS, TRAJECTORY_ESTIMATORS, registry
 from asyncgrpo.estimators.token_level import TOKEN_ESTIMATORS
-from asyncgrpo.validation import check_eps, check_group_size
+from asyncgrpo.validation import check_eps, check_group_size, is_integral, is_real_number
 from simulate.delays import DelaySpec
 
 #: The toolkit's own estimators: THEORY's six trajectory maps and the token-level baselines.
@@ -115,10 +114,6 @@ def optimal_J(mdp) -> float:
     return float(np.max(np.asarray(mdp.reward)[sorted(reach)]))
 
 
-def _is_real(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
-
-
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run of the asynchronous learner (module docstring)."""
@@ -191,10 +186,10 @@ class TrainConfig:
             raise ValueError(f"optimizer must be 'sga' or 'adam', got {self.optimizer!r}")
         for name in ("beta1", "beta2"):
             v = getattr(self, name)
-            if not (_is_real(v) and 0.0 <= v < 1.0):
+            if not (is_real_number(v) and 0.0 <= v < 1.0):
                 raise ValueError(f"{name} must be a number in [0, 1), got {v!r}")
         s = self.seed  # an integer (8 or 8.0), never truncated: 1.5 is an error, not seed 1
-        if not (_is_real(s) and math.isfinite(s) and float(s).is_integer() and 0 <= s < 2**32):
+        if not (is_integral(s) and 0 <= s < 2**32):
             raise ValueError(f"seed must be an integer in [0, 2**32), got {self.seed!r}")
         if not (0.0 <= self.collapse_frac < 1.0):
             raise ValueError(f"collapse_frac must be in [0, 1), got {self.collapse_frac!r}")

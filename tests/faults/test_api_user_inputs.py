@@ -150,3 +150,14 @@ def test_checker_options_are_checked_by_name(kw, msg):
 def test_checker_takes_numpy_integers():
     r = check_weight_map(lambda ell, eps: est.gmc(eps)(ell), eps=0.2, max_examples=np.int64(5), max_size=np.int32(8))
     assert r["real_valued"].verdict == "holds"
+
+
+@pytest.mark.parametrize("v, real, integral", [(3, True, True), (3.0, True, True), (np.int64(3), True, True),
+                                               (np.array(3.0), True, True), (2.5, True, False), (math.nan, True, False),
+                                               (math.inf, True, False), (10**400, True, True), (True, False, False),
+                                               (np.bool_(True), False, False), (1 + 0j, False, False), ("3", False, False),
+                                               (None, False, False), (np.array([3.0]), False, False)])
+def test_the_number_predicates_every_check_uses(v, real, integral):
+    from asyncgrpo.validation import is_integral, is_real_number
+
+    assert is_real_number(v) == real and is_integral(v) == integral
