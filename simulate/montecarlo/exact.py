@@ -37,6 +37,11 @@ MAX_COUNT_STATES = 4_000_000
 MAX_GROUP_ATOMS = 2048
 #: Largest work ``C(N+G−1, G)·N²`` (multiply-adds of ``E‖ĝ‖² = Σ P·cᵀ Gram c``) of the count engine: ~seconds.
 MAX_COUNT_WORK = 4e9
+#: Above this ``max_k ℓ_k`` the count engine sums 𝔅 and the removed mass in log space (:func:`_log_cut_sums`):
+#: a count vector of probability ``P < e^-700`` (dropped from the linear sums as negligible) can then still
+#: carry a finite ``P·ρ_k`` (``ρ_k > e^{300}``), and ``ρ_k f²`` itself can overflow. Below it the linear sums
+#: are exact to float64 and unchanged.
+LOG_SPACE_ELL = 300.0
 _PER_TRAJECTORY = ("onpolicy", "is", "tis", "tic")
 _BLOCK_ENTRIES = 1 << 14
 
@@ -149,6 +154,41 @@ def log_weights_counts(name: str, ell: np.ndarray, log_rho_bar: np.ndarray, eps:
     raise ValueError(f"unknown estimator {name!r}; known estimators: {', '.join(est.ESTIMATORS)}")
 
 
+def _log_cut_sums(logw, ell, n, logP):
+    """``(log|S|, sign S)`` of ``S = Σ_m P_m Σ_k n_k ρ_k f_k^j`` for 𝔅 (``j = 2``) and the removed mass (``j = 1``),
+    ``f = 1 − w/ρ = −expm1(log w − ℓ)``, all in log space: exact where ``P_m`` underflows and ``ρ_k`` overflows."""
+    from scipy.special import logsumexp
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = -np.expm1(logw - ell)  # (m, N); 0 where the weight is not cut
+        lnf, sgn = np.log(np.abs(f)), np.sign(f)
+        base = np.where(n > 0, np.log(n) + ell, -np.inf) + logP[:, None]
+        out = []
+        for j in (2, 1):
+            a = np.where(f != 0.0, base + j * lnf, -np.inf)
+            b = sgn ** j if j == 1 else np.ones_like(f)
+            if not np.any(a > -np.inf):
+                out.append((-np.inf, 0.0))
+                continue
+            v, sign = logsumexp(a, b=b, return_sign=True)
+            out.append((float(v), float(sign)))
+    return out[0], out[1]
+
+
+def _signed_exp_sum(parts) -> float:
+    """``Σ_i sign_i·exp(v_i)`` of ``(v_i, sign_i)`` pairs, in log space (``±inf`` only past float64)."""
+    from scipy.special import logsumexp
+
+    v = np.array([p[0] for p in parts], dtype=np.float64)
+    b = np.array([p[1] for p in parts], dtype=np.float64)
+    keep = (b != 0.0) & (v > -np.inf)
+    if not keep.any():
+        return 0.0
+    total, sign = logsumexp(v[keep], b=b[keep], return_sign=True)
+    with np.errstate(over="ignore"):
+        return float(sign * np.exp(total))
+
+
 def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     """``{slot: {grad, sq_norm, bias_functional, removed_mass, mean_weight}}`` summed over all count vectors.
 
@@ -165,6 +205,8 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     state = np.array([G, -1, 0], dtype=np.int64)
     block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # ≤ 128 KB temporaries: below malloc's mmap threshold, so no fresh zeroed pages per block
     lgG = gammaln(G + 1)
+    huge = N > 0 and float(ell.max()) > LOG_SPACE_ELL
+    log_sums = {sl: dict(B=[], removed=[]) for sl in slots}  # per block: (log|Σ|, sign) of Σ_m P_m Σ_k n_k term
     while True:
         m = _next_counts_nb(r, state, block)
         if m == 0:
@@ -182,7 +224,8 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
         log_rho_bar = mx + np.log(np.exp(a - mx[:, None]).sum(1)) - math.log(G)
         A = R - (n @ R / G)[:, None]
         for nm, eps in slots:
-            w, Bk, Rk = cut_terms(log_weights_counts(nm, ell, log_rho_bar, eps), np.broadcast_to(ell, (m, N)))
+            logw = log_weights_counts(nm, ell, log_rho_bar, eps)
+            w, Bk, Rk = cut_terms(logw, np.broadcast_to(ell, (m, N)))
             if not (np.isfinite(w).all() and np.isfinite(Bk).all() and np.isfinite(Rk).all()):
                 # atoms absent from the group (n_k = 0) and count vectors of probability 0 (at float64) add nothing:
                 # not 0·inf = NaN where their weight overflowed
@@ -192,11 +235,20 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
             s = acc[nm, eps]
             s["c"] += P @ c
             s["sq"] += float(P @ np.einsum("mk,mk->m", c @ gram, c))
-            s["B"] += float(P @ (n * Bk).sum(1)) / G
-            s["removed"] += float(P @ (n * Rk).sum(1)) / G
+            if huge:
+                lb, lr = _log_cut_sums(logw, ell, n, logP)
+                log_sums[nm, eps]["B"].append(lb)
+                log_sums[nm, eps]["removed"].append(lr)
+            else:
+                s["B"] += float(P @ (n * Bk).sum(1)) / G
+                s["removed"] += float(P @ (n * Rk).sum(1)) / G
             s["mw"] += float(P @ (n * w).sum(1)) / G
         if state[2]:
             break
+    if huge:
+        for slot, ls in log_sums.items():
+            for key in ("B", "removed"):
+                acc[slot][key] = _signed_exp_sum(ls[key]) / G
     out = {}
     for slot, s in acc.items():
         full = np.zeros(len(atoms.log_mu))
