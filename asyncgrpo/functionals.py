@@ -19,7 +19,8 @@ import numpy as np
 from asyncgrpo.estimators import reference
 from asyncgrpo.validation import check_finite, check_log_ratios, check_log_weights, check_real_ndarray
 
-__all__ = ["group_mass", "log_group_mass", "bias_functional", "log_bias_functional", "removed_mass", "ess", "advantages"]
+__all__ = ["group_mass", "log_group_mass", "bias_functional", "log_bias_functional", "removed_mass", "ess", "advantages",
+           "signed_exp_sum"]
 
 
 def log_group_mass(log_ratios) -> float:
@@ -133,3 +134,25 @@ def advantages(rewards, normalize: bool = False, delta: float = 1e-6) -> np.ndar
     if normalize:
         return a / ((R / m).std() + float(delta) / m)
     raise ValueError(f"advantages R − mean(R) exceed float64 for rewards up to {m:.3g}; normalize=True scales them")
+
+
+def signed_exp_sum(log_abs, sign) -> float:
+    """``Σ_j sign_j·exp(log_abs_j)`` summed by sign in log space (one ``logsumexp`` per sign, then
+    ``e^hi(1 − e^{lo−hi})``): ``±inf`` only when the sum itself leaves float64, never ``inf − inf = NaN`` when single
+    terms do; terms with ``sign_j = 0`` or ``log_abs_j = −inf`` add nothing; ``0.0`` when none is left or they cancel."""
+    from scipy.special import logsumexp
+
+    v = np.asarray(log_abs, dtype=np.float64).ravel()
+    b = np.asarray(sign, dtype=np.float64).ravel()
+
+    def lse(sel):
+        sel = sel & (v > -np.inf)  # NaN > −inf is False: a NaN term (sign 0 by the caller) is left out too
+        return float(logsumexp(v[sel])) if sel.any() else -np.inf
+
+    lp, ln = lse(b > 0), lse(b < 0)
+    if lp == ln:  # both −inf (no term), or two equal sides that cancel
+        return 0.0
+    hi, lo, s = (lp, ln, 1.0) if lp > ln else (ln, lp, -1.0)
+    x = hi + np.log1p(-np.exp(lo - hi))
+    with np.errstate(over="ignore"):
+        return s * float(np.exp(x))

@@ -145,22 +145,6 @@ def _log_mean_exp(x):
     return float(torch.logsumexp(x, dim=0) - math.log(x.numel()))
 
 
-def _signed_log_sum(log_abs, sign) -> float:
-    """``Σ_j sign_j·exp(log_abs_j)`` (1-D tensors) summed by sign in log space: ``±inf`` only if the sum itself
-    leaves float64, never ``inf − inf = NaN`` when single terms do."""
-    import torch
-
-    def lse(sel):
-        return float(torch.logsumexp(log_abs[sel], dim=0)) if bool(sel.any()) else -math.inf
-
-    lp, ln = lse(sign > 0), lse(sign < 0)
-    if lp == ln:  # includes both −inf: the terms cancel or there are none
-        return 0.0
-    hi, lo, s = (lp, ln, 1.0) if lp > ln else (ln, lp, -1.0)
-    v = hi + math.log1p(-math.exp(lo - hi))
-    return s * (math.inf if v > _LOG_MAX else math.exp(v))
-
-
 def _expm1(x: float) -> float:
     """``exp(x) − 1`` as a float, ``inf`` past float64's range (``math.expm1`` raises OverflowError there)."""
     return math.inf if x > _LOG_MAX else math.expm1(x)
@@ -253,7 +237,7 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     zero = torch.zeros((), dtype=f64, device=mask.device)
     ninf = torch.full((), -math.inf, dtype=f64, device=mask.device)
     out: dict = {}
-    signed_terms = None  # (log|term|, sign) of pg_loss's terms, where a branch can overflow them
+    traj_logw = None  # log w_i of a trajectory-level map, for pg_loss's log-space sum
     hi, lo = math.log1p(eps_high), math.log1p(-eps_low)
     log_c = math.inf if clip_ratio_c is None else math.log(float(clip_ratio_c))
 
@@ -333,20 +317,21 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
             loss_mat = loss_mat * logp
         logk = logw[:, None].expand_as(ell_t)
         out["ess_group_w"] = _group_ess(logw, rows, G)
-        # the same terms ν·(−A w_i [log π]) as (log|·|, sign) from log w_i, for pg_loss where w_i overflowed (is)
-        with torch.no_grad():
-            log_abs = torch.log(nu) + torch.log(A.abs()) + logk
-            sign = -torch.sign(A).expand_as(logp)
-            if not registry.entry(name).correction:
-                log_abs, sign = log_abs + torch.log(logp.abs()), sign * torch.sign(logp)
-            signed_terms = (log_abs[mask], torch.where(torch.isnan(log_abs), zero, sign)[mask])
+        traj_logw = logk  # pg_loss's terms in log space, should a w_i have overflowed (is)
 
     extra = registry.entry(name).metrics
     if extra is not None:
         out.update(extra(ell_t, mask, A[:, 0], rows))
     out["pg_loss"] = float(torch.where(mask, nu * loss_mat, zero).sum())
-    if not math.isfinite(out["pg_loss"]) and signed_terms is not None:
-        out["pg_loss"] = _signed_log_sum(*signed_terms)
+    if not math.isfinite(out["pg_loss"]) and traj_logw is not None:
+        from asyncgrpo.functionals import signed_exp_sum
+        # the same terms ν·(−A w_i [log π]) as (log|·|, sign) from log w_i, summed by sign: never inf − inf
+        log_abs = torch.log(nu) + torch.log(A.abs()) + traj_logw
+        sign = -torch.sign(A).expand_as(logp)
+        if not registry.entry(name).correction:
+            log_abs, sign = log_abs + torch.log(logp.abs()), sign * torch.sign(logp)
+        sign = torch.where(torch.isnan(log_abs), zero, sign)
+        out["pg_loss"] = signed_exp_sum(log_abs[mask].cpu().numpy(), sign[mask].cpu().numpy())
     # KL and χ² between π_θ and μ from the ratios alone (method-independent)
     lt = ell_t[mask]
     out["ppo_kl"] = float((-lt).mean())

@@ -316,18 +316,14 @@ def ratio_moment(mdp: TabularMDP, theta, theta_mu, k: float) -> float:
     if not math.isnan(out):
         return out
     # a step weight overflowed where a later one underflowed (inf·0): the same DP in log space
+    from scipy.special import logsumexp
+
     logv = np.zeros(mdp.S)
     lq = k * lp + (1.0 - k) * lm
     for t in range(mdp.T - 1, -1, -1):
-        logv = _logsumexp_rows(lq[t] + logv[mdp.next_state[t]])
+        logv = logsumexp(lq[t] + logv[mdp.next_state[t]], axis=1)
     with np.errstate(over="ignore"):
         return float(np.exp(logv[mdp.s0]))
-
-
-def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
-    from scipy.special import logsumexp
-
-    return logsumexp(x, axis=1)
 
 
 def chi2(mdp: TabularMDP, theta, theta_mu) -> float:

@@ -26,6 +26,7 @@ from numba import njit
 from scipy.special import gammaln
 
 from asyncgrpo import estimators as est
+from asyncgrpo.functionals import signed_exp_sum
 from asyncgrpo.validation import check_eps, check_group_size
 from simulate import instances as ins
 from simulate.montecarlo.kernel import EST_QUANTITIES
@@ -155,38 +156,23 @@ def log_weights_counts(name: str, ell: np.ndarray, log_rho_bar: np.ndarray, eps:
 
 
 def _log_cut_sums(logw, ell, n, logP):
-    """``(log|S|, sign S)`` of ``S = Σ_m P_m Σ_k n_k ρ_k f_k^j`` for 𝔅 (``j = 2``) and the removed mass (``j = 1``),
-    ``f = 1 − w/ρ = −expm1(log w − ℓ)``, all in log space: exact where ``P_m`` underflows and ``ρ_k`` overflows."""
+    """The terms of ``S = Σ_m P_m Σ_k n_k ρ_k f_k^j`` for 𝔅 (``j = 2``) and the removed mass (``j = 1``),
+    ``f = 1 − w/ρ = −expm1(log w − ℓ)``, in log space, as ``(log S_+, log S_−)`` per quantity (the sums of the
+    positive and of the negative terms): exact where ``P_m`` underflows and ``ρ_k`` overflows."""
     from scipy.special import logsumexp
 
     with np.errstate(divide="ignore", invalid="ignore"):
         f = -np.expm1(logw - ell)  # (m, N); 0 where the weight is not cut
-        lnf, sgn = np.log(np.abs(f)), np.sign(f)
+        lnf = np.log(np.abs(f))
         base = np.where(n > 0, np.log(n) + ell, -np.inf) + logP[:, None]
-        out = []
-        for j in (2, 1):
-            a = np.where(f != 0.0, base + j * lnf, -np.inf)
-            b = sgn ** j if j == 1 else np.ones_like(f)
-            if not np.any(a > -np.inf):
-                out.append((-np.inf, 0.0))
-                continue
-            v, sign = logsumexp(a, b=b, return_sign=True)
-            out.append((float(v), float(sign)))
-    return out[0], out[1]
 
+        def lse(a, sel):
+            a = np.where(sel, a, -np.inf)
+            return float(logsumexp(a)) if np.any(a > -np.inf) else -np.inf
 
-def _signed_exp_sum(parts) -> float:
-    """``Σ_i sign_i·exp(v_i)`` of ``(v_i, sign_i)`` pairs, in log space (``±inf`` only past float64)."""
-    from scipy.special import logsumexp
-
-    v = np.array([p[0] for p in parts], dtype=np.float64)
-    b = np.array([p[1] for p in parts], dtype=np.float64)
-    keep = (b != 0.0) & (v > -np.inf)
-    if not keep.any():
-        return 0.0
-    total, sign = logsumexp(v[keep], b=b[keep], return_sign=True)
-    with np.errstate(over="ignore"):
-        return float(sign * np.exp(total))
+        B = (lse(base + 2 * lnf, f != 0.0), -np.inf)  # f² > 0 wherever f ≠ 0
+        removed = (lse(base + lnf, f > 0.0), lse(base + lnf, f < 0.0))
+    return B, removed
 
 
 def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
@@ -206,7 +192,7 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # ≤ 128 KB temporaries: below malloc's mmap threshold, so no fresh zeroed pages per block
     lgG = gammaln(G + 1)
     huge = N > 0 and float(ell.max()) > LOG_SPACE_ELL
-    log_sums = {sl: dict(B=[], removed=[]) for sl in slots}  # per block: (log|Σ|, sign) of Σ_m P_m Σ_k n_k term
+    log_sums = {sl: dict(B=[], removed=[]) for sl in slots}  # per block: (log Σ_+, log Σ_−) of Σ_m P_m Σ_k n_k term
     while True:
         m = _next_counts_nb(r, state, block)
         if m == 0:
@@ -248,7 +234,8 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     if huge:
         for slot, ls in log_sums.items():
             for key in ("B", "removed"):
-                acc[slot][key] = _signed_exp_sum(ls[key]) / G
+                parts = np.array(ls[key])  # (blocks, 2): log Σ of the positive and of the negative terms
+                acc[slot][key] = signed_exp_sum(parts, np.broadcast_to([1.0, -1.0], parts.shape)) / G
     out = {}
     for slot, s in acc.items():
         full = np.zeros(len(atoms.log_mu))
