@@ -109,20 +109,28 @@ def test_loss_follows_verl_global_batch_info():
 
 
 @pytest.mark.parametrize("mode", av.VERL_AGG_MODES)
-def test_dp_size_without_global_counts_uses_the_local_count_as_verl(mode):
-    """Issue 28 item 5: verl's agg_loss does not raise when dp_size > 1 comes without the global count;
-    it divides by the local count and multiplies by dp_size (the docstring said it raised, and so did we)."""
+def test_dp_size_without_global_counts_raises_as_verl_091(mode):
+    """verl 0.9.1's agg_loss raises when dp_size > 1 comes without the mode's global count (verl 0.8 divided by the
+    local count); so does the toolkit, and a dp_size that is not an integer >= 1 is refused (issue 56 item 5:
+    -1 flipped the loss's sign, 0 was read as 1, 2.7 as 2)."""
+    agg_loss = _verl().load()[0].agg_loss
     data, _ = verl_batch()
     b = data.batch
     av.add_trajectory_weights(data, "gmc", 0.2)
     args = (b["old_log_probs"], b["old_log_probs"].clone(), b["advantages"], b["response_mask"])
+    with pytest.raises(ValueError, match="required when dp_size > 1"):
+        agg_loss(b["old_log_probs"], b["response_mask"], mode, dp_size=2)
 
     class Cfg:
         global_batch_info = {"dp_size": 2, "batch_num_tokens": None, "global_batch_size": None}
 
-    local, _ = av.trajectory_policy_loss(*args, loss_agg_mode=mode, rollout_is_weights=b["rollout_is_weights"])
-    dp2, _ = av.trajectory_policy_loss(*args, loss_agg_mode=mode, config=Cfg(), rollout_is_weights=b["rollout_is_weights"])
-    assert float(dp2) == pytest.approx(2 * float(local), rel=1e-12) and float(local) != 0
+    with pytest.raises(ValueError, match="required when dp_size > 1"):
+        av.trajectory_policy_loss(*args, loss_agg_mode=mode, config=Cfg(), rollout_is_weights=b["rollout_is_weights"])
+    for bad in (-1, 0, 2.7, True, "2", float("nan")):
+        Cfg.global_batch_info = {"dp_size": bad, "batch_num_tokens": 100, "global_batch_size": 12}
+        with pytest.raises(ValueError, match="dp_size"):
+            av.trajectory_policy_loss(*args, loss_agg_mode=mode, config=Cfg(),
+                                      rollout_is_weights=b["rollout_is_weights"])
 
 
 def test_groups_of_unequal_size_and_empty_rows():
@@ -156,7 +164,7 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="advantages must be constant"):
         av.trajectory_policy_loss(b["old_log_probs"], b["old_log_probs"], tok_adv, b["response_mask"],
                                   rollout_is_weights=b["rollout_is_weights"])
-    for mode in ("dapo", "seq-mean-token-sum-norm"):
+    for mode in ("dapo", "token-sum"):
         with pytest.raises(ValueError, match="loss_agg_mode"):
             av.trajectory_policy_loss(b["old_log_probs"], b["old_log_probs"], b["advantages"], b["response_mask"],
                                       loss_agg_mode=mode, rollout_is_weights=b["rollout_is_weights"])
@@ -212,7 +220,8 @@ def test_loss_equals_verl_agg_loss_of_the_weighted_surrogate(mode):
     av.add_trajectory_weights(data, "gmc", 0.2)
     lp = b["old_log_probs"].clone().requires_grad_(True)
     n_tok, n_seq = float(b["response_mask"].sum()), 12
-    for info in ({}, {"dp_size": 4, "batch_num_tokens": 3 * n_tok, "global_batch_size": 3 * n_seq}):
+    for info in ({}, {"dp_size": 4, "batch_num_tokens": 3 * n_tok, "global_batch_size": 3 * n_seq},
+                 {"dp_size": 4, "batch_num_tokens": 3 * n_tok, "global_batch_size": 3 * n_seq, "loss_scale_factor": 11}):
         class Cfg:
             global_batch_info = dict(info)
 

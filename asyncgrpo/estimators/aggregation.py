@@ -13,8 +13,8 @@ mode                        ``ν_{i,t}``                          peer
 ``seq-mean-token-mean``     ``1/(T_i·B_seq)``                    verl; ``B_seq = global_batch_size``
                                                                  (default ``n_seq``); verl adds 1e-8 to T_i
 ``seq-mean-token-sum``      ``1/B_seq``                          verl
-``seq-mean-token-sum-norm`` ``1/L``                              verl (Dr. GRPO); ``L = loss_scale_factor``
-                                                                 (default ``T``); no ``1/N``, as in verl
+``seq-mean-token-sum-norm`` ``1/(B_seq·L)``                       verl 0.9.1 (Dr. GRPO); ``L = loss_scale_factor``
+                                                                 (default ``T``), ``B_seq`` as above
 ``grpo``                    ``1/(T_i·N)``                        TRL ``loss_type="grpo"`` (mean over all N
                                                                  rows, empty rows included)
 ``bnpo``                    ``1/n_tok``                          TRL ``bnpo``: local token count only
@@ -80,7 +80,7 @@ def token_normaliser(mode: str, mask, *, loss_scale_factor=None, batch_num_token
     B_seq = _check_count(global_batch_size, "global_batch_size")
     uses = {"loss_scale_factor": mode in ("seq-mean-token-sum-norm", "dr_grpo"),
             "batch_num_tokens": mode in ("token-mean", "dapo"),
-            "global_batch_size": mode in ("seq-mean-token-mean", "seq-mean-token-sum")}
+            "global_batch_size": mode in ("seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")}
     for key, val in (("loss_scale_factor", L), ("batch_num_tokens", B_tok), ("global_batch_size", B_seq)):
         if val is not None and not uses[key]:
             raise ValueError(f"{key} has no effect with loss_agg_mode={mode!r}; leave it None")
@@ -105,7 +105,7 @@ def token_normaliser(mode: str, mask, *, loss_scale_factor=None, batch_num_token
     elif mode == "seq-mean-token-sum":
         nu = ones / (B_seq or n_seq)
     elif mode == "seq-mean-token-sum-norm":
-        nu = ones / (L or T)
+        nu = ones / ((B_seq or n_seq) * (L or T))  # verl 0.9.1's agg_loss: seq-mean, then / loss_scale_factor
     elif mode == "dr_grpo":
         nu = ones / (N * (L or T))
     else:  # THEORY_MODE

@@ -54,6 +54,64 @@ def ppo_coefficient(ratio_log, A_tok, lo: float, hi: float, c: float):
     return k, obj
 
 
+#: The keys verl's workers put in ``config.global_batch_info`` (``verl/workers/utils/losses.py``), which verl's
+#: ``agg_loss`` takes as keyword arguments.
+GLOBAL_BATCH_KEYS = ("dp_size", "batch_num_tokens", "global_batch_size", "loss_scale_factor")
+#: The global count each of verl's modes reads (``token-sum`` reads none).
+_MODE_COUNTS = {"token-mean": ("batch_num_tokens",), "seq-mean-token-mean": ("global_batch_size",),
+                "seq-mean-token-sum": ("global_batch_size",),
+                "seq-mean-token-sum-norm": ("global_batch_size", "loss_scale_factor")}
+
+
+def global_batch_kwargs(global_batch_info, loss_agg_mode: str) -> tuple[int, dict]:
+    """``(dp_size, counts)`` of verl's ``config.global_batch_info`` for ``loss_agg_mode``, as verl 0.9.1's ``agg_loss``
+    reads them: ``counts`` are the keyword arguments of :func:`~asyncgrpo.estimators.aggregation.token_normaliser`
+    that apply to the mode (``None`` = the local count), and the loss is multiplied by ``dp_size``.
+
+    ``dp_size`` must be an integer ``≥ 1`` (``None`` or absent: 1); ``-1`` would flip the loss's sign, ``0`` zero it
+    and ``2.7`` scale it by a non-integer, so each is a ``ValueError``. With ``dp_size > 1`` the mode's global count
+    is required, as verl 0.9.1 raises (``"(global) batch_num_tokens is required when dp_size > 1"``). Unknown keys
+    are refused (verl's ``agg_loss(**global_batch_info)`` would raise ``TypeError``)."""
+    from asyncgrpo.validation import is_integral
+
+    if global_batch_info is None:
+        info: dict = {}
+    elif isinstance(global_batch_info, Mapping) or hasattr(global_batch_info, "items"):
+        info = dict(global_batch_info.items())
+    else:
+        raise ValueError(f"global_batch_info must be a mapping of {', '.join(GLOBAL_BATCH_KEYS)} or None, got "
+                         f"{type(global_batch_info).__name__}")
+    unknown = sorted(set(info) - set(GLOBAL_BATCH_KEYS))
+    if unknown:
+        raise ValueError(f"global_batch_info: unknown key(s) {', '.join(map(str, unknown))}; verl's agg_loss takes "
+                         f"{', '.join(GLOBAL_BATCH_KEYS)}")
+    dp = info.get("dp_size")
+    if dp is None:
+        dp = 1
+    elif not is_integral(dp) or float(dp) < 1:
+        raise ValueError(f"global_batch_info['dp_size'] must be an integer >= 1 (the data-parallel world size), got "
+                         f"{dp!r}: the loss is multiplied by it")
+    dp = int(dp)
+    counts = {}
+    for key in _MODE_COUNTS.get(loss_agg_mode, ()):
+        val = info.get(key)
+        if val is None:
+            if dp > 1 and key != "loss_scale_factor":
+                raise ValueError(f"global_batch_info['{key}'] is required when dp_size > 1 (loss_agg_mode="
+                                 f"{loss_agg_mode!r}), as verl 0.9.1's agg_loss requires")
+            continue
+        counts[key] = val
+    return dp, counts
+
+
+def _check_finite_inputs(tensors, mask):
+    """``ValueError`` naming the first non-finite entry on a real token (``policy_loss``'s rule, issue 56 item 7)."""
+    from asyncgrpo.validation import check_finite_tensor
+
+    for x, what in tensors:
+        check_finite_tensor(x, mask if x.shape == mask.shape else None, what)
+
+
 def verl_policy_loss(log_prob, old_log_prob, rollout_log_prob, advantages, response_mask,
                      rollout_correction: Mapping | str | RolloutCorrection | None = None, *,
                      loss_agg_mode: str = "token-mean", clip_ratio: float = 0.2, clip_ratio_low: float | None = None,
@@ -61,15 +119,19 @@ def verl_policy_loss(log_prob, old_log_prob, rollout_log_prob, advantages, respo
                      global_batch_info: Mapping | None = None, return_metrics: bool = False):
     """Surrogate ``−Σ ν A sg(k) log π_θ`` whose gradient is verl's actor loss gradient under ``rollout_correction``.
 
-    ``rollout_correction``: verl's option mapping (``{"rollout_is": "token", "rollout_is_threshold": 5.0, …}``),
-    a preset name (``"decoupled_k3_rs_token_tis"``), an estimator name (``"verl_seq_rs"``) or a
-    :class:`RolloutCorrection`; ``None`` is verl's ``RolloutCorrectionConfig()`` (sequence TIS, C = 2). ``advantages``
-    is ``[N]`` or ``[N, T]``. ``global_batch_info``: ``dp_size``, ``batch_num_tokens``, ``global_batch_size`` as
-    verl's ``agg_loss`` reads them. When rejection leaves no token, the loss is 0 (verl's ``token-mean`` is NaN there).
+    ``rollout_correction``: verl's option mapping (``{"rollout_is": "token", "rollout_is_threshold": 5.0, …}``;
+    options left out take verl's shipped YAML defaults, ``rollout_is: null``), a preset name
+    (``"decoupled_k3_rs_token_tis"``), an estimator name (``"verl_seq_rs"``) or a :class:`RolloutCorrection`;
+    ``None`` is verl's shipped ``algorithm.rollout_correction`` YAML: no IS weight, no rejection. ``advantages``
+    is ``[N]`` or ``[N, T]``. ``global_batch_info``: ``dp_size``, ``batch_num_tokens``, ``global_batch_size``,
+    ``loss_scale_factor`` as verl 0.9.1's ``agg_loss`` reads them (:func:`global_batch_kwargs`). When rejection
+    leaves no token, the loss is 0 (verl's ``token-mean`` is NaN there). A mask with no real token, or NaN/±inf on a
+    real token of a log-prob or an advantage, is a ``ValueError``.
 
     ``return_metrics=True``: ``(loss, metrics)`` with verl's names: every ``rollout_corr/…`` statistic verl's
     correction step logs for this setting (:mod:`asyncgrpo.estimators.maps.verl_rollout_stats`), ``actor/pg_loss``
-    (verl's objective value), ``actor/ppo_kl``, ``actor/pg_clipfrac``.
+    (verl's objective value), ``actor/ppo_kl``, and in every PPO-clip setting ``actor/pg_clipfrac`` and
+    ``actor/pg_clipfrac_lower`` (the dual clip's share).
     """
     import torch
 
@@ -78,6 +140,7 @@ def verl_policy_loss(log_prob, old_log_prob, rollout_log_prob, advantages, respo
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode must be one of verl's {', '.join(LOSS_AGG_MODES)}, got {loss_agg_mode!r}")
     lo, hi, c = _clip_ratios(clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c)
+    dp, agg = global_batch_kwargs(global_batch_info, loss_agg_mode)
     for x, what in ((log_prob, "log_prob"), (old_log_prob, "old_log_prob"), (rollout_log_prob, "rollout_log_prob"),
                     (advantages, "advantages")):
         check_real_array(x, what)
@@ -85,34 +148,31 @@ def verl_policy_loss(log_prob, old_log_prob, rollout_log_prob, advantages, respo
     if not (log_prob.shape == old_log_prob.shape == rollout_log_prob.shape == mask.shape) or log_prob.ndim != 2:
         raise ValueError("log_prob, old_log_prob, rollout_log_prob and response_mask must share one shape [N, T]; got "
                          f"{[tuple(t.shape) for t in (log_prob, old_log_prob, rollout_log_prob, mask)]}")
+    if not bool(mask.any()):
+        raise ValueError("response_mask must contain at least one valid token (1): nothing to aggregate "
+                         "(verl raises the same)")
+    if not (advantages.ndim == 2 and advantages.shape == mask.shape) and tuple(advantages.shape) != mask.shape[:1]:
+        raise ValueError(f"advantages must be [N] or [N, T] = {tuple(mask.shape)}, got {tuple(advantages.shape)}")
+    used = [(log_prob, "log_prob"), (rollout_log_prob, "rollout_log_prob"), (advantages, "advantages")]
+    _check_finite_inputs(used if cfg.bypass_mode else used + [(old_log_prob, "old_log_prob")], mask)
     dtype = torch.promote_types(log_prob.dtype, torch.float64)
     zero = torch.zeros((), dtype=dtype, device=log_prob.device)
     cur, roll = log_prob.detach().to(dtype), rollout_log_prob.detach().to(dtype)
     old = roll if cfg.bypass_mode else old_log_prob.detach().to(dtype)
     adv = advantages.detach().to(dtype)
-    if adv.ndim == 2:
-        if adv.shape != mask.shape:
-            raise ValueError(f"advantages must be [N] or [N, T] = {tuple(mask.shape)}, got {tuple(adv.shape)}")
-        A_tok = adv
-    elif adv.shape == mask.shape[:1]:
-        A_tok = adv[:, None].expand_as(cur)
-    else:
-        raise ValueError(f"advantages must be [N] or [N, T] = {tuple(mask.shape)}, got {tuple(adv.shape)}")
+    A_tok = adv if adv.ndim == 2 else adv[:, None].expand_as(cur)
     ell = torch.where(mask, (cur if cfg.bypass_mode else old) - roll, zero)
     w, m_is = cfg.weights(ell, mask)
     kept, m_rs = cfg.keep(ell, mask)
     ratio_log = torch.where(mask, cur - old, zero)
-    if cfg.bypass_mode and cfg.loss_type == "reinforce":
+    reinforce = cfg.bypass_mode and cfg.loss_type == "reinforce"
+    if reinforce:
         k = torch.ones_like(cur) if w is None else w
         obj = -A_tok * k * cur
     else:
         k, obj = ppo_coefficient(ratio_log, A_tok, lo, hi, c)
         if w is not None and not cfg.bypass_mode:  # bypass ppo_clip: the ratio π_θ/μ is the correction
             k, obj = k * w, obj * w
-    info = dict(global_batch_info or {})
-    dp = int(info.get("dp_size") or 1)
-    key = "batch_num_tokens" if loss_agg_mode == "token-mean" else "global_batch_size"
-    agg = {key: info[key]} if info.get(key) is not None and loss_agg_mode != "seq-mean-token-sum-norm" else {}
     m_off = offpolicy_stats(cur if cfg.bypass_mode else old, roll, mask) if return_metrics else {}
     metrics: dict[str, Any] = {f"rollout_corr/{n}": v for n, v in {**m_is, **m_rs, **m_off}.items()}
     if bool(kept.any()):
@@ -125,14 +185,17 @@ def verl_policy_loss(log_prob, old_log_prob, rollout_log_prob, advantages, respo
     if not return_metrics:
         return loss
     n_kept = kept.sum().clamp(min=1)
-    metrics.update({"actor/pg_loss": pg,
-                    "actor/ppo_kl": float(torch.where(kept, -ratio_log.clamp(-SAFETY_BOUND, SAFETY_BOUND), zero).sum()
-                                          / n_kept)})
-    if not (cfg.bypass_mode and cfg.loss_type == "reinforce"):
-        r = ratio_log.clamp(-SAFETY_BOUND, SAFETY_BOUND).exp()
-        clipped = kept & (-A_tok * r.clamp(1 - lo, 1 + hi) > -A_tok * r)
-        metrics["actor/pg_clipfrac"] = float(clipped.sum() / n_kept)
+    # verl's REINFORCE logs the unclamped k1 of π_θ against μ; its PPO loss the clamped one
+    x = ratio_log if reinforce else ratio_log.clamp(-SAFETY_BOUND, SAFETY_BOUND)
+    metrics.update({"actor/pg_loss": pg, "actor/ppo_kl": float(torch.where(kept, -x, zero).sum() / n_kept)})
+    if not reinforce:
+        r = x.exp()
+        l1, l2 = -A_tok * r, -A_tok * r.clamp(1 - lo, 1 + hi)
+        metrics["actor/pg_clipfrac"] = float((kept & (l2 > l1)).sum() / n_kept)
+        # verl: max(l1, l2) > −A·c on A < 0 tokens (the dual clip binds)
+        lower = kept & (A_tok < 0) & (torch.maximum(l1, l2) > -A_tok * c)
+        metrics["actor/pg_clipfrac_lower"] = float(lower.sum() / n_kept)
     return loss, metrics
 
 
-__all__ = ["verl_policy_loss", "ppo_coefficient", "RolloutCorrection"]
+__all__ = ["verl_policy_loss", "ppo_coefficient", "RolloutCorrection", "global_batch_kwargs", "GLOBAL_BATCH_KEYS"]

@@ -47,15 +47,15 @@ import torch
 from asyncgrpo import estimators as est
 from asyncgrpo.estimators import torch_backend
 from asyncgrpo.estimators.token_level import policy_loss
-from asyncgrpo.integrations._peer_verl import RolloutCorrection, verl_policy_loss
+from asyncgrpo.integrations._peer_verl import RolloutCorrection, global_batch_kwargs, verl_policy_loss
 from asyncgrpo.validation import check_eps, check_mask, check_real_array
 
 #: Names registered with verl's ``register_policy_loss`` (one per registry estimator).
 LOSS_NAMES: tuple[str, ...] = est.ESTIMATORS
-#: verl's loss aggregation modes that :func:`trajectory_policy_loss` honours. Their normalisation is
-#: the same in verl 0.8 and 0.9; ``seq-mean-token-sum-norm`` changed between them (0.9 also divides
-#: by the batch size) and ``token-sum`` is new in 0.9, so both are refused rather than guessed.
-VERL_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+#: verl's loss aggregation modes that :func:`trajectory_policy_loss` honours, as verl 0.9.1's ``agg_loss``
+#: (``seq-mean-token-sum-norm`` divides by the kept rows, then by ``loss_scale_factor``); verl 0.9's new
+#: ``token-sum`` is refused rather than guessed.
+VERL_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 #: Metric prefix (verl style: ``actor/...``, ``rollout_corr/...``).
 METRIC_PREFIX = "traj_is"
 
@@ -230,8 +230,8 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     :func:`~asyncgrpo.estimators.token_level.policy_loss` (``"onpolicy"``, i.e. coefficient 1, with
     advantages ``A_i·w_i``), aggregated by ``loss_agg_mode`` with ``config.global_batch_info``
     (``batch_num_tokens`` for ``token-mean``, ``global_batch_size`` for the ``seq-mean-*`` modes)
-    and multiplied by its ``dp_size``, as verl's ``agg_loss`` does; a count left ``None`` is the local
-    one (times ``dp_size``, as in verl, which then averages the ``dp_size`` replicas' gradients).
+    (and ``loss_scale_factor`` for ``seq-mean-token-sum-norm``) and multiplied by its ``dp_size``, as verl 0.9.1's
+    ``agg_loss`` does; a count left ``None`` is the local one, and is required when ``dp_size > 1`` (verl raises).
     """
     if rollout_is_weights is None:
         raise ValueError(
@@ -246,12 +246,10 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     mask = check_mask(response_mask, name="response_mask")
     w = _per_sequence(rollout_is_weights.detach().to(torch.float64), mask, "rollout_is_weights")
     adv = _per_sequence(advantages.detach().to(torch.float64), mask, "advantages")
-    info = dict(getattr(config, "global_batch_info", None) or {}) if config is not None else {}
-    dp_size = int(info.get("dp_size") or 1)
-    # verl's agg_loss reads one global count per mode and falls back to the local count when it is
-    # None (still multiplying by dp_size); policy_loss takes exactly the count that applies
-    key = "batch_num_tokens" if loss_agg_mode == "token-mean" else "global_batch_size"
-    kwargs = {key: info[key]} if info.get(key) is not None else {}
+    # verl 0.9.1's agg_loss reads the mode's global counts (the local ones when None, required when dp_size > 1)
+    # and multiplies by dp_size, an integer >= 1 (a negative one would flip the loss's sign)
+    dp_size, kwargs = global_batch_kwargs(getattr(config, "global_batch_info", None) if config is not None else None,
+                                          loss_agg_mode)
     coef = (adv * w).to(torch.promote_types(log_prob.dtype, torch.float32))
     loss = policy_loss("onpolicy", log_prob, old_log_prob, coef, mask, loss_agg_mode=loss_agg_mode, **kwargs)
     loss = loss * dp_size

@@ -80,6 +80,13 @@ PRESETS: dict[str, dict[str, Any]] = {
                                        rollout_rs_threshold="0.999_1.001", bypass_mode=True, loss_type="reinforce"),
     "disabled": dict(rollout_is=None, rollout_rs=None),
 }
+#: verl 0.9.1's shipped ``algorithm.rollout_correction`` YAML (``verl/trainer/config/algorithm/rollout_correction.yaml``):
+#: what a verl user gets for every option not written, and what ``None`` means here. Note ``rollout_is: null`` (no
+#: IS weight), where the ``RolloutCorrectionConfig`` dataclass default is ``"sequence"``; verl's trainer reads the
+#: mapping with ``.get(option, None)``, so an option left out of a partial mapping is off, never sequence TIS.
+YAML_DEFAULTS: dict[str, Any] = dict(rollout_is=None, rollout_is_threshold=2.0, rollout_rs=None,
+                                     rollout_rs_threshold=None, bypass_mode=False, loss_type="ppo_clip",
+                                     rollout_is_batch_normalize=False)
 #: The registry estimators as the preset each reproduces at verl's defaults.
 ESTIMATOR_PRESETS = {"verl_tok_tis": "decoupled_token_is", "verl_seq_tis": "decoupled_seq_is",
                      "verl_seq_rs": "decoupled_seq_is_rs", "verl_geo_rs": "decoupled_geo_rs"}
@@ -150,7 +157,9 @@ def parse_rs(rollout_rs, threshold) -> tuple[tuple[str, float | None, float], ..
 @dataclass(frozen=True)
 class RolloutCorrection:
     """verl's ``algorithm.rollout_correction`` (field names, defaults and validation as verl 0.9.1's
-    ``RolloutCorrectionConfig``), parsed once: ``is_upper``/``is_lower`` and ``rs`` (:func:`parse_rs`)."""
+    ``RolloutCorrectionConfig`` dataclass; :meth:`from_config` starts from verl's YAML, :data:`YAML_DEFAULTS`), parsed
+    once: ``is_upper``/``is_lower`` and ``rs`` (:func:`parse_rs`). ``rollout_is_threshold=None`` turns IS off, as verl's
+    ``compute_rollout_correction_and_rejection_mask`` (``rollout_is is not None and rollout_is_threshold is not None``)."""
 
     rollout_is: str | None = "sequence"
     rollout_is_threshold: float | str = 2.0
@@ -171,7 +180,8 @@ class RolloutCorrection:
                 raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
-        upper, lower = parse_is_threshold(self.rollout_is_threshold)
+        upper, lower = (None, None) if self.rollout_is_threshold is None else \
+            parse_is_threshold(self.rollout_is_threshold)
         object.__setattr__(self, "is_upper", upper)
         object.__setattr__(self, "is_lower", lower)
         rs = () if self.rollout_rs is None else parse_rs(self.rollout_rs, self.rollout_rs_threshold)
@@ -180,13 +190,20 @@ class RolloutCorrection:
     @classmethod
     def from_config(cls, config: Mapping | str | None = None, **overrides) -> "RolloutCorrection":
         """From a verl config mapping (``algorithm.rollout_correction``, a dict or an OmegaConf node), a preset name
-        of :data:`PRESETS`, or an estimator name of :data:`ESTIMATOR_PRESETS`; ``overrides`` replace options."""
+        of :data:`PRESETS`, or an estimator name of :data:`ESTIMATOR_PRESETS`; ``overrides`` replace options. Options a
+        mapping (or ``None``) leaves out take verl's shipped YAML defaults (:data:`YAML_DEFAULTS`: no IS, no rejection),
+        as verl's trainer reads them; a preset's take the dataclass defaults, as verl's preset classmethods."""
         if isinstance(config, str):
             preset = ESTIMATOR_PRESETS.get(config, config)
             if preset not in PRESETS:
                 raise ValueError(f"unknown rollout-correction preset {config!r}; known: "
                                  f"{', '.join(PRESETS)} (or {', '.join(ESTIMATOR_PRESETS)})")
             config = PRESETS[preset]
+        elif config is None or isinstance(config, Mapping) or hasattr(config, "items"):
+            config = {**YAML_DEFAULTS, **dict(config.items() if config is not None else ())}
+        else:
+            raise ValueError(f"rollout_correction must be a mapping of verl's options, a preset name or None, got "
+                             f"{type(config).__name__}")
         known = tuple(f.name for f in fields(cls) if f.init)
         merged = {**dict(config or {}), **overrides}
         unknown = sorted(set(merged) - set(known))
@@ -200,7 +217,7 @@ class RolloutCorrection:
         zeroed outside ``[a, C]`` (IcePop), then divided by their batch mean if ``rollout_is_batch_normalize``."""
         import torch
 
-        if self.rollout_is is None:
+        if self.rollout_is is None or self.is_upper is None:
             return None, {}
         m = mask.to(torch.bool)
         lr = torch.where(m, log_ratio, torch.zeros_like(log_ratio))
@@ -275,5 +292,5 @@ class RolloutCorrection:
         return kept, metrics
 
 
-__all__ = ["IS_LEVELS", "RS_OPTIONS", "LOSS_TYPES", "PRESETS", "ESTIMATOR_PRESETS",
+__all__ = ["YAML_DEFAULTS", "IS_LEVELS", "RS_OPTIONS", "LOSS_TYPES", "PRESETS", "ESTIMATOR_PRESETS",
            "RolloutCorrection", "parse_is_threshold", "parse_rs"]
