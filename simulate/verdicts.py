@@ -5,8 +5,13 @@ Every claim of the report ends in one of
     holds · refuted · inconclusive · out of scope · holds, bound loose ×k
 
 each defined once in :data:`DEFINITIONS`, and this module is the only place that maps numbers to those
-words. Qualifiers ("exact identity", "underpowered", "derived symbolically", "broken arm") are not
-verdicts: the report prints them in a separate note column (:data:`NOTES`). All intervals come from
+words. A claim row on which no measurement could have produced the opposite word carries instead one of the
+**non-test words** (:data:`NON_TEST`): ``identity, true by construction`` · ``assumption check, cannot fail`` ·
+``symbolic only``, also defined in :data:`DEFINITIONS`; any word may be restricted to a regime,
+``<word>, <regime> regime only``. :func:`check_claim_row` enforces the split (issue 54): a test word needs the
+row's **falsifier** (the value or outcome that would have produced the opposite word), a non-test word needs its
+reason and has no falsifier. Qualifiers ("exact identity", "underpowered", "broken arm") are not verdicts: the
+report prints them in a separate note column (:data:`NOTES`). All intervals come from
 ``scipy.stats``: paired Student-t intervals for differences over seeds (small n), Clopper–Pearson
 intervals for failure rates, ``scipy.stats.bootstrap`` for slopes. Holm's step-down correction runs
 over the comparisons of one claim.
@@ -40,6 +45,13 @@ VERDICTS = (HOLDS, REFUTED, INCONCLUSIVE, OUT_OF_SCOPE)
 LOOSE_PREFIX = "holds, bound loose ×"
 #: An exact identity's verdict is plain ``holds``; that it is exact goes in the note (:data:`NOTES`).
 EXACT = HOLDS
+#: Non-test words (issue 54): what a claim row is when no measurement could have contradicted it.
+BY_CONSTRUCTION = "identity, true by construction"
+CANNOT_FAIL = "assumption check, cannot fail"
+SYMBOLIC = "symbolic only"
+NON_TEST = (BY_CONSTRUCTION, CANNOT_FAIL, SYMBOLIC)
+#: A word restricted to a regime: ``f"{word}, {regime}{REGIME_SUFFIX}"`` (C5: the delay-dominated regime).
+REGIME_SUFFIX = " regime only"
 KINDS = ("superiority", "noninferiority")
 ALPHA = 0.05
 Z_REFUTE = 3.0  #: a bound is refuted iff measured − 3 s.e. exceeds it; the looseness uses the same 3 s.e.
@@ -55,20 +67,79 @@ DEFINITIONS = {
              "claims it refutes the reconstruction's empirical implication, not the paper",
     INCONCLUSIVE: "the interval overlaps the threshold: the data decide neither way",
     OUT_OF_SCOPE: "the premise is not met where measured (the measurement is shown), or the arm is broken: no verdict",
+    BY_CONSTRUCTION: "an equality that holds because of how its terms are defined: there are no data, and no measurement "
+                     "could contradict it; no test, so neither `holds` nor `refuted`",
+    CANNOT_FAIL: "an assumption measured on a run, every link of whose check is a mathematical inequality or holds "
+                 "because a constant is fitted on the same run: it can fail only through a bug, so it is no test; the "
+                 "row reports how it was met and how loose it is",
+    SYMBOLIC: "a statement about a bound, derived and certified by sympy, with no measured implication that could "
+              "contradict it (the reason is printed in the row): no test, so neither `holds` nor `refuted`",
+    "<word>, <R>" + REGIME_SUFFIX: "the word applies only in regime R (docs/THEORY.md C5 defines the regimes); outside R "
+                                   "the claim is not supported",
 }
 NOTES = {
     "exact identity": "an equality; `holds` = measured within 3 s.e. of the prediction",
-    "true by construction": "the bound is built so that the identity holds; the check confirms algebra, not data",
-    "derived symbolically": "checked by sympy only; nothing measured",
     "underpowered": "power < 0.8 one margin beyond the threshold: an `inconclusive` here says little",
-    "assumption check": "an assumption of the bound, measured; its right-hand side is vacuous",
     "broken arm": "every run fails, the d = 0 control included",
 }
 
 
+def _is_test_word(text) -> bool:
+    return isinstance(text, str) and (text in VERDICTS or (text.startswith(LOOSE_PREFIX) and len(text) > len(LOOSE_PREFIX)))
+
+
+def base_word(text: str) -> str:
+    """The word without its regime restriction (``"symbolic only, delay-dominated regime only"`` → ``"symbolic only"``);
+    ``text`` itself when it has none."""
+    if isinstance(text, str) and text.endswith(REGIME_SUFFIX) and ", " in text[: -len(REGIME_SUFFIX)]:
+        head, regime = text[: -len(REGIME_SUFFIX)].rsplit(", ", 1)
+        if regime.strip():
+            return head
+    return text
+
+
 def is_verdict(text: str) -> bool:
-    """Whether ``text`` belongs to the vocabulary (:data:`VERDICTS` or ``holds, bound loose ×k``)."""
-    return text in VERDICTS or (isinstance(text, str) and text.startswith(LOOSE_PREFIX) and len(text) > len(LOOSE_PREFIX))
+    """Whether ``text`` belongs to the vocabulary: :data:`VERDICTS`, ``holds, bound loose ×k``, a non-test word
+    (:data:`NON_TEST`), or one of these restricted to a regime (``<word>, <regime> regime only``)."""
+    w = base_word(text)
+    return _is_test_word(w) or w in NON_TEST
+
+
+def is_test_verdict(text: str) -> bool:
+    """Whether ``text`` (regime restriction aside) is a word that only a test can give: holds, ``holds, bound loose
+    ×k``, refuted or inconclusive. ``out of scope`` and the non-test words are not."""
+    w = base_word(text)
+    return _is_test_word(w) and w != OUT_OF_SCOPE
+
+
+def check_claim_row(label: str, verdict: str, falsifier: str | None, reason: str | None = "") -> None:
+    """Refuse a claim row whose word claims more than its evidence can (issue 54); returns ``None`` or raises
+    ``ValueError`` naming the row.
+
+    - a test word (:func:`is_test_verdict`: holds, ``holds, bound loose ×k``, refuted, inconclusive) needs a
+      **falsifier**: the value or outcome that would have produced the opposite word, so the evidence is a test that
+      could have failed;
+    - a non-test word (:data:`NON_TEST`) needs its ``reason`` (why no test is possible) and must not carry a falsifier
+      (a row with one is a test and takes a test word);
+    - ``out of scope`` needs its ``reason`` (the measurement that shows the premise unmet);
+    - anything else is outside the vocabulary."""
+    if not is_verdict(verdict):
+        raise ValueError(f"{label}: verdict {verdict!r} is outside the vocabulary ({', '.join(DEFINITIONS)})")
+    has_f = isinstance(falsifier, str) and bool(falsifier.strip())
+    has_r = isinstance(reason, str) and bool(reason.strip())
+    if is_test_verdict(verdict):
+        if not has_f:
+            raise ValueError(f"{label}: {verdict!r} without a falsifier: name the value or outcome that would have "
+                             "produced the opposite word, or use a non-test word "
+                             f"({', '.join(NON_TEST)})")
+        return None
+    if base_word(verdict) in NON_TEST:
+        if has_f:
+            raise ValueError(f"{label}: {verdict!r} is a non-test word but the row names a falsifier ({falsifier!r}): "
+                             "a row that could fail is a test and takes a test word")
+    if not has_r:
+        raise ValueError(f"{label}: {verdict!r} needs its reason in the row")
+    return None
 
 
 def looseness(measured: float, se: float | None, bound: float, z: float = Z_REFUTE) -> float | None:
@@ -299,7 +370,7 @@ def combine(verdicts) -> str:
     if not vs:
         raise ValueError("verdicts must not be empty")
     for v in vs:
-        if not is_verdict(v):
+        if not _is_test_word(v):
             raise ValueError(f"unknown verdict {v!r}; the vocabulary is {', '.join(VERDICTS)}")
     if any(v == REFUTED for v in vs):
         return REFUTED
@@ -314,7 +385,7 @@ def aggregate(verdicts, min_fraction: float = 0.75) -> str:
     """Across instances (module rule, ``min_fraction`` of the in-scope instances for holds)."""
     vs = list(verdicts)
     for v in vs:
-        if not is_verdict(v):
+        if not _is_test_word(v):
             raise ValueError(f"unknown verdict {v!r}; the vocabulary is {', '.join(VERDICTS)}")
     scoped = [v for v in vs if v != OUT_OF_SCOPE]
     if not scoped:
@@ -446,4 +517,5 @@ __all__ = ["HOLDS", "REFUTED", "INCONCLUSIVE", "OUT_OF_SCOPE", "VERDICTS", "ALPH
            "Comparison", "paired_comparison", "one_sample_comparison", "holm", "decide", "RateCheck", "rate_check",
            "combine", "aggregate", "slope_weights", "bootstrap_slope", "interval_verdict", "bound_verdict",
            "comparison_power", "rate_power", "interval_power", "exact_verdict", "EXACT", "LOOSE_PREFIX",
-           "DEFINITIONS", "NOTES", "looseness", "loose_word", "equivalence", "Z_REFUTE", "LOOSE_MIN"]
+           "DEFINITIONS", "NOTES", "looseness", "loose_word", "equivalence", "Z_REFUTE", "LOOSE_MIN", "BY_CONSTRUCTION",
+           "CANNOT_FAIL", "SYMBOLIC", "NON_TEST", "REGIME_SUFFIX", "base_word", "is_test_verdict", "check_claim_row"]

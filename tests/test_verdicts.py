@@ -201,9 +201,10 @@ def test_rate_power_is_exact_and_interval_power_matches_simulation():
 
 # ----------------------------------------------------------------------------- vocabulary (issue 34)
 def test_every_verdict_word_is_defined_once_and_qualifiers_are_not_verdicts():
-    assert set(vd.DEFINITIONS) == {*vd.VERDICTS, vd.LOOSE_PREFIX + "k"}
+    assert set(vd.DEFINITIONS) == {*vd.VERDICTS, vd.LOOSE_PREFIX + "k", *vd.NON_TEST, "<word>, <R>" + vd.REGIME_SUFFIX}
     for word in ("holds (exact)", "derived ✓", "inconclusive (underpowered)", "out of scope (underpowered)",
-                 "holds, bound loose ×", "violated"):
+                 "holds, bound loose ×", "violated", "true by construction", "holds, regime only",
+                 "fine, delay-dominated regime only"):
         assert not vd.is_verdict(word), word
     assert vd.is_verdict("holds, bound loose ×5.5") and vd.exact_verdict(1.0, 0.1, 1.2) == vd.HOLDS
     assert all(not vd.is_verdict(n) for n in vd.NOTES)
