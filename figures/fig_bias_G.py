@@ -19,7 +19,10 @@ from sweep import Sweep
 NAME = "fig1_bias_vs_G"
 TITLE = "Bias against G at fixed staleness (C7)"
 CLAIMS = ("C7", "C8")
-INSTANCE, EPS, DELAY, SEED = "token-mdp", 0.1, 8, 0
+INSTANCE, EPS, DELAY = "token-mdp", 0.1, 8
+#: Fresh seed (issue 54): C7's TOST margin (figures.report.claims.EQUIV_REL, ±10 %) was first chosen after seeing
+#: seed 0; it was fixed before this seed was run (2026-12-07), so C7's equivalence test is on data it did not see.
+SEED = 20261207
 
 
 def settings(quick: bool = False) -> dict:
