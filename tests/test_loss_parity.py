@@ -3,7 +3,9 @@
 Each reference below is written here from the peer's published formula (verl
 ``verl/trainer/ppo/core_algos.py``: ``agg_loss``, ``compute_policy_loss_vanilla``/``_gspo``/``_cispo``,
 ``compute_policy_loss_reinforce``; ``verl/trainer/ppo/rollout_corr_helper.py`` for χ², k3 and ESS; TRL
-``GRPOTrainer._compute_loss``), never imported. Batches are ragged and random: 2–16 rows × 1–40 tokens,
+``GRPOTrainer._compute_loss``), never imported, except the aggregation: ``verl_agg`` calls verl 0.9.1's own
+``agg_loss`` (tests/_peer_verl.py), so every verl mode, ``seq-mean-token-sum-norm``'s ``1/(n_seq·L)`` included, is
+verl's code, not a transcription of an older verl. Batches are ragged and random: 2–16 rows × 1–40 tokens,
 holes in the mask, token log-ratios up to ±3, advantages ±2 with 10 % exact zeros. Where the toolkit
 differs on purpose (docs/losses.md), a test asserts the documented difference.
 """
@@ -18,6 +20,10 @@ import torch
 from asyncgrpo.estimators import aggregation as agg
 from asyncgrpo.estimators import loss_metrics as lm
 from asyncgrpo.estimators import token_level as tl
+
+import _peer_verl
+
+CA, _RCH, _VF, _MISSING = _peer_verl.load_or_missing()
 
 TOL = dict(rtol=1e-10, atol=1e-10)
 EPS_PAIRS = [(0.2, 0.2), (0.2, 0.28)]
@@ -71,24 +77,16 @@ def masked_mean(x, m):
 
 
 def verl_agg(loss_mat, mask, mode, loss_scale_factor=None, plus_1e8=True):
-    """verl ``agg_loss`` on one data-parallel rank, local counts."""
+    """verl 0.9.1's own ``agg_loss`` on one data-parallel rank, local counts (``plus_1e8=False``: the
+    seq-mean-token-mean reference without verl's ``+1e-8``, for the toolkit's exact ``1/T_i``)."""
+    _peer_verl.verl_is_installed(_MISSING)
     m = mask.double()
-    if mode == "token-mean":
-        return (loss_mat * m).sum() / m.sum()
-    if mode == "seq-mean-token-sum":
-        seq = (loss_mat * m).sum(-1)
-        keep = (m.sum(-1) > 0).double()
-        return (seq * keep).sum() / keep.sum()
-    if mode == "seq-mean-token-mean":
+    if mode == "seq-mean-token-mean" and not plus_1e8:
         cnt = m.sum(-1)
-        # without verl's +1e-8 an empty row would give 0/0; it is dropped by ``keep`` either way
-        seq = (loss_mat * m).sum(-1) / (cnt + 1e-8 if plus_1e8 else torch.where(cnt > 0, cnt, 1.0))
+        seq = (loss_mat * m).sum(-1) / torch.where(cnt > 0, cnt, 1.0)
         keep = (cnt > 0).double()
         return (seq * keep).sum() / keep.sum()
-    if mode == "seq-mean-token-sum-norm":
-        L = mask.shape[-1] if loss_scale_factor is None else loss_scale_factor
-        return (loss_mat * m).sum() / L
-    raise AssertionError(mode)
+    return CA.agg_loss(loss_mat, m, mode, loss_scale_factor=loss_scale_factor)
 
 
 def verl_vanilla(old, new, adv, mask, *, el, eh, c, mode, plus_1e8=True, metrics=None):

@@ -210,7 +210,7 @@ def test_global_counts_split_a_batch_into_micro_batches():
     n_tok = int(mask.sum())
     cases = (("token-mean", {"batch_num_tokens": n_tok}), ("dapo", {"batch_num_tokens": n_tok}),
              ("seq-mean-token-mean", {"global_batch_size": 8}), ("seq-mean-token-sum", {"global_batch_size": 8}),
-             ("seq-mean-token-sum-norm", {"loss_scale_factor": 6}))
+             ("seq-mean-token-sum-norm", {"loss_scale_factor": 6, "global_batch_size": 8}))
     for mode, kw in cases:
         zeros = torch.zeros(8, 6, dtype=torch.float64)
         whole = tl.policy_loss("grpo", t(ell), zeros, t(adv), t(mask), loss_agg_mode=mode)
