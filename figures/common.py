@@ -106,15 +106,26 @@ def sidecar(name: str, *, quick: bool, settings: dict, seeds, sweeps=(), evidenc
 
 
 def save(fig, out_dir, name: str, meta: dict) -> list[str]:
-    """Write ``<out_dir>/<name>.png``, ``.pdf`` and ``.json``; returns the paths. Closes ``fig``."""
+    """Write ``<out_dir>/<name>.png``, ``.pdf`` and ``.json``; returns the paths. Closes ``fig``.
+
+    The sidecar is sealed (issue 56): ``seal`` = SHA-256 of its canonical JSON (:func:`figures.report.data.seal`),
+    over everything in it, the stamp (``git_commit``, ``code_version``, ``protocol``) included, so the report
+    builder refuses a sidecar whose numbers or stamp were edited after it was written."""
     import matplotlib.pyplot as plt
+
+    from figures.report.data import seal
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf", out / f"{name}.json"]
     fig.savefig(paths[0])
     fig.savefig(paths[1])
-    paths[2].write_text(json.dumps(clean_json(meta), indent=1, default=_jsonable, allow_nan=False))
+    body = json.loads(json.dumps(clean_json({k: v for k, v in meta.items() if k != "seal"}), default=_jsonable,
+                                 allow_nan=False))
+    body["seal"] = seal(body)
+    tmp = paths[2].with_name(f".{paths[2].name}.tmp")
+    tmp.write_text(json.dumps(body, indent=1, allow_nan=False))
+    tmp.replace(paths[2])  # atomic: a killed run leaves the old sidecar or the new one, never half of one
     plt.close(fig)
     return [str(p) for p in paths]
 

@@ -3,6 +3,11 @@
 ``--out DIR`` is the folder of the sidecars (default figures/out); ``--report PATH`` where REPORT.md goes
 (REPORT-details.md and REPORT.html beside it). The committed figures/REPORT.md is written only by
 ``python -m figures``; this command refuses to overwrite it unless ``--report`` names it explicitly.
+
+Every sidecar a full run writes (``figures.report.data.EXPECTED``) must be there, readable, well formed, its seal
+matching its content and its protocol the one its siblings ran: a claim judged by a missing or damaged one reads
+``not run (evidence missing: <file>, <reason>)``, and the command names every problem and exits 1 (issue 56).
+The report's stamp is the sidecars' own (commit, code hash, protocol), with the rebuilding commit beside it.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import sys
 from pathlib import Path
 
 import figures
-from figures.report import check, render
+from figures.report import check, data, render
 
 HERE = Path(figures.__file__).resolve().parent
 
@@ -25,13 +30,27 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.out.is_dir():
         p.error(f"--out must be a folder of figure sidecars, got {args.out}")
-    md, page, _ = render.write(args.out, args.report, run_checks=not args.no_derive)
+    md, page, rep = _write(args.out, args.report, run_checks=not args.no_derive)
     text = md.read_text()
-    bad = check.problems(text) + check.first_screen_problems(text) + check.size_problems(text)
+    bad = [f"evidence {pb['file']}: {pb['reason']} → {', '.join(pb['rows']) or 'no claim row'} not run"
+           for pb in rep["evidence_problems"]]
+    bad += check.problems(text) + check.first_screen_problems(text) + check.size_problems(text)
     print(f"[report] {md}, {md.with_name(md.stem + '-details.md')} and {page}")
     for b in bad:
         print(f"  problem: {b}")
     return 1 if bad else 0
+
+
+def _write(out_dir: Path, report_path: Path, *, run_checks: bool):
+    """:func:`figures.report.render.write`, every figure's sidecar expected (a missing one is a problem here)."""
+    rep = data.build(out_dir, quick=False, run_checks=run_checks, report_path=report_path, expected=tuple(data.EXPECTED))
+    rp = rep["report_path"]
+    rp.parent.mkdir(parents=True, exist_ok=True)
+    main, details = render.blocks(rep), render.detail_blocks(rep)
+    rp.write_text(render.markdown(main, rp.parent))
+    rep["details_path"].write_text(render.markdown(details, rp.parent))
+    rp.with_suffix(".html").write_text(render.html_page(main + details[1:]))
+    return rp, rp.with_suffix(".html"), rep
 
 
 if __name__ == "__main__":

@@ -60,31 +60,301 @@ def theory_rows(run_checks: bool = True) -> dict[str, dict]:
 #: Figures renamed (issue 34: numbering 1–5); an old sidecar is ignored once its new one exists beside it.
 RENAMED = {"fig6_eps_G_heatmap": "fig4_eps_G_heatmap", "fig7_delay": "fig5_delay"}
 
+#: Every sidecar a full report reads → the report rows it judges: verdict-table labels (``claims.ROWS``) and
+#: answer-table groups (``answer.GROUPS``, prefixed ``answer:``). A claim whose sidecar is missing, unreadable or
+#: mismatched is not judged: it reads ``not run (evidence missing: <file>, <reason>)`` (issue 56). A test
+#: (tests/faults/test_round5_evidence.py) checks this table against the committed sidecars' own claim ids.
+EXPECTED = {
+    "fig1_bias_vs_G": ("C7", "C8"),
+    "fig2_bias_vs_eps": ("C2", "C4", "C4-rate"),
+    "fig3_second_moment": ("C1",),
+    "fig4_eps_G_heatmap": ("C5",),
+    "fig5_delay": ("C4", "C6"),
+    "fig_bridge": ("answer:toy-ladder",),
+    "fig_c5_local_exponent": ("C5",),
+    "fig_c5_protocol": ("C5-T",),
+    "fig_c6_overlap": ("C6",),
+    "fig_c9_protocol": ("C9", "answer:tabular", "answer:toy-lm-faithful"),
+    "fig_llm_delay": ("C9", "answer:cpu-lm"),
+    "fig_regime_map": ("C9", "answer:tabular"),
+    "fig_regime_slices": ("C9",),
+}
+#: The seal of a sidecar (:func:`seal`): SHA-256 of its canonical JSON without the ``seal`` key.
+SEAL_ALGORITHM = "sha256/canonical-json-v1"
+#: Keys :func:`check_evidence` adds to a loaded sidecar (never in the file, never sealed).
+LOADER_KEYS = ("_png", "_file", "_sealed", "_verified")
+_CODE_AT: dict[str, str | bool | None] = {}
 
-def load_sidecars(out_dir) -> list[dict]:
-    """Every figure sidecar ``*.json`` in ``out_dir`` that names a figure, in name order (a renamed figure's
-    stale sidecar left out when the new one is there)."""
-    out = []
-    for p in sorted(Path(out_dir).glob("*.json")):
-        if p.stem in RENAMED and (p.parent / f"{RENAMED[p.stem]}.json").exists():
-            continue
+
+def code_at(commit: str) -> str | bool | None:
+    """``sweep.code_version`` of ``commit``'s committed files (read from git, the working tree untouched): the code
+    hash a clean-tree run at that commit stamps. ``False``: git does not know the commit; ``None``: no git here."""
+    import hashlib
+    import subprocess
+
+    from sweep import DEFAULT_CODE_PACKAGES
+
+    if commit in _CODE_AT:
+        return _CODE_AT[commit]
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args, data=None):
+        return subprocess.run(["git", *args], cwd=root, input=data, capture_output=True, timeout=60)
+
+    try:
+        if git("rev-parse", "--git-dir").returncode != 0:
+            return None
+        if not _HEX.match(commit) or git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+            _CODE_AT[commit] = False
+            return False
+        names = git("ls-tree", "-r", "--name-only", commit, "--", *DEFAULT_CODE_PACKAGES).stdout.decode().splitlines()
+        h = hashlib.sha256()
+        for pkg in DEFAULT_CODE_PACKAGES:  # the order and paths sweep.code_version hashes
+            files = sorted((n for n in names if n.startswith(pkg + "/") and n.endswith(".py")
+                            and "__pycache__" not in n), key=lambda n: Path(n).parts)
+            for n in files:
+                blob = git("cat-file", "blob", f"{commit}:{n}").stdout
+                h.update(n.encode())
+                h.update(b"\0")
+                h.update(blob)
+                h.update(b"\0")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    _CODE_AT[commit] = h.hexdigest()[:16]
+    return _CODE_AT[commit]
+_HEX = re.compile(r"^[0-9a-f]+$")
+
+
+def canonical(meta: dict) -> bytes:
+    """The bytes a seal hashes: ``meta`` without its ``seal`` (and the keys the loader adds), keys sorted, compact."""
+    body = {k: v for k, v in meta.items() if k != "seal" and k not in LOADER_KEYS}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def seal(meta: dict) -> dict:
+    """``{"algorithm", "sha256"}`` over :func:`canonical` ``(meta)``: stored in the sidecar by ``figures.common.save``,
+    so an edited stamp (commit, code hash, protocol) or an edited number breaks it."""
+    import hashlib
+
+    return {"algorithm": SEAL_ALGORITHM, "sha256": hashlib.sha256(canonical(meta)).hexdigest()}
+
+
+def stamp(meta: dict) -> dict:
+    """What made a sidecar: ``{"commit", "code", "protocol"}`` (protocol: ``name@sha256`` or ``None``)."""
+    pr = meta.get("protocol") if isinstance(meta.get("protocol"), dict) else None
+    return {"commit": str(meta.get("git_commit")), "code": str(meta.get("code_version")),
+            "protocol": f"{pr.get('name')}@{pr.get('sha256')}" if pr else None}
+
+
+def registered_protocols() -> dict[str, str]:
+    """``{name: sha256}`` of the pre-registered protocol files (``simulate/protocol/protocol*.toml``)."""
+    import hashlib
+    import tomllib
+
+    import simulate.protocol as sp
+
+    out = {}
+    for p in sorted(Path(sp.__file__).parent.glob("protocol*.toml")):
+        raw = p.read_bytes()
         try:
-            meta = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
+            name = tomllib.loads(raw.decode()).get("name")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
             continue
-        if isinstance(meta, dict) and "figure" in meta:
-            meta["_png"] = p.with_suffix(".png") if p.with_suffix(".png").exists() else None
-            out.append(meta)
+        if isinstance(name, str):
+            out.setdefault(name, hashlib.sha256(raw).hexdigest())
     return out
 
 
+def _kind(v, kinds, what: str) -> str | None:
+    return None if isinstance(v, kinds) else f"{what} is {type(v).__name__}, not {' or '.join(k.__name__ for k in kinds)}"
+
+
+def structure_problems(meta) -> list[str]:
+    """Why a parsed sidecar cannot be read as one (empty when it can): the fields the report reads, their types,
+    a well-formed stamp, and the seal when it has one."""
+    if not isinstance(meta, dict):
+        return [f"top level is {type(meta).__name__}, not an object"]
+    out = []
+    if not isinstance(meta.get("figure"), str):
+        out.append("no 'figure' name")
+    for key, kinds in (("evidence", (list,)), ("missing", (list,)), ("sections", (list,)), ("answer", (list,)),
+                       ("appendix_tables", (list,)), ("c9", (dict,)), ("c5", (dict,)), ("c6", (dict,)),
+                       ("protocol", (dict,)), ("settings", (dict,)), ("estimator_plugins", (dict,))):
+        if meta.get(key) is not None and (why := _kind(meta[key], kinds, f"'{key}'")):
+            out.append(why)
+    for i, ev in enumerate(meta.get("evidence") or [] if isinstance(meta.get("evidence"), list) else []):
+        if not isinstance(ev, dict) or not isinstance(ev.get("claim"), str):
+            out.append(f"evidence row {i} is not an object with a 'claim'")
+            break
+    for key in ("sections", "answer", "appendix_tables"):
+        if isinstance(meta.get(key), list) and not all(isinstance(x, dict) for x in meta[key]):
+            out.append(f"'{key}' holds a non-object")
+    commit, code = meta.get("git_commit"), meta.get("code_version")
+    sealed = "seal" in meta
+    if (commit is not None or sealed) and not (commit == "unknown" or (
+            isinstance(commit, str) and len(commit.removesuffix("-dirty")) == 40 and _HEX.match(commit.removesuffix("-dirty")))):
+        out.append(f"stamp: git_commit {commit!r} is not a 40-hex commit")
+    if (code is not None or sealed) and not (isinstance(code, str) and len(code) == 16 and _HEX.match(code)):
+        out.append(f"stamp: code_version {code!r} is not a 16-hex code hash")
+    pr = meta.get("protocol")
+    if isinstance(pr, dict) and not (isinstance(pr.get("name"), str) and isinstance(pr.get("sha256"), str)
+                                     and len(pr["sha256"]) == 64 and _HEX.match(pr["sha256"])):
+        out.append("stamp: protocol lacks a name or a 64-hex sha256")
+    if "seal" in meta:
+        sl = meta["seal"]
+        if not (isinstance(sl, dict) and sl.get("algorithm") == SEAL_ALGORITHM and isinstance(sl.get("sha256"), str)):
+            out.append(f"seal is not {{'algorithm': {SEAL_ALGORITHM!r}, 'sha256': …}}")
+        elif sl["sha256"] != seal(meta)["sha256"]:
+            out.append(f"seal mismatch: content hashes to {seal(meta)['sha256'][:12]}, the sidecar says "
+                       f"{sl['sha256'][:12]} (edited after it was written)")
+    return out
+
+
+def read_sidecar(p: Path) -> tuple[dict | None, str | None]:
+    """``(meta, None)`` for a readable, well-formed sidecar, else ``(None, reason)``."""
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror or exc})"
+    if not raw.strip():
+        return None, "empty file"
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except json.JSONDecodeError as exc:
+        return None, (f"truncated JSON (ends at byte {len(raw)})" if exc.pos >= len(raw.rstrip()) - 1
+                      else f"invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
+    bad = structure_problems(meta)
+    return (None, "; ".join(bad)) if bad else (meta, None)
+
+
+def check_evidence(out_dir, expected=None) -> tuple[list[dict], list[dict]]:
+    """``(sidecars, problems)``: the readable, consistent sidecars of ``out_dir`` (name order) and one problem
+    ``{"file", "reason", "rows"}`` per expected sidecar that is missing, unreadable, truncated, malformed, whose
+    seal does not match its content, or whose protocol is not the one its siblings (or its registered file) name.
+    ``expected``: sidecar stems that must be there (default :data:`EXPECTED`'s; ``()``: none required)."""
+    out_dir = Path(out_dir)
+    expected = tuple(EXPECTED) if expected is None else tuple(expected)
+    sidecars, problems = [], []
+
+    def problem(name, reason, meta=None):
+        rows = list(EXPECTED.get(name, ()))
+        for ev in (meta or {}).get("evidence") or []:
+            cid = TRAINING_IDS.get((name, ev.get("claim")), ev.get("claim"))
+            if cid in CLAIM_IDS and cid not in rows:
+                rows.append(cid)
+        problems.append({"file": f"{name}.json", "reason": reason, "rows": rows})
+
+    seen = set()
+    for p in sorted(out_dir.glob("*.json")):
+        if p.stem in RENAMED and (p.parent / f"{RENAMED[p.stem]}.json").exists():
+            continue
+        meta, why = read_sidecar(p)
+        if why is not None:
+            seen.add(p.stem)
+            problem(p.stem, why)
+            continue
+        if meta["figure"] != p.stem and p.stem in EXPECTED:
+            seen.add(p.stem)
+            problem(p.stem, f"names figure {meta['figure']!r}, not {p.stem!r}", meta)
+            continue
+        seen.add(meta["figure"])
+        meta["_png"] = p.with_suffix(".png") if p.with_suffix(".png").exists() else None
+        meta["_file"] = p.name
+        meta["_sealed"] = "seal" in meta
+        sidecars.append(meta)
+    for name in expected:
+        if name not in seen:
+            problem(name, "no such file")
+    # an unsealed sidecar (written before seals) cannot prove its stamp by itself: a clean-tree stamp is checked
+    # against git (the code hash of the named commit's files); a dirty-tree one cannot be checked and says so
+    for m in list(sidecars):
+        if m["_sealed"] or m.get("git_commit") in (None, "unknown") or str(m["git_commit"]).endswith("-dirty"):
+            m["_verified"] = m["_sealed"]
+            continue
+        actual = code_at(m["git_commit"])
+        m["_verified"] = isinstance(actual, str) and actual == m.get("code_version")
+        if actual is None:  # no git here: nothing to check against
+            continue
+        if actual is False:
+            problem(m["figure"], f"stamp names commit {m['git_commit'][:12]}, which this repository does not have "
+                                 "(edited stamp?)", m)
+        elif actual != m.get("code_version"):
+            problem(m["figure"], f"stamp mismatch: code_version {m.get('code_version')} is not the code of commit "
+                                 f"{m['git_commit'][:12]} ({actual}): edited after it was written", m)
+        else:
+            continue
+        sidecars.remove(m)
+    # one protocol per report: the sidecars that ran it agree, and a registered name carries its file's hash
+    reg = registered_protocols()
+    protos = {m["figure"]: m["protocol"] for m in sidecars if isinstance(m.get("protocol"), dict)}
+    shas = {pr["sha256"] for pr in protos.values()}
+    bad = set()
+    for name, pr in protos.items():
+        if pr["name"] in reg and reg[pr["name"]] != pr["sha256"]:
+            bad.add(name)
+            problem(name, f"protocol {pr['name']} sha256 {pr['sha256'][:12]} is not its registered file's "
+                          f"{reg[pr['name']][:12]}", next(m for m in sidecars if m["figure"] == name))
+    if len(shas) > 1:
+        for name, pr in protos.items():
+            if name not in bad:
+                others = ", ".join(sorted(f"{o}.json: {q['name']}@{q['sha256'][:12]}" for o, q in protos.items()
+                                          if q["sha256"] != pr["sha256"]))
+                bad.add(name)
+                problem(name, f"protocol {pr['name']}@{pr['sha256'][:12]} differs from {others}",
+                        next(m for m in sidecars if m["figure"] == name))
+    sidecars = [m for m in sidecars if m["figure"] not in bad]
+    return sidecars, problems
+
+
+def not_run(problems: list[dict]) -> dict[str, str]:
+    """``{row: "not run (evidence missing: <file>, <reason>; …)"}`` for every verdict row / answer group a problem
+    touches (``C4`` also marks ``C4-rate``, its other row)."""
+    out: dict[str, list[str]] = {}
+    for pb in problems:
+        for r in pb["rows"]:
+            for lab in ((r, "C4-rate") if r == "C4" else (r,)):
+                out.setdefault(lab, []).append(f"{pb['file']}, {pb['reason']}")
+    return {r: "not run (evidence missing: " + "; ".join(dict.fromkeys(v)) + ")" for r, v in out.items()}
+
+
+def load_sidecars(out_dir) -> list[dict]:
+    """Every readable, consistent figure sidecar ``*.json`` in ``out_dir``, in name order (a renamed figure's
+    stale sidecar left out when the new one is there). Damaged ones are left out here and reported by
+    :func:`check_evidence`, which :func:`build` calls: they are never skipped silently."""
+    return check_evidence(out_dir, expected=())[0]
+
+
+def stamps(sidecars: list[dict]) -> list[dict]:
+    """The distinct stamps of the sidecars: ``[{"commit", "code", "protocol", "files", "sealed", "verified"}]``, most
+    files first (``verified``: how many were checked, by their seal or against git)."""
+    groups: dict[tuple, dict] = {}
+    for m in sidecars:
+        st = stamp(m)
+        g = groups.setdefault((st["commit"], st["code"]), {**st, "protocol": None, "files": [], "sealed": 0,
+                                                           "verified": 0})
+        g["files"].append(m.get("_file") or f"{m['figure']}.json")
+        g["sealed"] += bool(m.get("_sealed"))
+        g["verified"] += bool(m.get("_verified"))
+        g["protocol"] = g["protocol"] or st["protocol"]
+    return sorted(groups.values(), key=lambda g: -len(g["files"]))
+
+
 def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict | None = None,
-          run_checks: bool = True, report_path=None, provenance: dict | None = None) -> dict:
+          run_checks: bool = True, report_path=None, provenance: dict | None = None, expected=None) -> dict:
     """Collect everything the report prints. ``provenance`` = ``{"commit", "dirty"}`` captured when the
-    run started (the run itself rewrites tracked figure files)."""
+    run started (the run itself rewrites tracked figure files). ``expected``: the sidecars that must be there
+    (default every figure's, :data:`EXPECTED`); a missing or damaged one is listed in ``evidence_problems`` and the
+    rows it judges in ``not_run``, never judged. ``stamps`` holds what made the sidecars (``code_version`` is theirs
+    when they agree; ``rebuilt_by`` the code that rebuilt the report)."""
     from sweep import code_version, git_commit
 
-    sidecars = load_sidecars(out_dir)
+    if expected is None:  # a folder of the figures' sidecars: every one is expected; elsewhere (tests, a user's
+        # folder of their own figures) only the ones present
+        present = {q.stem for q in Path(out_dir).glob("*.json")} | {RENAMED.get(q.stem) for q in Path(out_dir).glob("*.json")}
+        expected = tuple(EXPECTED) if present & set(EXPECTED) else ()
+    sidecars, problems = check_evidence(out_dir, expected=expected)
     evidence = {c: [] for c in CLAIM_IDS}
     lm = []
     for meta in sidecars:
@@ -97,11 +367,19 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
         commit = git_commit()
         provenance = {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty")}
     report_path = Path(report_path) if report_path else Path(out_dir) / "REPORT.md"
+    sts = stamps(sidecars)
+    current = code_version()
     return {
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "quick": quick,
         "provenance": provenance,
-        "code_version": code_version(),
+        # the code that made the numbers: the sidecars' own stamp, never the rebuilding code's when they differ
+        "code_version": (sts[0]["code"] if len(sts) == 1 else
+                         "several: " + ", ".join(g["code"] for g in sts) if sts else current),
+        "rebuilt_by": {"commit": provenance["commit"], "code": current},
+        "stamps": sts,
+        "evidence_problems": problems,
+        "not_run": not_run(problems),
         # {module: sha256} of the $ASYNCGRPO_ESTIMATORS plugins loaded in the run (empty: built-ins only)
         "plugins": next((m["estimator_plugins"] for m in sidecars if m.get("estimator_plugins")), {}),
         "theory": theory_rows(run_checks),

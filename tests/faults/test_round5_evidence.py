@@ -1,0 +1,177 @@
+"""Issue 56 items 1–2: the report never judges a claim from missing, unreadable, truncated or mismatched evidence,
+and its stamp says what made the numbers (the sidecars' commit, code and protocol hashes), not the rebuilding code.
+
+Each sidecar the report reads (figures.report.data.EXPECTED) is damaged in turn, five ways; the rows it judges
+must come out ``not run (evidence missing: <file>, …)`` and ``python -m figures.report`` must exit 1 naming it."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from figures.report import __main__ as cli
+from figures.report import data, render
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "figures" / "out"
+DAMAGES = ("truncate", "empty", "delete", "edit-stamp", "swap-protocol")
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory):
+    """A copy of the committed sidecars (JSON only: the report needs no PNG to judge)."""
+    if not (OUT / "fig_c9_protocol.json").exists():
+        pytest.fail("figures/out lacks the committed sidecars")
+    d = tmp_path_factory.mktemp("out")
+    for p in OUT.glob("*.json"):
+        shutil.copy(p, d / p.name)
+    return d
+
+
+def _damage(folder: Path, name: str, how: str, *, sealed: bool = False) -> None:
+    p = folder / f"{name}.json"
+    raw = p.read_text()
+    if how == "truncate":
+        p.write_text(raw[: len(raw) // 2])
+    elif how == "empty":
+        p.write_text("")
+    elif how == "delete":
+        p.unlink()
+    else:
+        meta = json.loads(raw)
+        if how == "edit-stamp":
+            meta["code_version"] = "0123456789abcdef"
+        else:  # another registered protocol's name and hash
+            meta["protocol"] = {**(meta.get("protocol") or {}), "name": "training-claims-v4",
+                                "sha256": data.registered_protocols()["training-claims-v4"]}
+        p.write_text(json.dumps(meta))
+
+
+def _copy(src: Path, dst: Path, *, sealed: bool) -> Path:
+    dst.mkdir()
+    for p in src.glob("*.json"):
+        meta = json.loads(p.read_text())
+        if sealed:
+            meta["seal"] = data.seal(meta)
+        (dst / p.name).write_text(json.dumps(meta))
+    return dst
+
+
+def test_expected_names_every_claim_of_the_committed_sidecars():
+    for p in OUT.glob("*.json"):
+        meta = json.loads(p.read_text())
+        ids = {data.TRAINING_IDS.get((meta["figure"], e["claim"]), e["claim"]) for e in meta["evidence"]}
+        assert ids <= set(data.EXPECTED[p.stem]), (p.name, ids)
+    assert set(data.EXPECTED) == {p.stem for p in OUT.glob("*.json")}
+
+
+def test_the_committed_sidecars_are_whole_and_the_stamp_is_theirs(committed, tmp_path):
+    sidecars, problems = data.check_evidence(committed)
+    assert problems == [] and len(sidecars) == len(data.EXPECTED)
+    rep = data.build(committed, quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
+                     report_path=tmp_path / "R.md")
+    made = {(json.loads(p.read_text())["git_commit"], json.loads(p.read_text())["code_version"]) for p in OUT.glob("*.json")}
+    head = " ".join(b[1] for b in render._head(rep) if b[0] == "p")
+    for commit, code in made:  # every maker listed (the committed fig1 was re-measured by a later commit)
+        assert f"git `{commit[:12]}`, code `{code}`" in head
+    assert rep["not_run"] == {} and f"code `{rep['rebuilt_by']['code']}`" not in head.split("Report written")[0]
+    if any(rep["rebuilt_by"]["code"] != code for _, code in made):  # rebuilt by other code: said so
+        assert "not the code that made the numbers" in head
+
+
+def test_an_unsealed_stamp_is_checked_against_git(committed):
+    """A clean-tree stamp names a commit whose files hash to the stamped code: 3e8f6e1 made code 416d18cd."""
+    assert data.code_at("3e8f6e12661204ab473bdb722891ef7f6bf87f53") == "416d18cd92d66ffb"
+    assert data.code_at("0" * 40) is False
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["unsealed", "sealed"])
+@pytest.mark.parametrize("how", DAMAGES)
+def test_each_damaged_sidecar_leaves_its_claims_not_run(committed, tmp_path, how, sealed):
+    src = _copy(committed, tmp_path / "clean", sealed=sealed)
+    assert data.check_evidence(src)[1] == []
+    for name, rows in data.EXPECTED.items():
+        if how == "edit-stamp" and not sealed and json.loads((src / f"{name}.json").read_text())["git_commit"].endswith(
+                "-dirty"):  # unsealed and from a dirty tree: nothing to check an edit against; the stamp says so
+            assert "stamp unverified" in render._head(data.build(src, quick=False, run_checks=False,
+                                                                 report_path=src / "R.md"))[0][1]
+            continue
+        d = tmp_path / f"{name}-{how}"
+        shutil.copytree(src, d)
+        _damage(d, name, how)
+        rep = data.build(d, quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
+                         report_path=d / "R.md", expected=tuple(data.EXPECTED))
+        files = {pb["file"] for pb in rep["evidence_problems"]}
+        assert f"{name}.json" in files, (name, how, rep["evidence_problems"])
+        for r in rows:
+            assert rep["not_run"][r].startswith(f"not run (evidence missing: "), (name, how, r)
+            assert f"{name}.json" in rep["not_run"][r]
+        assert name not in {m["figure"] for m in rep["sidecars"]}  # never judged from what is left of it
+        text = "\n".join(str(b[1]) for b in render._head(rep))
+        assert f"`{name}.json`" in text and "not run (evidence missing: " in text
+        shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_the_command_exits_1_and_names_the_damaged_sidecar(committed, tmp_path, capsys, how):
+    d = tmp_path / "out"
+    shutil.copytree(committed, d)
+    _damage(d, "fig_c9_protocol", how)
+    assert cli.main(["--out", str(d), "--report", str(tmp_path / "R.md"), "--no-derive"]) == 1
+    printed = capsys.readouterr().out
+    assert "problem: evidence fig_c9_protocol.json:" in printed
+    assert "C9" in printed.split("problem: evidence fig_c9_protocol.json:")[1].splitlines()[0]
+    assert "not run (evidence missing: fig_c9_protocol.json" in (tmp_path / "R.md").read_text()
+
+
+def test_an_empty_folder_names_every_missing_sidecar(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    assert cli.main(["--out", str(tmp_path / "out"), "--report", str(tmp_path / "R.md"), "--no-derive"]) == 1
+    printed = capsys.readouterr().out
+    for name in data.EXPECTED:
+        assert f"problem: evidence {name}.json: no such file" in printed
+
+
+@pytest.mark.parametrize("field,value", [("evidence", "oops"), ("evidence", [1, 2]), ("c9", [1]), ("sections", {}),
+                                         ("git_commit", 7), ("protocol", {"name": "x"})])
+def test_a_malformed_field_is_a_named_problem_not_a_traceback(committed, tmp_path, field, value):
+    shutil.copytree(committed, tmp_path / "out")
+    p = tmp_path / "out" / "fig5_delay.json"
+    meta = json.loads(p.read_text())
+    meta[field] = value
+    p.write_text(json.dumps(meta))
+    rep = data.build(tmp_path / "out", quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
+                     report_path=tmp_path / "R.md")
+    (pb,) = rep["evidence_problems"]
+    assert pb["file"] == "fig5_delay.json" and field.split("_")[0] in pb["reason"]
+    assert rep["not_run"]["C4"].startswith("not run (evidence missing: fig5_delay.json")
+
+
+def test_a_sealed_sidecar_with_an_edited_number_is_refused(committed, tmp_path):
+    d = _copy(committed, tmp_path / "out", sealed=True)
+    p = d / "fig3_second_moment.json"
+    meta = json.loads(p.read_text())
+    meta["evidence"][0]["measured"] = 0.0
+    p.write_text(json.dumps(meta))
+    (pb,) = data.check_evidence(d)[1]
+    assert pb["file"] == p.name and "seal mismatch" in pb["reason"]
+
+
+def test_save_seals_what_it_writes_and_the_loader_accepts_it(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from figures import common
+
+    fig, _ = plt.subplots()
+    meta = common.sidecar("fig_mine", quick=True, settings={"x": float("nan")}, seeds=[1],
+                          evidence=[common.Evidence("C1", "q", "p", 0.5, 0.1, 1.0, "holds", "fig_mine")])
+    common.save(fig, tmp_path, "fig_mine", meta)
+    saved = json.loads((tmp_path / "fig_mine.json").read_text())
+    assert saved["seal"] == data.seal(saved)
+    sidecars, problems = data.check_evidence(tmp_path, expected=())
+    assert problems == [] and sidecars[0]["_sealed"]
