@@ -197,7 +197,7 @@ def structure_problems(meta) -> list[str]:
     if (code is not None or sealed) and not (isinstance(code, str) and len(code) == 16 and _HEX.match(code)):
         out.append(f"stamp: code_version {code!r} is not a 16-hex code hash")
     pr = meta.get("protocol")
-    if isinstance(pr, dict) and not (isinstance(pr.get("name"), str) and isinstance(pr.get("sha256"), str)
+    if isinstance(pr, dict) and ("sha256" in pr or sealed) and not (isinstance(pr.get("name"), str) and isinstance(pr.get("sha256"), str)
                                      and len(pr["sha256"]) == 64 and _HEX.match(pr["sha256"])):
         out.append("stamp: protocol lacks a name or a 64-hex sha256")
     if "seal" in meta:
@@ -288,7 +288,7 @@ def check_evidence(out_dir, expected=None) -> tuple[list[dict], list[dict]]:
         sidecars.remove(m)
     # one protocol per report: the sidecars that ran it agree, and a registered name carries its file's hash
     reg = registered_protocols()
-    protos = {m["figure"]: m["protocol"] for m in sidecars if isinstance(m.get("protocol"), dict)}
+    protos = {m["figure"]: m["protocol"] for m in sidecars if isinstance(m.get("protocol"), dict) and "sha256" in m["protocol"]}
     shas = {pr["sha256"] for pr in protos.values()}
     bad = set()
     for name, pr in protos.items():

@@ -95,7 +95,7 @@ def test_each_damaged_sidecar_leaves_its_claims_not_run(committed, tmp_path, how
     for name, rows in data.EXPECTED.items():
         if how == "edit-stamp" and not sealed and json.loads((src / f"{name}.json").read_text())["git_commit"].endswith(
                 "-dirty"):  # unsealed and from a dirty tree: nothing to check an edit against; the stamp says so
-            assert "stamp unverified" in render._head(data.build(src, quick=False, run_checks=False,
+            assert "dirty tree: stamp unverified" in render._head(data.build(src, quick=False, run_checks=False,
                                                                  report_path=src / "R.md"))[0][1]
             continue
         d = tmp_path / f"{name}-{how}"
