@@ -26,13 +26,15 @@ key                        definition
 ``clipfrac_high_pos``      cispo: ``A>0`` and clamped above (TRL's ``cispo_clip_ratio``)
 ``clamp_frac_all``         cispo: clamped on either side, any ``A`` (verl's cispo ``pg_clipfrac``)
 ``m2po_masked_frac``       m2po: share of real tokens dropped by the second-moment mask
-``ppo_kl``                 ``mean_tokens(−ℓ)``: k1 estimate of ``KL(μ‖π_θ)`` (verl ``actor/ppo_kl``)
+``ppo_kl``                 ``mean_tokens(−ℓ)``: k1 estimate of ``KL(μ‖π_θ)`` (verl's gspo/REINFORCE ``actor/ppo_kl``)
 ``kl_k3``                  ``mean_tokens(r − 1 − ℓ)``: k3 estimate of ``KL(μ‖π_θ)`` (verl ``k3_kl``)
 ``chi2_seq``               ``(1/N) Σ_i ρ_i² − 1`` over **all** ``N`` rows, an empty row with ``ρ_i = 1``
-                           (verl ``rollout_corr/chi2_seq``, unclamped)
+                           (unclamped; verl's ``rollout_corr/chi2_seq`` is ``chi2_seq_verl``)
 ``chi2_seq_centered``      ``mean_rows (ρ_i − 1)²`` over real rows, the project's ``chi2``; both estimate
                            ``χ²(π_θ‖μ) = E_μ ρ² − 1 = E_μ (ρ−1)²``
-``chi2_token``             ``mean_tokens r² − 1`` (verl ``rollout_corr/chi2_token``)
+``chi2_token``             ``mean_tokens r² − 1`` (unclamped; the toolkit's own)
+``*_verl``                 ``ppo_kl_verl``, ``chi2_token_verl``, ``chi2_seq_verl``: the same with ``ℓ`` (token, or
+                           ``ℓ_i`` for ``chi2_seq``) clamped to ``±20`` as verl does: the values under verl's names
 ``ess_batch_rho``          ``(mean_tokens ρ)² / mean_tokens ρ²`` with ``ρ_i`` on each of its tokens, unclamped:
                            a batch-wide token-weighted ESS fraction in ``(0, 1]`` (verl's formula, without its clamp)
 ``ess_batch_w``            the same for the estimator's weights ``k_{i,t}`` (``w_i`` or token weights),
@@ -63,10 +65,10 @@ PEER_NAMES: dict[str, dict[str, str]] = {
         "pg_loss": "actor/pg_loss",
         "clipfrac": "actor/pg_clipfrac",
         "clipfrac_dual": "actor/pg_clipfrac_lower",
-        "ppo_kl": "actor/ppo_kl",
+        "ppo_kl_verl": "actor/ppo_kl",
         "kl_k3": "rollout_corr/k3_kl",
-        "chi2_seq": "rollout_corr/chi2_seq",
-        "chi2_token": "rollout_corr/chi2_token",
+        "chi2_seq_verl": "rollout_corr/chi2_seq",
+        "chi2_token_verl": "rollout_corr/chi2_token",
         "rollout_is_ess": "rollout_corr/rollout_is_eff_sample_size",
         # the verl_* rollout-correction maps (registry): their own IS / rejection statistics
         "is_frac_high": "rollout_corr/rollout_is_ratio_fraction_high",
@@ -99,13 +101,20 @@ def peer_names(name: str, peer: str) -> dict[str, str]:
     if known and registry.entry(name).correction:
         # a peer correction runs beside the PPO ratio π_θ/π_old, whose statistics the peer logs under its actor
         # names: the *_prox keys (0 at π_old = π_θ); the map's own k1 / cut share stay under the toolkit's keys
-        for key, prox in (("clipfrac", "clipfrac_prox"), ("ppo_kl", "ppo_kl_prox"),
+        for key, prox in (("clipfrac", "clipfrac_prox"), ("ppo_kl_verl", "ppo_kl_prox"), ("clipfrac_dual", "clipfrac_prox_dual"),
                           ("clipfrac_low", "clipfrac_prox_low"), ("clipfrac_high", "clipfrac_prox_high")):
             if key in out:
                 out[prox] = out.pop(key)
     if peer == "trl" and name == "sapo":  # TRL's sapo has no clip: it logs no clip_ratio/*
         for key in ("clipfrac_low", "clipfrac_high", "clipfrac"):
             out.pop(key)
+    if peer == "verl" and name == "gpg":  # verl's compute_policy_loss_gpg logs no metric of its own
+        for key in ("clipfrac", "ppo_kl_verl", "clipfrac_dual"):
+            out.pop(key, None)
+    if peer == "verl" and (name == "gspo" or (known and registry.entry(name).level == "trajectory"
+                                              and not registry.entry(name).correction)):
+        # verl's gspo and REINFORCE losses log the unclamped k1; its PPO, cispo and sapo losses clamp at ±20
+        out["ppo_kl"] = out.pop("ppo_kl_verl")
     if peer == "verl" and name == "cispo":
         out.pop("clipfrac")
         out["clamp_frac_all"] = "actor/pg_clipfrac"
@@ -294,6 +303,8 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         ref = torch.zeros_like(ell_t) if spec.clip_ratio == "unit" else ell_t
         # a map with no clip (clip_ratio "none") reports 0, as verl logs for sapo
         out["clipfrac"] = _frac((logk < ref) & nz, mask, n_tok) if spec.clip_ratio != "none" else 0.0
+        if spec.clip_ratio == "none":  # no dual clip either: verl's sapo logs pg_clipfrac_lower = 0
+            out["clipfrac_dual"] = 0.0
         if spec.objective is not None:
             loss_mat = spec.objective(ell_t, mask, A[:, 0], logp)
         elif spec.correction:  # the peer's logged objective in decoupled mode at π_old = π_θ (PPO ratio 1)
@@ -335,12 +346,16 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
     # KL and χ² between π_θ and μ from the ratios alone (method-independent)
     lt = ell_t[mask]
     out["ppo_kl"] = float((-lt).mean())
+    lt20 = lt.clamp(-20.0, 20.0)  # verl's SAFETY_BOUND: the values logged under verl's names
+    out["ppo_kl_verl"] = float((-lt20).mean())
     out["kl_k3"] = float((torch.expm1(lt) - lt).mean())
     out["chi2_token"] = _expm1(_log_mean_exp(2 * lt))
+    out["chi2_token_verl"] = _expm1(_log_mean_exp(2 * lt20))
     ell_all = ell_t.sum(dim=1)
     # verl averages ρ_i² over every row, an empty row with ρ = exp(0) = 1; the project's own χ² keeps
     # the real rows only (an empty row is an absent trajectory)
     out["chi2_seq"] = _expm1(_log_mean_exp(2 * ell_all))
+    out["chi2_seq_verl"] = _expm1(_log_mean_exp(2 * ell_all.clamp(-20.0, 20.0)))
     ell_rows = ell_all[rows]
     out["chi2_seq_centered"] = float(torch.expm1(ell_rows).pow(2).mean())
     out["ess_batch_rho"] = _ess_fraction(ell_t.sum(dim=1, keepdim=True).expand_as(ell_t)[mask])
@@ -362,6 +377,7 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         out["clipfrac_prox_high"] = _frac(pos & (lp > hi), mask, n_tok)
         out["clipfrac_prox_low"] = _frac(neg & (lp < lo), mask, n_tok)
         out["clipfrac_prox"] = _frac((pos & (lp > hi)) | (neg & (lp < lo)), mask, n_tok)
+        out["clipfrac_prox_dual"] = _frac(neg & (lp > math.log(3.0)), mask, n_tok)  # verl's dual clip, c = 3
     return out
 
 
