@@ -18,9 +18,15 @@ def key_findings(rep: dict) -> list[str]:
     if derived or failed:
         out.append(f"The symbolic derivations check for {', '.join(derived) or 'no claim'}"
                    + (f"; they fail for {', '.join(failed)}." if failed else "."))
-    bounds = [c for c in ("C1", "C2", "C4", "C4-rate", "C6", "C7", "C8") if rep["evidence"].get(c[:2])]
-    if bounds:
-        out.append("Measured claims: " + "; ".join(f"{c.replace('-rate', ' (rate)')} {row(rep, c)[0]}" for c in bounds)
+    # issue 54: "measured" only for rows a measurement could have contradicted; the others say what they are
+    words = {c: row(rep, c)[0] for c in ("C1", "C2", "C4", "C4-rate", "C6", "C7", "C8") if rep["evidence"].get(c[:2])}
+    tested = {c: w for c, w in words.items() if vd.is_test_verdict(w)}
+    untested = {c: w for c, w in words.items() if not vd.is_test_verdict(w)}
+    if tested:
+        out.append("Measured claims (tests that could have failed): "
+                   + "; ".join(f"{c.replace('-rate', ' (rate)')} {w}" for c, w in tested.items())
+                   + (". Measured, but no test: " + "; ".join(f"{c.replace('-rate', ' (rate)')} {w}"
+                                                            for c, w in untested.items()) if untested else "")
                    + ".")
     c9 = rep.get("c9")
     pm = rep.get("protocol") or {}
