@@ -14,6 +14,8 @@ a result that exceeds float64 (𝔅 of ``onpolicy`` at ``ℓ = −800``) is ``+i
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asyncgrpo.estimators import reference
@@ -137,22 +139,41 @@ def advantages(rewards, normalize: bool = False, delta: float = 1e-6) -> np.ndar
 
 
 def signed_exp_sum(log_abs, sign) -> float:
-    """``Σ_j sign_j·exp(log_abs_j)`` summed by sign in log space (one ``logsumexp`` per sign, then
-    ``e^hi(1 − e^{lo−hi})``): ``±inf`` only when the sum itself leaves float64, never ``inf − inf = NaN`` when single
-    terms do; terms with ``sign_j = 0`` or ``log_abs_j = −inf`` add nothing; ``0.0`` when none is left or they cancel."""
+    """``Σ_j sign_j·exp(log_abs_j)``, summed by sign in log space: one ``logsumexp`` per sign of the terms
+    ``log|sign_j| + log_abs_j``, then ``e^hi·(−expm1(lo − hi))`` (a few ulp near cancellation: ``1 − e^(−1e−12)`` keeps
+    every digit). The sign's magnitude counts (``([0], [2]) → 2``); a term with ``sign_j = 0`` adds nothing whatever
+    its ``log_abs_j`` (the caller's way to leave a term out). ``±inf`` only when the sum itself leaves float64 (or a
+    term is ``+inf``), never ``inf − inf`` from single terms that overflow; ``NaN`` when a counted term is NaN or
+    ``+inf`` terms of both signs meet (issue 56 item 6: no NaN term silently dropped); ``0.0`` when no term is left
+    or the two signs cancel exactly. ``log_abs`` and ``sign`` must have the same number of elements."""
     from scipy.special import logsumexp
 
     v = np.asarray(log_abs, dtype=np.float64).ravel()
     b = np.asarray(sign, dtype=np.float64).ravel()
+    if v.shape != b.shape:
+        raise ValueError(f"log_abs and sign must have the same number of elements, got {v.size} and {b.size}")
+    live = b != 0.0  # NaN != 0 is True: a NaN sign counts (and makes the sum NaN)
+    v, b = v[live], b[live]
+    if np.isnan(v).any() or np.isnan(b).any():
+        return math.nan
+    with np.errstate(divide="ignore"):
+        v = v + np.log(np.abs(b))  # the sign's magnitude: |b|·e^v = e^(v + log|b|)
 
     def lse(sel):
-        sel = sel & (v > -np.inf)  # NaN > −inf is False: a NaN term (sign 0 by the caller) is left out too
+        sel = sel & (v > -np.inf)
         return float(logsumexp(v[sel])) if sel.any() else -np.inf
 
     lp, ln = lse(b > 0), lse(b < 0)
-    if lp == ln:  # both −inf (no term), or two equal sides that cancel
+    if lp == math.inf and ln == math.inf:
+        return math.nan  # +inf − inf
+    if lp == ln:  # both −inf (no term), or two equal sides that cancel exactly
         return 0.0
     hi, lo, s = (lp, ln, 1.0) if lp > ln else (ln, lp, -1.0)
-    x = hi + np.log1p(-np.exp(lo - hi))
-    with np.errstate(over="ignore"):
-        return s * float(np.exp(x))
+    if hi == math.inf:
+        return s * math.inf
+    d = -math.expm1(lo - hi)  # 1 − e^(lo−hi) in (0, 1]: exact where e^(lo−hi) is within rounding of 1
+    with np.errstate(over="ignore", under="ignore"):
+        r = float(np.exp(hi)) * d  # a product of two correctly rounded factors: a few ulp
+        if 0.0 < r < math.inf and r >= np.finfo(np.float64).tiny:
+            return s * r
+        return s * float(np.exp(hi + math.log(d)))  # e^hi alone over- or underflows: the sum may not

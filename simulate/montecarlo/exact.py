@@ -175,6 +175,31 @@ def _log_cut_sums(logw, ell, n, logP):
     return B, removed
 
 
+def _log_quad_sums(logw, n, A, gram, logP, G):
+    """``(log Σ_+, log Σ_−)`` of the terms ``P_m·c_mᵀ Gram c_m`` of ``E‖ĝ‖²`` (``c = n w A / G``), each formed in log
+    space: ``c = e^{s_m}·c̃`` with ``s_m = max_k log w_mk`` over the atoms in the group, so ``c̃`` is finite, and the
+    term is ``e^{log P_m + 2 s_m}·c̃ᵀ Gram c̃``. Exact where ``P_m`` underflows (``μ = e^{−600}``) while ``w² = ρ²``
+    overflows (``is``), where the linear sum gives ``0·inf = NaN`` (issue 56 item 3)."""
+    from scipy.special import logsumexp
+
+    live = (n > 0) & (logw > -np.inf)
+    with np.errstate(invalid="ignore"):
+        s = np.where(live, logw, -np.inf).max(1)  # (m,)
+        ok = s > -np.inf
+        ct = np.where(live & ok[:, None], np.exp(np.where(live, logw, 0.0) - np.where(ok, s, 0.0)[:, None]), 0.0) * n * A / G
+        q = np.einsum("mk,mk->m", ct @ gram, ct)
+        with np.errstate(divide="ignore"):
+            lt = logP + 2.0 * np.where(ok, s, 0.0) + np.log(np.abs(q))
+
+    def lse(sel):
+        sel = sel & ok & (lt > -np.inf)
+        return float(logsumexp(lt[sel])) if sel.any() else -np.inf
+
+    if np.isnan(lt[ok & (q != 0.0)]).any():
+        return math.nan, math.nan
+    return lse(q > 0.0), lse(q < 0.0)
+
+
 def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     """``{slot: {grad, sq_norm, bias_functional, removed_mass, mean_weight}}`` summed over all count vectors.
 
@@ -192,7 +217,7 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
     block = np.empty((max(64, _BLOCK_ENTRIES // N), N), dtype=np.int64)  # ≤ 128 KB temporaries: below malloc's mmap threshold, so no fresh zeroed pages per block
     lgG = gammaln(G + 1)
     huge = N > 0 and float(ell.max()) > LOG_SPACE_ELL
-    log_sums = {sl: dict(B=[], removed=[]) for sl in slots}  # per block: (log Σ_+, log Σ_−) of Σ_m P_m Σ_k n_k term
+    log_sums = {sl: dict(B=[], removed=[], sq=[]) for sl in slots}  # per block: (log Σ_+, log Σ_−) of Σ_m P_m Σ_k n_k term
     while True:
         m = _next_counts_nb(r, state, block)
         if m == 0:
@@ -220,7 +245,10 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
             c = n * w * A / G
             s = acc[nm, eps]
             s["c"] += P @ c
-            s["sq"] += float(P @ np.einsum("mk,mk->m", c @ gram, c))
+            if huge:  # E‖ĝ‖² in log space too: P_m underflows where ρ_k² overflows (issue 56 item 3)
+                log_sums[nm, eps]["sq"].append(_log_quad_sums(logw, n, A, gram, logP, G))
+            else:
+                s["sq"] += float(P @ np.einsum("mk,mk->m", c @ gram, c))
             if huge:
                 lb, lr = _log_cut_sums(logw, ell, n, logP)
                 log_sums[nm, eps]["B"].append(lb)
@@ -233,9 +261,9 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
             break
     if huge:
         for slot, ls in log_sums.items():
-            for key in ("B", "removed"):
+            for key in ("B", "removed", "sq"):
                 parts = np.array(ls[key])  # (blocks, 2): log Σ of the positive and of the negative terms
-                acc[slot][key] = signed_exp_sum(parts, np.broadcast_to([1.0, -1.0], parts.shape)) / G
+                acc[slot][key] = signed_exp_sum(parts, np.broadcast_to([1.0, -1.0], parts.shape)) / (G if key != "sq" else 1)
     out = {}
     for slot, s in acc.items():
         full = np.zeros(len(atoms.log_mu))
