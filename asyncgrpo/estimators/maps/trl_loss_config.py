@@ -8,7 +8,8 @@ them in); :class:`TRLLoss` takes any:
 ``GRPOConfig`` option                     TRL default                    here
 ========================================  =============================  ==========================================
 ``loss_type``                             ``"dapo"``                     ``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``,
-                                                                         ``luspo``, ``sapo``
+                                                                         ``luspo``, ``sapo``, ``vespo``, ``cispo``
+                                                                         (``min(r, ε_high)``, stop-gradient)
 ``epsilon``, ``epsilon_high``             0.2, ``None`` (= ``epsilon``)  clip ``[1 − ε, 1 + ε_high]`` of the ratio
 ``delta``                                 ``None``                       two-sided clip (``min(r, δ)``)
 ``importance_sampling_level``             ``"token"``                    ``"sequence"``: ``s_i = exp(mean_t ℓ_{i,t})``
@@ -34,8 +35,9 @@ In the one form ``ĝ = Σ ν A k ∇log π_θ``: ``k = k_loss·m_opsm·m_entropy
 ``r·1{unclipped}`` (token level) or ``s_i·1{unclipped}`` (sequence level: ``d s_i/d log π_{i,t} = s_i/T_i`` on every
 token, which the ``grpo`` normaliser's ``1/T_i`` carries), or sapo's gate derivative ``4σ(x)(1−σ(x))·r``. ``ν``:
 ``grpo``/``sapo`` ``1/(T_i N)``, ``bnpo`` ``1/n_tok``, ``dr_grpo`` ``1/(N·L)``, ``dapo`` ``1/num_items_in_batch``,
-``luspo`` ``1/N`` (the row's loss summed over its tokens), ``vespo`` as ``dapo`` with ``k = φ``; all but ``dapo``
-and ``vespo`` then divided by the accumulation steps (TRL).
+``luspo`` ``1/N`` (the row's loss summed over its tokens), ``vespo`` as ``dapo`` with ``k = φ``, ``cispo`` as ``dapo``
+with ``k = min(r, ε_high)`` (the cap itself, stop-gradient); all but ``dapo``, ``vespo`` and ``cispo`` then divided by
+the accumulation steps, those three by ``num_items_in_batch·accum/steps_per_generation`` (TRL).
 """
 from __future__ import annotations
 
@@ -43,12 +45,14 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "sapo", "vespo")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "sapo", "vespo", "cispo")
 LEVELS = ("token", "sequence")
 VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 #: ``loss_type`` → the aggregation mode of :mod:`asyncgrpo.estimators.aggregation` (``"theory"``: ``1/N``).
 NORMALISER = {"grpo": "grpo", "sapo": "grpo", "bnpo": "bnpo", "dr_grpo": "dr_grpo", "dapo": "dapo", "luspo": "theory",
-              "vespo": "dapo"}
+              "vespo": "dapo", "cispo": "dapo"}
+#: The loss types whose normaliser is TRL's ``num_items_in_batch`` (rescaled to one accumulation window).
+ITEM_NORMALISED = ("dapo", "vespo", "cispo")
 #: ``log 1e-8``: VESPO's lower clamp of its log-weights (TRL's, matching the paper's code).
 VESPO_LOG_MIN = math.log(1e-8)
 
@@ -225,6 +229,8 @@ class TRLLoss:
             x = (ell.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)).expand_as(ell)
         if self.loss_type == "sapo":
             return gate_k_torch(x, adv, self.sapo_temperature_pos, self.sapo_temperature_neg)
+        if self.loss_type == "cispo":  # TRL: −sg(min(r, ε_high))·A·log π, every token kept
+            return torch.where(mask, torch.clamp(torch.exp(x), max=self.eps_high), torch.zeros_like(x))
         # TRL: −min(min(r, δ)·A, clip(r)·A). A < 0: the larger of min(r, δ) and clip(r) acts, so r carries the
         # gradient up to max(δ, 1 + ε_high) (a dual clip there); A ≥ 0: the smaller, so up to min(δ, 1 + ε_high)
         log_d = math.inf if self.delta is None else math.log(self.delta)
@@ -233,35 +239,97 @@ class TRLLoss:
         return torch.where((adv >= 0)[:, None] & (x > log_d), torch.zeros_like(k), k)
 
 
+def _check_trl_inputs(logp, old_logp, adv, mask, sampling_logp, entropies):
+    """Shapes and finiteness of :func:`trl_policy_loss`'s inputs (issue 56 items 4 and 7): each error names the parameter
+    and the shape it must have; nothing is broadcast. Returns ``(mask, N, T)``."""
+    import torch
+
+    from asyncgrpo.validation import check_finite_tensor, check_mask, check_real_array
+
+    if not torch.is_tensor(logp):
+        raise ValueError(f"logp must be a torch tensor [N, T] (the loss is differentiated through it), got "
+                         f"{type(logp).__name__}")
+    check_real_array(logp, "logp")
+    if logp.ndim != 2 or 0 in logp.shape:
+        raise ValueError(f"logp must have shape [N, T] with N, T >= 1, got {tuple(logp.shape)}")
+    N, T = logp.shape
+    mask = check_mask(mask, name="mask")
+    if tuple(mask.shape) != (N, T):
+        raise ValueError(f"mask must have logp's shape [N, T] = {(N, T)}, got {tuple(mask.shape)} (no broadcasting)")
+    mask = torch.as_tensor(mask, device=logp.device).to(torch.bool)
+    if not bool(mask.any()):
+        raise ValueError("mask has no real token (every entry False): nothing to aggregate")
+    for x, name in ((old_logp, "old_logp"), (sampling_logp, "sampling_logp"), (entropies, "entropies")):
+        if x is None:
+            continue
+        check_real_array(x, name)
+        if tuple(x.shape) != (N, T):
+            raise ValueError(f"{name} must have logp's shape [N, T] = {(N, T)}, got {tuple(x.shape)} (no broadcasting)")
+    check_real_array(adv, "adv")
+    if tuple(adv.shape) != (N,):
+        raise ValueError(f"adv must have shape [N] = ({N},), one advantage per row, got {tuple(adv.shape)} "
+                         "(no broadcasting)")
+    check_finite_tensor(logp, mask, "logp")
+    if old_logp is not None:
+        check_finite_tensor(torch.as_tensor(old_logp), mask, "old_logp")
+    check_finite_tensor(torch.as_tensor(adv), None, "adv")
+    if entropies is not None:
+        # a NaN entropy fails every >= comparison: TRL's quantile mask would silently drop every token
+        check_finite_tensor(torch.as_tensor(entropies), mask, "entropies")
+    if sampling_logp is not None:  # NaN: a token the sampler could not score (TRL counts it as 0); ±inf is not that
+        bad = mask & torch.isinf(torch.as_tensor(sampling_logp))
+        if bool(bad.any()):
+            idx = tuple(int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"sampling_logp must not be ±inf on real tokens (mask True); found at {idx}")
+    return mask, N, T
+
+
+def _count(v, name):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    return v
+
+
 def trl_policy_loss(logp, old_logp, adv, mask, config: Any = None, *, sampling_logp=None, entropies=None,
-                    num_items_in_batch=None, accumulation_steps: int = 1, return_metrics: bool = False, **options):
+                    num_items_in_batch=None, accumulation_steps: int = 1, steps_per_generation: int | None = None,
+                    return_metrics: bool = False, **options):
     """Surrogate ``−Σ ν A sg(k) log π_θ`` whose gradient is TRL's ``GRPOTrainer._compute_loss`` gradient (one process).
 
     ``config``: a ``GRPOConfig``, a mapping of its option names or ``None`` (TRL's defaults); ``options`` override
     (``off_policy_mask_threshold=0.3``, ``sapo_temperature_neg=2.0``, …). ``logp`` (with grad), ``old_logp``
     (TRL's ``old_per_token_logps``; ``None``: ``π_old = π_θ``), ``sampling_logp`` (the sampler's ``μ``: feeds OPSM —
     ``old_logp`` when absent, as TRL — and the vLLM IS ratio, which needs it), ``entropies`` (``top_entropy_quantile
-    < 1``) are ``[N, T]``; ``adv`` ``[N]``; ``num_items_in_batch``: ``dapo``'s token count. A row's sequence-level
-    loss depends on all its tokens, so there ``k = mean_row(M)·k_loss`` with ``M`` the per-token multipliers.
-    ``return_metrics``: ``(loss, metrics)``, the toolkit's diagnostics (not TRL names; TRL logs its ratio statistics
-    during generation): ``trl_loss/opsm_kept_row_frac`` (rows OPSM keeps), ``trl_loss/vllm_is_ratio_mean``.
+    < 1``) are ``[N, T]``; ``adv`` ``[N]``; ``mask`` ``[N, T]``: nothing is broadcast, a wrong shape is a
+    ``ValueError`` naming the parameter. NaN/±inf in ``logp``/``old_logp``/``entropies`` on real tokens or in ``adv``
+    is refused (NaN in ``sampling_logp`` is TRL's "not scored", counted as 0). ``num_items_in_batch``: the active
+    tokens of the whole generation batch (``dapo``, ``cispo``, ``vespo``); TRL divides it by ``steps_per_generation``
+    and multiplies it by ``accumulation_steps`` (``steps_per_generation=None``: ``accumulation_steps``, TRL's default);
+    every other loss type is divided by ``accumulation_steps``. A row's sequence-level loss depends on all its
+    tokens, so there ``k = mean_row(M)·k_loss`` with ``M`` the per-token multipliers.
+
+    ``return_metrics``: ``(loss, metrics)`` with TRL's names for the loss type (one process): ``clip_ratio/low_mean``,
+    ``high_mean``, ``region_mean``, ``low_min``, ``high_max`` (grpo, bnpo, dr_grpo, dapo, luspo), ``cispo_clip_ratio``,
+    ``vespo/phi_seq_mean``, ``entropy`` (when ``entropies`` are given); and the toolkit's own diagnostics
+    ``trl_loss/opsm_kept_row_frac`` (rows OPSM keeps), ``trl_loss/vllm_is_ratio_mean``.
     """
     import torch
 
     from asyncgrpo.estimators.aggregation import token_normaliser
     from asyncgrpo.estimators.maps.trl_opsm import keep_torch
-    from asyncgrpo.validation import check_mask, check_real_array
 
     cfg = config if isinstance(config, TRLLoss) else TRLLoss.from_config(config, **options)
     if isinstance(config, TRLLoss) and options:
         cfg = TRLLoss.from_config({f.name: getattr(config, f.name) for f in fields(TRLLoss)}, **options)
-    check_real_array(logp, "logp")
-    mask = check_mask(mask).to(torch.bool)
+    accumulation_steps = _count(accumulation_steps, "accumulation_steps")
+    steps_per_generation = _count(steps_per_generation, "steps_per_generation") or accumulation_steps
+    mask, N, T = _check_trl_inputs(logp, old_logp, adv, mask, sampling_logp, entropies)
     dtype = torch.promote_types(logp.dtype, torch.float64)
     zero = torch.zeros((), dtype=dtype, device=logp.device)
     cur = logp.detach().to(dtype)
-    old = cur if old_logp is None else check_real_array(old_logp, "old_logp").detach().to(dtype)
-    adv = check_real_array(adv, "adv").detach().to(dtype)
+    old = cur if old_logp is None else torch.as_tensor(old_logp, device=logp.device).detach().to(dtype)
+    adv = torch.as_tensor(adv, device=logp.device).detach().to(dtype)
     ell = torch.where(mask, cur - old, zero)
     k = None if cfg.loss_type == "vespo" else cfg.coefficient(ell, adv, mask)
     M = torch.where(mask, torch.ones_like(cur), zero)
@@ -284,30 +352,78 @@ def trl_policy_loss(logp, old_logp, adv, mask, config: Any = None, *, sampling_l
                              "log-probs, TRL's sampling_per_token_logps)")
         rho = cfg.vllm_is_ratio(old, sampling_logp.detach().to(dtype), mask)
         metrics["trl_loss/vllm_is_ratio_mean"] = float(rho.mean())
+    phi = None
     if cfg.loss_type == "vespo":
         # φ is detached and multiplies −A log π per token: k = φ·M, whatever importance_sampling_level; the vLLM
         # ratio enters φ, not the product (TRL)
-        k = cfg.vespo_weight(ell, adv, mask, rho).expand_as(cur)
+        phi = cfg.vespo_weight(ell, adv, mask, rho)
+        k = phi.expand_as(cur)
     elif rho is not None:
         M = M * rho
-    if cfg.importance_sampling_level == "sequence" and cfg.loss_type != "vespo":
+    # cispo's and vespo's per-token loss is −sg(c)·A·log π: the multiplier stays on its token
+    if cfg.importance_sampling_level == "sequence" and cfg.loss_type not in ("vespo", "cispo"):
         M = (M.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)).expand_as(M)
     k = torch.where(mask, k * M, zero)
     mode = NORMALISER[cfg.loss_type]
     agg = {"dr_grpo": dict(loss_scale_factor=cfg.max_completion_length)}.get(cfg.loss_type, {})
-    if mode == "dapo":
-        if num_items_in_batch is None:
+    if cfg.loss_type in ITEM_NORMALISED:
+        n_items = num_items_in_batch
+        if n_items is None:
             raise ValueError(f"loss_type={cfg.loss_type!r} needs num_items_in_batch (TRL's active-token count)")
-        agg = dict(batch_num_tokens=num_items_in_batch)
-    if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or accumulation_steps < 1:
-        raise ValueError(f"accumulation_steps must be an int >= 1, got {accumulation_steps!r}")
+        if isinstance(n_items, bool) or not isinstance(n_items, (int, float)) or not math.isfinite(n_items):
+            raise ValueError(f"num_items_in_batch must be a finite number, got {n_items!r}")
+        # TRL: num_items_in_batch.clamp(min=1) spans the generation batch, rescaled to one accumulation window
+        agg = dict(batch_num_tokens=max(float(n_items), 1.0) * accumulation_steps / steps_per_generation)
     nu = token_normaliser(mode, mask, **agg).to(dtype)
-    if mode != "dapo":
-        nu = nu / accumulation_steps  # TRL divides all but dapo/vespo (their count spans the accumulation) by the steps
+    if cfg.loss_type not in ITEM_NORMALISED:
+        nu = nu / accumulation_steps  # TRL divides all but dapo/cispo/vespo by the accumulation steps
     A = adv[:, None].expand_as(cur)
     coef = torch.where(mask & (A != 0) & (k != 0), nu * A * k, zero)
     loss = -torch.where(mask, coef.to(logp.dtype) * logp, torch.zeros_like(logp)).sum()
-    return (loss, metrics) if return_metrics else loss
+    if not return_metrics:
+        return loss
+    metrics.update(trl_metrics(cfg, ell, adv, mask, phi, entropies))
+    return loss, metrics
 
 
-__all__ = ["TRLLoss", "trl_policy_loss", "LOSS_TYPES", "LEVELS", "VLLM_IS_MODES", "NORMALISER"]
+def trl_metrics(cfg: TRLLoss, ell, adv, mask, phi=None, entropies=None) -> dict[str, float]:
+    """The metrics TRL 1.16.0's ``_compute_loss`` logs for ``cfg.loss_type`` on one process, by TRL's names, from
+    ``ell = log π_θ − log π_old`` (0 off ``mask``): token level, means over real tokens; sequence level, over all
+    ``N`` rows (TRL's ``global_masked_mean``); ``low_min``/``high_max`` over rows with a real token (NaN-skipping)."""
+    import torch
+
+    A = adv[:, None]
+    m = mask.to(ell.dtype)
+    seq = cfg.importance_sampling_level == "sequence"
+    x = (ell.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)) if seq else ell
+
+    def gmean(v):
+        v = v.to(ell.dtype)
+        return float(v.sum() / v.shape[0]) if v.shape[1] == 1 else float((v * m).sum() / m.sum().clamp(min=1.0))
+
+    def row_means(v):
+        v = v.to(ell.dtype)
+        return v[:, 0] if v.shape[1] == 1 else (v * m).sum(-1) / m.sum(-1)
+
+    out: dict[str, float] = {}
+    coef_1 = torch.exp(x)
+    if cfg.loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
+        if cfg.delta is not None:  # TRL clamps coef_1 at δ before counting
+            coef_1 = torch.clamp(coef_1, max=cfg.delta)
+        low = (coef_1 < 1 - cfg.epsilon) & (A < 0)
+        high = (coef_1 > 1 + cfg.eps_high) & (A > 0)
+        out["clip_ratio/low_mean"] = gmean(low)
+        out["clip_ratio/high_mean"] = gmean(high)
+        out["clip_ratio/region_mean"] = gmean(low | high)
+        out["clip_ratio/low_min"] = float(torch.nan_to_num(row_means(low), nan=math.inf).min())
+        out["clip_ratio/high_max"] = float(torch.nan_to_num(row_means(high), nan=-math.inf).max())
+    elif cfg.loss_type == "cispo":
+        out["cispo_clip_ratio"] = gmean((coef_1 > cfg.eps_high) & (A > 0))
+    elif cfg.loss_type == "vespo":
+        out["vespo/phi_seq_mean"] = gmean(phi)
+    if entropies is not None:
+        out["entropy"] = gmean(torch.where(mask, entropies.detach().to(ell.dtype), torch.zeros_like(ell)))
+    return out
+
+
+__all__ = ["TRLLoss", "trl_policy_loss", "trl_metrics", "ITEM_NORMALISED", "LOSS_TYPES", "LEVELS", "VLLM_IS_MODES", "NORMALISER"]
