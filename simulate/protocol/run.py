@@ -23,7 +23,7 @@ import pandas as pd
 from simulate.protocol import cells as pc
 from simulate.protocol.c5 import c5_verdicts, fixed_eta
 from simulate.protocol.c9 import c9_verdicts, saturation
-from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance
+from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance, is_registered
 from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
 
 __all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell", "common_etas", "run_pinned",
@@ -54,7 +54,12 @@ def _proto(protocol, quick: bool) -> Protocol:
 def path_setting(path: Path) -> str:
     """The protocol file as a cell setting: ``"default"`` for the committed file, so that cell keys do
     not depend on where the repository is checked out (the hash identifies the content)."""
-    return "default" if Path(path).resolve() == DEFAULT_PATH.resolve() else str(Path(path).resolve())
+    p = Path(path).resolve()
+    if p == DEFAULT_PATH.resolve():
+        return "default"
+    if p.parent == DEFAULT_PATH.resolve().parent:  # another registered file (e.g. protocol-v6.toml)
+        return "registered:" + p.name
+    return str(p)
 
 
 def protocol_settings(proto: Protocol, path: Path) -> dict:
@@ -70,6 +75,8 @@ def cell_id(cell: dict) -> str:
 def cell_protocol(protocol_path: str, quick: bool, protocol_sha256: str) -> Protocol:
     """The protocol a cell function runs under, read from ``protocol_path`` (``"default"``: the committed
     file); it must still hash to ``protocol_sha256``, or the cell refuses to run."""
+    if protocol_path.startswith("registered:"):
+        protocol_path = str(DEFAULT_PATH.with_name(protocol_path.removeprefix("registered:")))
     proto = load_protocol(None if protocol_path == "default" else protocol_path, quick=quick)
     if proto.sha256 != protocol_sha256:
         raise ValueError(f"protocol file {protocol_path} changed during the run (sha256 {proto.sha256[:12]} ≠ "
@@ -197,7 +204,7 @@ def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool =
     dup = sorted({n for n in names if n is not None and names.count(n) > 1})
     if dup:  # a repeated instance would double n and narrow every interval
         raise ValueError(f"instances must not repeat; repeated: {dup}")
-    unknown = [i for i in insts if isinstance(i, str) and i not in INSTANCES]
+    unknown = [i for i in insts if isinstance(i, str) and not is_registered(i)]
     if unknown:  # refused before any cell runs
         raise ValueError(f"instances: unknown {unknown}; known: {', '.join(INSTANCES)}")
     # a user object under a registered name would take that instance's [instance_settings] (n_prompts, budget) and
@@ -208,7 +215,7 @@ def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool =
                          f"--instance-file, the file's stem or its 'name' entry)")
     tag = f"protocol-{proto.name}-{proto.sha256[:12]}" + ("-quick" if proto.quick else "")
     tables, c5_tables, fixed = [], [], []
-    want_c5 = set(proto.c5["estimators"]) <= set(proto.estimators)
+    want_c5 = bool(proto.c5) and set(proto.c5["estimators"]) <= set(proto.estimators)
     for inst in insts:
         registered = isinstance(inst, str)
         if registered:

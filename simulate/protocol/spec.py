@@ -23,13 +23,22 @@ V1_PATH = Path(__file__).with_name("protocol.toml")
 V2_PATH = Path(__file__).with_name("protocol-v2.toml")
 V3_PATH = Path(__file__).with_name("protocol-v3.toml")
 V4_PATH = Path(__file__).with_name("protocol-v4.toml")
+V5_PATH = Path(__file__).with_name("protocol-v5.toml")
+#: Protocol v6 (confirmatory, instances drawn by seed; issue 53): the answer table and its headline.
+V6_PATH = Path(__file__).with_name("protocol-v6.toml")
 #: Seeds are NumPy ``SeedSequence`` entropy words: integers in [0, 2³²).
 SEED_LIMIT = 2 ** 32
 #: ``|log₂ η|`` bound of a grid edge: keeps 2^edge and its widenings finite and meaningful.
 ETA_LOG2_LIMIT = 64.0
+#: Upper bounds of the size fields: far above any registered protocol, far below what would never finish.
+BUDGET_LIMIT = 2 ** 24
+WIDEN_LIMIT = 32
+STEPS_LIMIT = 10 ** 6
+#: A protocol's name names cache folders: no path separators.
+NAME_RE = __import__("re").compile(r"^[A-Za-z0-9._-]{1,80}$")
 
 __all__ = ["Protocol", "load_protocol", "check_axes", "DEFAULT_PATH", "V1_PATH", "V2_PATH", "V3_PATH", "V4_PATH",
-           "QUICK_KEYS", "INSTANCE_KEYS"]
+           "V5_PATH", "V6_PATH", "QUICK_KEYS", "INSTANCE_KEYS"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,12 @@ class Protocol:
     sensitivity_step_log2: float = math.nan
     # ---- version 5 (training-claims-v5, docs/protocol.md §v5; issue 33): per-instance learner settings
     instance_settings: dict = field(default_factory=dict, hash=False)
+    # ---- version 6 (training-claims-v6, docs/protocol.md §v6; issue 53): instances drawn by seed from families
+    family_root: str = ""
+    families: dict = field(default_factory=dict, hash=False)
+    family_budget: dict = field(default_factory=dict, hash=False)
+    rivals: tuple[str, ...] = ()
+    primary_arm: str = "tuned"
     quick: bool = False
     sha256: str = ""
 
@@ -110,14 +125,21 @@ class Protocol:
         for nm in ("eta_step_log2", "window_delta", "collapse_drop", "neighbour_step_log2", "margin", "alpha",
                    "failure_p0", "local_chi2", "min_fraction", "learning_gap", "power_target"):
             _check(_real(getattr(self, nm)), nm, "a finite number")
-        _check(self.version in (1, 2, 3, 4, 5), "version", "1, 2, 3, 4 or 5")
+        _check(self.version in (1, 2, 3, 4, 5, 6), "version", "1, 2, 3, 4, 5 or 6")
+        _check(isinstance(self.name, str) and NAME_RE.match(self.name) is not None, "name",
+               "letters, digits, '.', '_' or '-' (it names cache folders; no '/'), 1 to 80 characters")
+        _check(self.budget <= BUDGET_LIMIT if _int(self.budget) else True, "budget", f"an integer in [1, {BUDGET_LIMIT}]")
+        _check(self.max_widen <= WIDEN_LIMIT if _int(self.max_widen) else True, "max_widen",
+               f"an integer in [0, {WIDEN_LIMIT}]")
         _check("onpolicy" in self.estimators, "estimators",
                f"a list that includes 'onpolicy' (the reference of the common η, the saturation guard and "
                f"onpolicy-degrades; got {list(self.estimators)})")
-        from simulate.protocol.instances import INSTANCES
+        from simulate.protocol.instances import INSTANCES, is_registered
 
-        unknown = [i for i in self.instances if i not in INSTANCES]
-        _check(not unknown, "instances", f"registered instances ({', '.join(INSTANCES)}); unknown: {unknown}")
+        self._check_families()
+        unknown = [i for i in self.instances if not is_registered(i)]
+        _check(not unknown, "instances", f"registered instances ({', '.join(INSTANCES)}) or family draws <family>-<seed>; "
+                                         f"unknown: {unknown}")
         _check(self.window_delta >= 0, "window_delta", "a number >= 0")
         _check(self.neighbour_step_log2 > 0, "neighbour_step_log2", "a number > 0 (the next grid point up)")
         _check(self.token_eta in ("grid", "length"), "token_eta", "'grid' (own grid) or 'length' (T·η)")
@@ -180,11 +202,14 @@ class Protocol:
         _check(p["d"] in self.delays and p["G"] in self.G and p["eps"] in self.eps, "primary",
                "a cell of the grid (d in delays, G in G, eps in eps)")
         c = self.c5
+        if self.version >= 6 and not c:
+            return  # v6 runs no C5 cells (C5-T stays with v5)
         # types first, so that len(), int() and set() below never raise a TypeError that names no field
         _check(isinstance(c["estimators"], (list, tuple)) and all(isinstance(e, str) for e in c["estimators"]),
                "c5.estimators", "a list of estimator names")
         _check(isinstance(c["G"], (list, tuple)) and all(_int(g) and g >= 1 for g in c["G"]) and _int(c["steps"]),
                "c5.G/c5.steps", "distinct integers >= 1 (G a list of them)")
+        _check(c["steps"] <= STEPS_LIMIT, "c5.steps", f"an integer in [1, {STEPS_LIMIT}] (got {c['steps']})")
         _check(_int(c["d"]), "c5.d", "an integer")
         _check(_real(c["eps"]), "c5.eps", "a finite number")
         _check(set(c["estimators"]) <= set(self.estimators) and c["d"] in self.delays and c["eps"] in self.eps
@@ -220,12 +245,60 @@ class Protocol:
                        f"budget and n_prompts with G·n_prompts dividing the budget for every G (K = budget / "
                        f"(G·n_prompts); budget {self.budget_of(name)}, n_prompts {self.prompts_of(name)}, G {g})")
 
+    def _check_families(self) -> None:
+        """v6: ``families = {family = n}`` and ``family_root`` draw the instances (:func:`families.family_seeds`);
+        ``instances`` must be exactly those draws, in order, so no instance is chosen after its result is seen."""
+        from simulate.protocol.families import FAMILIES, family_seeds
+
+        if self.version < 6:
+            _check(not self.families and not self.family_root and not self.family_budget and not self.rivals,
+                   "families/family_root/family_budget/rivals", "absent below version 6")
+            return
+        _check(isinstance(self.family_root, str) and self.family_root.strip() != "", "family_root",
+               "a non-empty string fixed before any run (the instances' seed root)")
+        _check(isinstance(self.families, dict) and self.families and set(self.families) <= set(FAMILIES), "families",
+               f"a table {{family = number of instances}} with families from {sorted(FAMILIES)}")
+        for fam, n in self.families.items():
+            _check(_int(n) and 1 <= n <= 64, f"families.{fam}", f"an integer in [1, 64] (got {n!r})")
+        _check(isinstance(self.family_budget, dict) and set(self.family_budget) == set(self.families), "family_budget",
+               f"a table with one budget per family {sorted(self.families)} (trajectories per context)")
+        for fam, b in self.family_budget.items():
+            _check(_int(b) and 1 <= b <= BUDGET_LIMIT, f"family_budget.{fam}", f"an integer in [1, {BUDGET_LIMIT}]")
+        drawn = tuple(f"{fam}-{s}" for fam, n in self.families.items()
+                      for s in family_seeds(self.family_root, fam, int(n)))
+        if not self.quick:
+            _check(tuple(self.instances) == drawn, "instances",
+                   f"exactly the instances its family seeds draw, in order: {list(drawn)} (got {list(self.instances)}); "
+                   f"a protocol may not choose its instances")
+        else:
+            _check(set(self.instances) <= set(drawn), "quick.instances", f"a subset of the drawn instances {list(drawn)}")
+        _check(isinstance(self.rivals, tuple) and self.rivals and set(self.rivals) <= set(self.estimators)
+               and "gmc" in self.estimators and "gmc" not in self.rivals, "rivals",
+               "a non-empty list of the protocol's estimators other than gmc (gmc must be an estimator)")
+        _check(self.primary_arm in self.step_arms, "primary_arm", f"one of step_arms {list(self.step_arms)}")
+        _check(not self.instance_settings, "instance_settings", "absent in version 6 (family_budget sets the budget)")
+
+    def _family(self, instance: str) -> str | None:
+        from simulate.protocol.families import is_family_name, parse_name
+
+        return parse_name(instance)[0] if self.version >= 6 and is_family_name(instance) else None
+
     def prompts_of(self, instance: str) -> int:
-        """Prompts (groups) per learner step on ``instance``: its ``instance_settings`` entry, else ``n_prompts``."""
+        """Prompts (groups) per learner step on ``instance``: v6 family draws run one group per context; else its
+        ``instance_settings`` entry, else ``n_prompts``."""
+        if self._family(instance) is not None:
+            from simulate.protocol.families import contexts
+            from simulate.protocol.instances import get_instance
+
+            return contexts(get_instance(instance))
         return int(self.instance_settings.get(instance, {}).get("n_prompts", self.n_prompts))
 
     def budget_of(self, instance: str) -> int:
-        """Sampled trajectories per run on ``instance``: its ``instance_settings`` entry, else ``budget``."""
+        """Sampled trajectories per run on ``instance``: v6 family draws ``family_budget · contexts`` (so every
+        draw runs ``K = family_budget / G`` steps); else its ``instance_settings`` entry, else ``budget``."""
+        fam = self._family(instance)
+        if fam is not None:
+            return int(self.family_budget[fam]) * self.prompts_of(instance)
         return int(self.instance_settings.get(instance, {}).get("budget", self.budget))
 
     def steps(self, instance: str, G: int) -> int:
@@ -294,7 +367,7 @@ INSTANCE_KEYS = ("n_prompts", "budget")
 QUICK_KEYS = frozenset({"instances", "estimators", "eps_estimators", "delays", "eps", "G", "budget", "tune_seeds",
                         "eval_seeds", "eta_log2", "eta_log2_token", "c5_G"})
 _TUPLES = ("instances", "estimators", "eps_estimators", "delays", "eps", "G", "tune_seeds", "eval_seeds", "eta_log2",
-           "eta_log2_token", "step_arms")
+           "eta_log2_token", "step_arms", "rivals")
 _PRIMARY_KEYS = {"eps", "G", "d"}
 _C5_KEYS = {"steps", "estimators", "G", "d", "eps", "slope_margin", "flat_margin"}
 _C5_OPTIONAL = {"slope_rule", "theory_regime", "test_b", "test_b_v3_se"}
@@ -331,7 +404,10 @@ def load_protocol(path: str | Path | None = None, quick: bool = False) -> Protoc
     if bad_quick:
         raise ValueError(f"protocol table [quick] may override only {sorted(QUICK_KEYS)}, not {sorted(bad_quick)}")
     _table_keys(data, "primary", _PRIMARY_KEYS)
-    _table_keys(data, "c5", _C5_KEYS, _C5_OPTIONAL)
+    if data.get("version", 1) >= 6 and "c5" not in data:
+        data["c5"] = {}  # v6 runs no C5 cells
+    else:
+        _table_keys(data, "c5", _C5_KEYS, _C5_OPTIONAL)
     kw = {}
     for k, f in fields.items():
         if k not in data:
@@ -365,7 +441,7 @@ def _overlay_quick(proto: Protocol, quick_table: dict) -> Protocol:
         _check(all(_int(g) and g >= 1 for g in c5_G) and len(set(c5_G)) == len(c5_G) and len(c5_G) >= 2, "quick.c5_G",
                f"at least two distinct integers >= 1 (got {c5_G})")
         proto = replace(proto, c5={**proto.c5, "G": list(c5_G)})
-    else:  # v1/v2: the quick path check runs C5 on the group sizes it shares with the quick grid (at least two)
+    elif proto.c5:  # v1/v2: the quick path check runs C5 on the group sizes it shares with the quick grid (at least two)
         shared = [g for g in proto.c5["G"] if g in proto.G]
         if len(shared) >= 2 and len(shared) < len(proto.c5["G"]):
             proto = replace(proto, c5={**proto.c5, "G": shared})
@@ -411,6 +487,8 @@ def check_axes(proto: Protocol, *, instances, delays, eta_factors, G, eps, estim
     for name, vals in (("eta_factors", eta_factors), ("eps", eps)):
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in vals):
             raise ValueError(f"{name} must be finite numbers > 0, got {list(vals)}")
-    unknown = [i for i in instances if i not in INSTANCES]
+    from simulate.protocol.instances import is_registered
+
+    unknown = [i for i in instances if not is_registered(i)]
     if unknown:
         raise ValueError(f"instances: unknown {unknown}; known: {', '.join(INSTANCES)}")
