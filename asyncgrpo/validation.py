@@ -293,3 +293,33 @@ def check_finite_tensor(x, mask, name: str) -> None:
         idx = tuple(int(i) for i in bad.nonzero()[0])
         where = "" if mask is None else " on real tokens (mask True)"
         raise ValueError(f"{name} must be finite{where} (no NaN or inf); found {float(x.detach()[idx])} at {idx}")
+
+
+def parse_list(text, option: str, convert=str, what: str = "values") -> list:
+    """A comma list from a command line (``--G 4,16,64``), each item converted by ``convert``: empty items left out;
+    no values, an unconvertible item or a value given twice (after conversion: ``4,04`` repeats 4) is a
+    ``ValueError`` naming ``option``. The one check every comma-list option uses (issue 56 item 8): a repeated value
+    runs the same cells twice (duplicated CSV rows, double-counted averages) or makes cells collide."""
+    items = [s.strip() for s in str(text).split(",") if s.strip()]
+    if not items:
+        raise ValueError(f"{option}: give at least one value ({what}), got {text!r}")
+    try:
+        out = [convert(s) for s in items]
+    except (ValueError, TypeError):
+        raise ValueError(f"{option}: expected a comma list of {what}, got {text!r}") from None
+    return check_unique(out, option)
+
+
+def check_unique(values, option: str) -> list:
+    """``values`` as a list when no value repeats; else a ``ValueError`` naming ``option`` and the repeated ones."""
+    out, seen, dup = list(values), [], []
+    for v in out:
+        if v in seen:
+            if v not in dup:
+                dup.append(v)
+        else:
+            seen.append(v)
+    if dup:
+        raise ValueError(f"{option}: each value once; repeated {dup} (a repeated value would run "
+                         "or count the same thing twice)")
+    return out

@@ -23,6 +23,7 @@ import traceback
 from pathlib import Path
 
 import figures
+from asyncgrpo.validation import parse_list
 
 HERE = Path(figures.__file__).resolve().parent
 DEFAULT_OUT = HERE / "out"
@@ -37,6 +38,17 @@ SLOW_IN_QUICK: tuple[str, ...] = ("fig_bridge",)
 def discover() -> list[str]:
     """Names of the ``figures/fig_*.py`` modules, sorted."""
     return sorted(m.name for m in pkgutil.iter_modules(figures.__path__) if m.name.startswith("fig_"))
+
+
+def _modules(option: str):
+    """argparse ``type`` of ``--only`` / ``--skip``: a comma list of figure modules, each once (the shared check,
+    :func:`asyncgrpo.validation.parse_list`), refused when the command line is parsed."""
+    def parse(text: str) -> list[str]:
+        try:
+            return parse_list(text, option, str, "figure modules")
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dask-local", type=int, default=None, metavar="N",
                    help="run sweeps on a local Dask cluster of N worker processes")
     g.add_argument("--workers", type=int, default=None, metavar="N", help="local worker processes (default: CPUs)")
-    p.add_argument("--only", default=None, help="comma list of figure modules to run (e.g. fig_heatmap)")
-    p.add_argument("--skip", default=None, help="comma list of figure modules to leave out (e.g. fig_llm_delay)")
+    p.add_argument("--only", default=None, type=_modules("--only"), help="comma list of figure modules to run (e.g. fig_heatmap)")
+    p.add_argument("--skip", default=None, type=_modules("--skip"), help="comma list of figure modules to leave out (e.g. fig_llm_delay)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return p
 
@@ -106,14 +118,14 @@ def _run(argv: list[str] | None) -> int:
           f"and {report}", flush=True)
     names = discover()
     if args.only:
-        wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+        wanted = args.only
         unknown = sorted(set(wanted) - set(names))
         if unknown:
             print(f"error: unknown figure modules {unknown}; known: {', '.join(names)}", file=sys.stderr)
             return 2
         names = [n for n in names if n in wanted]
     if args.skip:
-        skipped = {s.strip() for s in args.skip.split(",") if s.strip()}
+        skipped = set(args.skip)
         for n in sorted(skipped & set(names)):
             print(f"[skip] {n}: --skip")
         names = [n for n in names if n not in skipped]

@@ -12,6 +12,7 @@ import sys
 import warnings
 
 from asyncgrpo import estimators as est
+from asyncgrpo.validation import parse_list
 from simulate import montecarlo as mc
 
 NAME = "bias"
@@ -21,15 +22,16 @@ DEFAULT_QUANTITIES = "grad_bias,baseline_bias,weighting_bias,sq_norm,bias_functi
 _LONG_RUN_TOKENS = 10**10
 
 
-def _list(convert, option: str, what: str):
+def _list(convert, option: str, what: str, all_of=None):
+    """An argparse ``type``: :func:`asyncgrpo.validation.parse_list` (no value twice), refused at parse time;
+    ``all_of``: the values ``all`` stands for."""
     def parse(text: str):
+        if all_of is not None and text.strip() == "all":
+            return list(all_of)
         try:
-            out = [convert(x) for x in text.split(",") if x.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{option}: expected a comma list of {what}, got {text!r}") from None
-        if not out:
-            raise argparse.ArgumentTypeError(f"{option}: give at least one value ({what}), got {text!r}")
-        return out
+            return parse_list(text, option, convert, what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None  # argparse names it
     return parse
 
 
@@ -52,17 +54,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--direction", default="grad", choices=("grad", "random"), help="direction u of θ − dηu")
     p.add_argument("--seed", type=int, default=0, help="seed")
     p.add_argument("--tail", default="fourth", choices=("fourth", "second"), help="tail inequality of theory's C4 bounds")
-    p.add_argument("--quantities", default=DEFAULT_QUANTITIES,
+    p.add_argument("--quantities", type=_list(str, "--quantities", "quantity names", ["all"]), default=DEFAULT_QUANTITIES,
                    help="comma list of quantities to print, or 'all'; the CSV always has all")
     p.add_argument("--no-exact", action="store_true", help="skip exact expectations (otherwise computed where a method applies)")
     p.add_argument("--out", default=None, help="also write the full tidy table to this CSV file")
 
 
 def main(args: argparse.Namespace) -> int:
-    text = args.estimators.strip()
-    names = list(est.ESTIMATORS) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise ValueError(f"--estimators: give a comma list of estimators or 'all' (known: {', '.join(est.ESTIMATORS)}), got {args.estimators!r}")
+    # checked first thing, before any work (the shared list check: each estimator once)
+    names = list(est.ESTIMATORS) if args.estimators.strip() == "all" else parse_list(args.estimators, "--estimators",
+                                                                                    str, "estimator names")
     unknown = [nm for nm in names if nm not in est.ESTIMATORS]
     if unknown:
         raise ValueError(f"--estimators: unknown estimator {unknown[0]!r}; known: {', '.join(est.ESTIMATORS)}")
@@ -97,7 +98,8 @@ def main(args: argparse.Namespace) -> int:
     print("bias = baseline part (C8) + weighting part (C7); value ± se [exact]")
     print(mc.format_decomposition(df))
     print()
-    quantities = None if args.quantities == "all" else args.quantities.split(",") + ["chi2"]
+    qs = args.quantities if isinstance(args.quantities, list) else args.quantities.split(",")
+    quantities = None if qs == ["all"] else qs + ["chi2"]
     print(mc.format_table(df, quantities))
     print(f"instance {df.instance.iloc[0]}, n = {df.n.iloc[0]} groups per (G, d); se = σ̂/√n; "
           "—: no bound in theory for that row, or exact value not computed (exact_note in the CSV says why)")

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from asyncgrpo.validation import parse_list
+
 NAME = "protocol"
 HELP = "run the pre-registered C5/C9 training protocol (docs/protocol.md) and print the verdict tables"
 #: The keys of an instance file: required, then optional.
@@ -62,7 +64,7 @@ def load_instance_file(path: Path):
             with np.load(path, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
         elif suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=lambda kv: _no_repeats(path, kv))
             if not isinstance(data, dict):
                 raise _bad(path, "the JSON must be an object with keys " + ", ".join(REQUIRED))
         else:
@@ -110,6 +112,45 @@ def load_instance_file(path: Path):
         raise _bad(path, str(e)) from None
 
 
+def _no_repeats(path: Path, pairs: list) -> dict:
+    """A JSON object's keys, each once: ``json`` would silently keep the last of a repeated key (issue 56 item 12)."""
+    seen = set()
+    for k, _ in pairs:
+        if k in seen:
+            raise _bad(path, f"key {k!r} is given twice in one JSON object; give each key once")
+        seen.add(k)
+    return dict(pairs)
+
+
+def _protocol(path: Path, quick: bool):
+    """The ``--protocol`` file loaded up front: a missing, unreadable or malformed file is one clear error."""
+    import tomllib
+
+    from simulate.protocol.spec import DEFAULT_PATH, load_protocol
+
+    try:
+        return load_protocol(path, quick=quick)
+    except FileNotFoundError:
+        raise ValueError(f"--protocol {path}: no such file (the registered protocol is {DEFAULT_PATH})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--protocol {path}: unreadable ({getattr(e, 'strerror', None) or e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"--protocol {path}: not valid TOML ({e})") from None
+
+
+def _out_dir(path: Path) -> Path:
+    """``--out``: created (with parents) and writable, checked before any run starts."""
+    import tempfile
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"--out {path}: cannot write CSV files there ({e.strerror or e}); give a writable folder") from None
+    return path
+
+
 def main(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -119,19 +160,16 @@ def main(args: argparse.Namespace) -> int:
     if args.instance is not None and args.instance_file is not None:
         raise ValueError("--instance and --instance-file exclude each other: name registered instances or give a file")
     if args.instance is not None:
-        insts = [s.strip() for s in args.instance.split(",") if s.strip()]
-        if not insts:
-            raise ValueError("--instance must name at least one instance")
+        # a repeated instance doubles n and can flip a verdict (issue 38): refused by the shared list check
+        insts = parse_list(args.instance, "--instance", str, "registered instances")
         unknown = sorted(set(insts) - set(INSTANCES))
         if unknown:
             raise ValueError(f"--instance: unknown {unknown}; known: {', '.join(INSTANCES)}")
-        dup = sorted({i for i in insts if insts.count(i) > 1})
-        if dup:  # a repeated instance doubles n and can flip a verdict (issue 38)
-            raise ValueError(f"--instance: each instance once; repeated {dup}")
     if args.instance_file is not None:
         insts = [load_instance_file(args.instance_file)]
+    _protocol(args.protocol, args.quick)  # a missing or malformed file: one clear error before anything runs
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
+        _out_dir(args.out)
     res = run_protocol(args.protocol, quick=args.quick, instances=insts, root=args.cells,
                        progress=not args.no_progress)
     p = res.protocol

@@ -7,7 +7,7 @@ import numpy as np
 
 from asyncgrpo import estimators as est
 from asyncgrpo.functionals import bias_functional, ess, log_group_mass, removed_mass
-from asyncgrpo.validation import check_log_ratios
+from asyncgrpo.validation import check_log_ratios, parse_list
 
 NAME = "weights"
 HELP = "weights w_i of one group from its log-ratios ℓ_i, with ρ̄, removed mass and 𝔅(w;ρ)"
@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     ell = check_log_ratios(args.log_ratios)
-    chosen = est.ESTIMATORS if args.estimator == "all" else tuple(s.strip() for s in args.estimator.split(","))
+    chosen = est.ESTIMATORS if args.estimator.strip() == "all" else tuple(
+        parse_list(args.estimator, "--estimator", str, "estimator names"))
     maps = [est.get(name, args.eps) for name in chosen]
     lm = log_group_mass(ell)
     print(f"G = {ell.size}, eps = {args.eps:g}, 1+eps = {1 + args.eps:g}")

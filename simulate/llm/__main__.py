@@ -17,6 +17,7 @@ import sys
 
 from asyncgrpo.estimators.aggregation import AGG_MODES
 from asyncgrpo.estimators.token_level import CISPO_CLAMPS
+from asyncgrpo.validation import parse_list
 from simulate.commands import run_cli
 from simulate.llm.config import (
     REGISTERED_ESTIMATORS,
@@ -98,7 +99,7 @@ def cmd_train(args) -> int:
 
     print(f"delay model: {cfg.delay_label}" + (f", d_k capped at D={cfg.D}" if cfg.delay != "uniform" else ""),
           file=sys.stderr)
-    force = tuple(k.strip() for k in args.force.split(",") if k.strip())
+    force = tuple(parse_list(args.force, "--force", str, "config keys")) if args.force.strip() else ()
     s = train(cfg, resume=args.resume, force=force, overwrite=args.overwrite)
     print(f"held-out accuracy: start {s['initial_acc']} -> final {s['final_acc']:.3f} "
           f"(mean realised delay {s['mean_realised_delay']:.2f}, skipped steps {s['skipped_steps']}); "
@@ -130,12 +131,22 @@ def cmd_freeze_warmstart(args) -> int:
     return 0
 
 
-def _int_list(text: str, option: str) -> tuple[int, ...]:
-    try:
-        out = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"{option} must be a comma list of integers, got {text!r}") from None
-    return out
+def _checked_list(option: str, convert, what: str, empty_ok: bool = False):
+    """An argparse ``type`` for a comma-list option: checked by :func:`asyncgrpo.validation.parse_list` (each value
+    once, issue 56 item 8) when the command line is parsed, before any cell runs; the text itself is kept."""
+    def check(text):
+        if not (empty_ok and not str(text).strip()):
+            try:
+                parse_list(text, option, convert, what)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+        return text
+    return check
+
+
+def _int_list(text, option: str) -> tuple[int, ...]:
+    """A comma list of integers, each once (:func:`asyncgrpo.validation.parse_list`)."""
+    return tuple(parse_list(text, option, int, "integers"))
 
 
 def cmd_experiment(args) -> int:
@@ -166,9 +177,9 @@ def cmd_experiment(args) -> int:
         _perturb(args, df, PROTOCOL)
         print(f"tidy results: {sweep.out_dir}/results.csv")
         return 0
-    estimators = tuple(x for x in args.estimators.split(",") if x)
+    estimators = tuple(parse_list(args.estimators, "--estimators", str, "estimator names"))
     bad = [e for e in estimators if e not in REGISTERED_ESTIMATORS]
-    if bad or not estimators:
+    if bad:
         raise ValueError(f"--estimators must be a comma list among {', '.join(REGISTERED_ESTIMATORS)}, got "
                          f"{args.estimators!r}")
     delays = _int_list(args.delays, "--delays")
@@ -285,7 +296,7 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT_DIR/checkpoint.pt (refused if missing or if the config differs)")
-    p.add_argument("--force", default="", metavar="KEYS",
+    p.add_argument("--force", default="", metavar="KEYS", type=_checked_list("--force", str, "config keys", empty_ok=True),
                    help="with --resume: comma-separated config keys whose change is accepted (e.g. steps,eta); "
                         "any other difference is still refused")
     p.add_argument("--overwrite", action="store_true",
@@ -305,8 +316,9 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     _add_config_args(p)
     _experiment_defaults(p, protocol)
     PROTOCOL = protocol or PROTOCOL
-    p.add_argument("--estimators", default=",".join(PROTOCOL.estimators))
-    p.add_argument("--delays", default=",".join(str(d) for d in PROTOCOL.delays))
+    p.add_argument("--estimators", default=",".join(PROTOCOL.estimators),
+                   type=_checked_list("--estimators", str, "estimator names"))
+    p.add_argument("--delays", default=",".join(str(d) for d in PROTOCOL.delays), type=_checked_list("--delays", int, "integers"))
     p.add_argument("--seeds", type=int, default=len(PROTOCOL.seeds), help="number of seeds 0..n-1")
     p.add_argument("--experiment-dir", default="results/llm/experiment")
     p.add_argument("--backend", choices=("serial", "local"), default=None,

@@ -196,8 +196,9 @@ def _log_quad_sums(logw, n, A, gram, logP, G):
         return float(logsumexp(lt[sel])) if sel.any() else -np.inf
 
     if np.isnan(lt[ok & (q != 0.0)]).any():
-        return math.nan, math.nan
-    return lse(q > 0.0), lse(q < 0.0)
+        return math.nan, math.nan, math.nan
+    dropped = ok & (q != 0.0) & ~(logP > -700.0)  # the rows the linear sum leaves out (P = 0 at float64)
+    return lse(q > 0.0), lse(q < 0.0), float(lt[dropped].max()) if dropped.any() else -np.inf
 
 
 def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
@@ -245,10 +246,10 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
             c = n * w * A / G
             s = acc[nm, eps]
             s["c"] += P @ c
+            with np.errstate(invalid="ignore", over="ignore"):
+                s["sq"] += float(P @ np.einsum("mk,mk->m", c @ gram, c))
             if huge:  # E‖ĝ‖² in log space too: P_m underflows where ρ_k² overflows (issue 56 item 3)
                 log_sums[nm, eps]["sq"].append(_log_quad_sums(logw, n, A, gram, logP, G))
-            else:
-                s["sq"] += float(P @ np.einsum("mk,mk->m", c @ gram, c))
             if huge:
                 lb, lr = _log_cut_sums(logw, ell, n, logP)
                 log_sums[nm, eps]["B"].append(lb)
@@ -261,9 +262,15 @@ def exact_by_counts(atoms: PathAtoms, slots, G: int, theta_shape) -> dict:
             break
     if huge:
         for slot, ls in log_sums.items():
-            for key in ("B", "removed", "sq"):
+            for key in ("B", "removed"):
                 parts = np.array(ls[key])  # (blocks, 2): log Σ of the positive and of the negative terms
-                acc[slot][key] = signed_exp_sum(parts, np.broadcast_to([1.0, -1.0], parts.shape)) / (G if key != "sq" else 1)
+                acc[slot][key] = signed_exp_sum(parts, np.broadcast_to([1.0, -1.0], parts.shape)) / G
+            parts = np.array(ls["sq"])  # (blocks, 3): log Σ_+, log Σ_−, the largest term the linear sum dropped
+            lin = acc[slot]["sq"]
+            # the linear sum stands (bit for bit as below LOG_SPACE_ELL) where it is finite and every term it dropped
+            # is below its last digit; else the log-space sum, finite where the linear one gave NaN / inf / 0.0
+            if not (math.isfinite(lin) and lin > 0.0 and parts[:, 2].max() < math.log(lin) - 40.0):
+                acc[slot]["sq"] = signed_exp_sum(parts[:, :2], np.broadcast_to([1.0, -1.0], parts[:, :2].shape))
     out = {}
     for slot, s in acc.items():
         full = np.zeros(len(atoms.log_mu))
