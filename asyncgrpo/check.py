@@ -13,7 +13,9 @@ purity (the input is left unchanged).
 Exit status: 0 only if every property holds (a member, robust, pure, the C2 minimiser, and every
 applicable structure row), 1 if one is refuted or membership could not be established, 2 with one line on
 stderr for a usage error: the module cannot be imported (missing, syntax error, raises on import), no
-such attribute, not callable, bad ε, or the map calls ``sys.exit`` while being checked.
+such attribute, not callable, bad ε, or the map calls ``sys.exit`` while being checked. On the command line the
+check runs in a child process that reports its end: a map that ends the process another way (``os._exit(0)``, a
+crash, a signal) is exit 2 with one line saying nothing was checked, never a silent pass (issue 56 item 9).
 """
 from __future__ import annotations
 
@@ -97,5 +99,42 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report.all_hold else 1
 
 
+#: Set in the child of :func:`run_isolated`: the file it writes its exit status to once the check has ended.
+_DONE_ENV = "ASYNCGRPO_CHECK_DONE_FILE"
+
+
+def run_isolated(argv: list[str] | None = None) -> int:
+    """The command line's entry: :func:`main` in a child process that writes its exit status to a file as its last
+    act. A child that ends without it (the map called ``os._exit``, crashed, was killed) ended the process before
+    the check finished: exit 2 and one line on stderr, never the child's own status (``os._exit(0)`` read as 0)."""
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get(_DONE_ENV):  # the child: check, then say so
+        done = Path(os.environ.pop(_DONE_ENV))
+        try:
+            rc = main(argv)
+        except SystemExit as exc:  # --help, a parse error
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        done.write_text(str(rc))
+        return rc
+    with tempfile.TemporaryDirectory(prefix="asyncgrpo-check-") as tmp:
+        done = Path(tmp) / "done"
+        rc = subprocess.run([sys.executable, "-m", "asyncgrpo.check", *argv], env={**os.environ, _DONE_ENV: str(done)}).returncode
+        said = done.read_text() if done.exists() else None
+    if said != str(rc):
+        how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
+        print(f"python -m asyncgrpo.check: error: the check ended before it finished ({how}, no result written): "
+              f"{next((a for a in argv if ':' in a), 'the map')} (or its import) ended the process, e.g. with os._exit; nothing was "
+              "checked", file=sys.stderr)
+        return 2
+    return rc
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_isolated())
