@@ -183,11 +183,14 @@ def evidence(m, G: int, eps: float) -> list[common.Evidence]:
 
 
 def answer_rows(m, G: int, eps: float, delays=(32,)) -> list[dict]:
-    """The report's ``"answer"`` rows from the map (group ``tabular``): gmc − rival in nAUC at each d of
+    """The report's ``"answer"`` rows from the map (each instance's own group, :attr:`report_group`): gmc − rival in nAUC at each d of
     ``delays`` the map has, per instance, on the tuned arm (onpolicy: the map tunes onpolicy and gmc) and on the
     common arm at η = η₀ (f = 1; onpolicy, is, tis, tic), paired by held-out seed, two-sided 95 % t-interval."""
     from simulate import verdicts as vd
 
+    from simulate.protocol.instances import get_instance
+
+    group = lambda inst: get_instance(inst).report_group  # noqa: E731  (an LM-like instance never files as tabular)
     runs = m.runs if "arm" in m.runs else m.runs.assign(arm="common")
     pe, eps_est = float(m.protocol.primary["eps"]), tuple(m.protocol.eps_estimators)
     runs = runs[(runs.G == G) & np.isclose(runs.eta_factor, 1.0)]
@@ -205,7 +208,7 @@ def answer_rows(m, G: int, eps: float, delays=(32,)) -> list[dict]:
                     if len(seeds) < 2:
                         continue
                     mu, lo, hi = vd.t_interval((g[seeds] - r[seeds]).to_numpy())
-                    rows.append(dict(group="tabular", setting=inst, d=int(d), rival=x, arm=word, metric="nAUC", delta=mu,
+                    rows.append(dict(group=group(inst), setting=inst, d=int(d), rival=x, arm=word, metric="nAUC", delta=mu,
                                      lo=lo, hi=hi, interval=f"95 % paired t, {len(seeds)} held-out seeds (regime map)",
                                      n=int(len(seeds))))
     return rows

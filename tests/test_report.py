@@ -36,7 +36,7 @@ def test_answer_table_from_the_answer_key_names_the_strongest_rival_and_ranges_o
                                                                            -0.01),
             _entry("user-mdp", "onpolicy", 32, 0.2, 0.1, 0.3)]
     _side(tmp_path, "figA", answer=ents)
-    header, rows, note = answer.table(_rep(tmp_path))
+    header, rows, note = answer.exploratory_table(_rep(tmp_path))
     by = {r[0].split(" [")[0]: dict(zip(header, r)) for r in rows}
     tab = by[answer.GROUPS["tabular"]]
     assert tab["gmc − onpolicy, d = 8"] == "−0.10 … +0.03 (↑1 ↓1 of 2)"
@@ -45,7 +45,7 @@ def test_answer_table_from_the_answer_key_names_the_strongest_rival_and_ranges_o
     assert lm["gmc − tis/tic (stronger), d = 32"] == "+0.020 [−0.010, +0.050] (tic)"  # the rival with the larger mean
     assert lm["gmc − best peer correction, d = 32"] == "−0.030 [−0.050, −0.010] (trl_seq_mask)"
     assert by[answer.GROUPS["user-mdp"]]["gmc − onpolicy, d = 32"].startswith("+0.200")
-    assert set(by[answer.GROUPS["gpu-lm"]].values()) == {answer.GROUPS["gpu-lm"], "not run"}
+    assert answer.GROUPS["gpu-lm"] not in by  # confirmatory groups are never in the exploratory table
     assert answer.GROUPS["toy-lm-faithful"] not in by  # an optional row appears only when reported
     assert "95 % paired t, 8 seeds" in note
 
@@ -69,7 +69,9 @@ def test_answer_table_is_derived_from_todays_structures_when_the_key_is_absent(t
     lm = next(e for e in ents if e["group"] == "cpu-lm")
     assert lm["delta"] == pytest.approx(0.3) and lm["lo"] == pytest.approx(0.3)  # paired: no spread in the difference
     lines = answer.recommendation(rep, ents)
-    assert "significantly behind on 2 and ahead on none" in lines[0] and "use **gmc** here" in lines[1]
+    # no protocol-v6 sidecar: the exploratory rows never feed the headline, so nothing is recommended
+    assert len(lines) == 3 and all("no recommendation" in x for x in lines), lines
+    assert not any("use **" in x for x in lines)
 
 
 def test_an_instance_range_never_mixes_step_size_arms(tmp_path):
@@ -77,19 +79,21 @@ def test_an_instance_range_never_mixes_step_size_arms(tmp_path):
                                                                                 "a")]
     ents[0]["arm"], ents[1]["arm"] = "tuned η", "common η"
     _side(tmp_path, "figA", answer=ents)
-    header, rows, _ = answer.table(_rep(tmp_path))
+    header, rows, _ = answer.exploratory_table(_rep(tmp_path))
     tab = dict(zip(header, rows[0]))
     assert tab["gmc − onpolicy, d = 8"] == "−0.100 [−0.200, −0.050]" and "tuned η" in tab["setting"]
     ents.append(_entry("tabular", "is", 32, 0.1, 0.05, 0.2, "a"))  # d = 32 measured on the common arm only
     ents[-1]["arm"] = "common η"
     _side(tmp_path, "figA", answer=ents)
-    header, rows, _ = answer.table(_rep(tmp_path))
+    header, rows, _ = answer.exploratory_table(_rep(tmp_path))
     assert dict(zip(header, rows[0]))["gmc − is, d = 32"] == "+0.100 [+0.050, +0.200] [common η]"
 
 
 def test_answer_table_with_no_data_still_renders_and_bad_entries_name_the_field(tmp_path):
     header, rows, _ = answer.table(_rep(tmp_path))
-    assert [r[0] for r in rows] == [answer.GROUPS["gpu-lm"]] and len(header) == 11
+    rivals = answer.v6_meta(_rep(tmp_path))["rivals"]
+    assert header == ["gmc − rival", "tabular family", "LM-like family", "LM on a GPU"]
+    assert [r[0] for r in rows] == list(rivals) and all(r[1:] == ["not run"] * 3 for r in rows)
     _side(tmp_path, "figB", answer=[_entry("tabular", "onpolicy", 8, 0.1, 0.2, 0.3)])  # delta below lo
     with pytest.raises(ValueError, match="lo <= delta <= hi"):
         answer.entries(_rep(tmp_path))
@@ -121,7 +125,7 @@ def test_checker_flags_undefined_verdict_words_qualifiers_and_python_leaks():
 
 
 def test_first_screen_and_size_checks():
-    good = "# t\n\n| setting | gmc − onpolicy, d = 8 |\n|---|---|\n\nour reconstruction … not the paper\n"
+    good = "# t\n\n| gmc − rival | tabular family, d = 8 |\n|---|---|\n\nour reconstruction … not the paper\n"
     assert check.first_screen_problems(good) == []
     assert len(check.first_screen_problems("\n" * 61 + good)) == 2
     assert check.size_problems("x" * 40_000) == [] and check.size_problems("é" * 20_001) != []
@@ -142,8 +146,12 @@ def test_report_from_the_committed_sidecars_passes_every_check(rebuilt):
     assert check.problems(text) == [] and check.problems(details) == []
     assert check.first_screen_problems(text) == [] and check.size_problems(text) == []
     head = text.splitlines()[:60]
-    assert any(line.startswith("| tiny LM on CPU") for line in head)
-    assert any(line.startswith("| LM on a GPU") and "not run" in line for line in head)
+    rivals = answer.v6_meta(rep)["rivals"]
+    rows = [line for line in head if line.startswith("| ") and line.split(" | ")[0][2:] in rivals]
+    assert len(rows) == len(rivals)  # one row per rival of v6's set, on the first screen
+    assert any(line.startswith("| gmc − rival |") and line.rstrip(" |").endswith("LM on a GPU") for line in head)
+    assert all(line.rstrip(" |").endswith("not run") for line in rows)  # no GPU results: said so in every row
+    assert sum(line.startswith("- ") for line in head) >= 3  # the headline's three lines
 
 
 def test_the_committed_report_passes_every_check():
@@ -176,3 +184,73 @@ def test_provenance_names_the_estimator_plugins_a_figure_ran_with(tmp_path):
     assert any("`my_plugin@abababababab`" in line for line in head())
     _side(tmp_path, "fig_x")  # built-ins only: no plugin clause
     assert not any("estimator plugins" in line for line in head())
+
+
+# ----------------------------------------------------------------------------- protocol v6 on the first screen (issue 53)
+def _v6_side(tmp_path, ents, rivals=("onpolicy", "tis"), delays=(0, 8, 32)):
+    meta = dict(name="training-claims-v6", label="training-claims-v6@x", rivals=list(rivals), delays=list(delays),
+                primary_arm="tuned", families={"tabular": ["tabular-1", "tabular-2"], "lm-like": ["lm-like-3"]})
+    _side(tmp_path, "fig_protocol_v6", answer=ents, v6=meta)
+
+
+def _fam(group, rival, d, delta, lo, hi, arm="tuned η"):
+    return dict(group=group, setting="s", d=d, rival=rival, arm=arm, metric="nAUC IQM", delta=delta, lo=lo, hi=hi,
+                poi=0.5, poi_lo=0.4, poi_hi=0.6, interval="95 % stratified bootstrap", n=48)
+
+
+def test_headline_names_the_rival_that_beats_gmc_and_the_table_fills_every_rival(tmp_path):
+    ents = [_fam(g, r, d, 0.0, -0.01, 0.01) for g in ("tabular-family", "lm-like-family") for r in ("onpolicy", "tis")
+            for d in (0, 8, 32)]
+    ents = [e for e in ents if not (e["group"] == "lm-like-family" and e["rival"] == "tis" and e["d"] == 8)]
+    ents.append(_fam("lm-like-family", "tis", 8, -0.08, -0.12, -0.04))
+    ents.append(_fam("lm-like-family", "tis", 8, 0.3, 0.2, 0.4, arm="common η"))  # the other arm never decides
+    _v6_side(tmp_path, ents)
+    rep = _rep(tmp_path)
+    lines = answer.recommendation(rep)
+    assert lines[0].startswith("Tabular family (v6, 2 drawn") and "use **gmc**" in lines[0]
+    assert "use **tis**, not gmc" in lines[1] and "d = 8 by +0.080 [+0.040, +0.120]" in lines[1]
+    assert "Tiny LM" in lines[2] and "no recommendation" in lines[2]
+    assert all(len(x) <= 200 for x in lines)
+    header, rows, note = answer.table(rep)
+    assert header[1:4] == ["tabular family, d = 0", "tabular family, d = 8", "tabular family, d = 32"]
+    assert header[-1] == "LM on a GPU" and all(r[-1] == "not run" for r in rows)
+    tis = dict(zip(header, rows[1]))
+    assert tis["LM-like family, d = 8"] == "−0.080 [−0.120, −0.040]; P 0.50 [0.40, 0.60]"
+    assert "95 % stratified bootstrap" in note
+
+
+def test_a_rival_missing_at_one_delay_gives_no_recommendation_and_says_not_measured(tmp_path):
+    ents = [_fam("tabular-family", r, d, 0.1, 0.05, 0.15) for r in ("onpolicy", "tis") for d in (0, 8, 32)
+            if (r, d) != ("tis", 32)]
+    _v6_side(tmp_path, ents)
+    rep = _rep(tmp_path)
+    assert "not measured: tis → no recommendation" in answer.recommendation(rep)[0]
+    header, rows, _ = answer.table(rep)
+    assert dict(zip(header, rows[1]))["tabular family, d = 32"] == "not measured"
+
+
+def test_an_lm_like_instance_never_lands_in_the_tabular_row(tmp_path):
+    # an older regime-map sidecar filed the LM-faithful toy under "tabular" (issue 53 item 1)
+    ents = [_entry("tabular", "onpolicy", 32, -0.1, -0.2, -0.05, "count-frac"),
+            _entry("tabular", "onpolicy", 32, 0.35, 0.3, 0.4, "lm-faithful-exact")]
+    _side(tmp_path, "fig_regime_map", answer=ents)
+    got = {(e["group"], e["setting"]) for e in answer.entries(_rep(tmp_path))}
+    assert got == {("tabular", "count-frac"), ("toy-lm-faithful", "lm-faithful-exact")}
+    header, rows, _ = answer.exploratory_table(_rep(tmp_path))
+    tab = next(r for r in rows if r[0].startswith(answer.GROUPS["tabular"]))
+    assert dict(zip(header, tab))["gmc − onpolicy, d = 32"] == "−0.100 [−0.200, −0.050]"
+
+
+def test_regime_map_line_counts_after_benjamini_hochberg(tmp_path):
+    # 20 cells: one strongly ahead, 5 barely ahead (p ≈ 0.04 each alone), 14 null: BH at q = 0.05 keeps the strong one
+    # only (rank 6 of 20 needs p ≤ 0.015)
+    def cell(inst, f, est, lo, hi):
+        return dict(instance=inst, d=8, G=8, eps=0.2, eta_factor=f, comparison="gmc − onpolicy", estimate=est, lo=lo,
+                    hi=hi, n=24)
+
+    cs = [cell("a", 1.0, 0.5, 0.45, 0.55)] + [cell("b", float(i), 0.011, 0.0005, 0.0215) for i in range(1, 6)]
+    cs += [cell("c", float(i), 0.001, -0.02, 0.022) for i in range(1, 15)]
+    _side(tmp_path, "fig_regime_map", comparisons=cs, settings=dict(instances=["a", "b", "c"], delays=[8]))
+    line = answer.regime_line(_rep(tmp_path))
+    assert "ahead of onpolicy in 1 cells and behind in 0 (before the correction: ahead in 6)" in line
+    assert "a: ↑1 ↓0 of 1; b: ↑0 ↓0 of 5; c: ↑0 ↓0 of 14" in line

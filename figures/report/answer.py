@@ -1,5 +1,11 @@
-"""The report's first screen: the one answer table (gmc minus each rival, per setting, at d = 8 and d = 32),
-three computed recommendation lines, and the reconstruction caveat.
+"""The report's first screen: the headline (at most three lines, one rule: figures/report/headline.py), the
+rival × delay table of protocol v6 (confirmatory), and the reconstruction caveat; and, for the appendix only, the
+exploratory table (earlier protocol versions, the ladder, the LM protocol v7, the regime map), which never feeds the
+headline.
+
+Confirmatory groups: ``tabular-family`` and ``lm-like-family`` (protocol v6's drawn instances, fig_protocol_v6:
+IQM difference and probability of improvement, stratified bootstrap over instances × seeds); ``gpu-lm`` and a
+``cpu-lm`` re-run under a registered LM protocol on fresh seeds when there is one. Every other group is exploratory.
 
 Entries come from the figures' optional ``"answer"`` sidecar key (report interface: one dict per
 comparison ``gmc − rival`` with ``group``, ``setting``, ``d``, ``rival``, ``arm``, ``metric``, ``delta``,
@@ -19,6 +25,8 @@ from simulate import verdicts as vd
 
 #: Row order and labels of the answer table (interface groups).
 GROUPS = {
+    "tabular-family": "tabular family (protocol v6, drawn MDPs)",
+    "lm-like-family": "LM-like family (protocol v6, drawn instances)",
     "tabular": "tabular softmax instances (toy MDPs)",
     "user-mdp": "your own MDP (`python -m simulate protocol --instance-file`)",
     "toy-lm-faithful": "LM-faithful toy (lm-faithful-exact, protocol cells)",
@@ -28,6 +36,12 @@ GROUPS = {
 }
 #: Columns: the rival (or rival class) of gmc.
 COLUMNS = ("onpolicy", "is", "tis/tic", "grpo", "best peer")
+#: The headline's settings, in order (at most three lines): the two v6 families and the tiny LM.
+HEADLINE_GROUPS = ("tabular-family", "lm-like-family", "cpu-lm")
+#: Groups measured under a confirmatory protocol (v6) — the only ones the headline and the first table read.
+CONFIRMATORY = ("tabular-family", "lm-like-family", "gpu-lm")
+#: Columns of the first table: (group, short label); the delays come from the protocol.
+FIRST_TABLE = (("tabular-family", "tabular family"), ("lm-like-family", "LM-like family"), ("gpu-lm", "LM on a GPU"))
 COLUMN_TITLES = {"onpolicy": "gmc − onpolicy", "is": "gmc − is", "tis/tic": "gmc − tis/tic (stronger)",
                  "grpo": "gmc − grpo (token clip)", "best peer": "gmc − best peer correction"}
 DELAYS = (8, 32)
@@ -61,7 +75,8 @@ def check_entry(e: dict, where: str = "answer") -> dict:
 def entries(rep: dict) -> list[dict]:
     """Every answer entry: the sidecars' ``answer`` keys, plus the rows derived from today's C9 / regime-map / LM
     structures for the (group, setting, d, rival, arm) no sidecar reports (CPU LM: only when no LM row is given)."""
-    given = [check_entry(dict(e), m["figure"]) for m in rep["sidecars"] for e in (m.get("answer") or [])]
+    groups = instance_groups(rep)
+    given = [_regroup(check_entry(dict(e), m["figure"]), groups) for m in rep["sidecars"] for e in (m.get("answer") or [])]
 
     def key(e):
         return e["group"], e["setting"], e["d"], e["rival"], e.get("arm", "")
@@ -70,6 +85,25 @@ def entries(rep: dict) -> list[dict]:
     lm_given = any(e["group"] == "cpu-lm" for e in given)  # the LM figure's own rows replace the derived ones
     derived = derive_tabular(rep) + ([] if lm_given else derive_lm(rep))
     return given + [e for e in derived if key(e) not in have]
+
+
+def instance_groups(rep: dict) -> dict:
+    """``{instance: answer group}`` from the protocol sidecar (``instance_groups``) and the registry
+    (:attr:`~simulate.protocol.instances.TrainingInstance.report_group`) for every registered instance."""
+    from simulate.protocol.instances import INSTANCES, get_instance
+
+    out = {name: get_instance(name).report_group for name in INSTANCES}
+    out.update((rep.get("protocol") or {}).get("instance_groups") or {})
+    return out
+
+
+def _regroup(e: dict, groups: dict) -> dict:
+    """An entry filed under ``tabular`` for an instance whose own group is another (e.g. the LM-faithful toy, which
+    an older regime-map sidecar filed as tabular) moves to that group: an LM-like instance never widens the toy row."""
+    g = groups.get(e["setting"])
+    if e["group"] == "tabular" and g is not None and g != "tabular" and g in GROUPS:
+        e = dict(e, group=g)
+    return e
 
 
 def derive_tabular(rep: dict) -> list[dict]:
@@ -187,19 +221,17 @@ def _main_arm(ents: list[dict], g: str) -> str:
     return "tuned η" if "tuned η" in arms else (arms[0] if arms else "")
 
 
-def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[list[str]], str]:
-    """``(header, rows, note)`` of the one answer table (one step-size arm per group, named in the row)."""
-    ents = one_arm(entries(rep) if ents is None else ents)
+def exploratory_table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[list[str]], str]:
+    """``(header, rows, note)`` of the exploratory table (appendix only; one step-size arm per group, named in the
+    row): gmc − rival class on the groups that are not confirmatory (v5 instances, the ladder, LM v7, your MDP)."""
+    ents = one_arm([e for e in (entries(rep) if ents is None else ents) if e["group"] not in CONFIRMATORY])
     cs = cells(ents)
     header = ["setting", *[f"{COLUMN_TITLES[c]}, d = {d}" for c in COLUMNS for d in DELAYS]]
     rows = []
     present = {e["group"] for e in ents}
     for g, label in GROUPS.items():
-        if g not in present and g not in ("gpu-lm",):
-            continue  # optional rows (your MDP, LM-faithful toy) appear when a figure reports them
         if g not in present:
-            rows.append([label, *["not run"] * (len(header) - 1)])
-            continue
+            continue  # exploratory rows appear when a figure reports them
         metric = next((e.get("metric") for e in ents if e["group"] == g and e.get("metric")), "")
         arm = _main_arm(ents, g)
         row = [f"{label}" + (f" [{', '.join(x for x in (metric, arm) if x)}]" if metric or arm else "")]
@@ -211,96 +243,172 @@ def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[li
         rows.append(row)
     intervals = sorted({f"{GROUPS[e['group']].split(' (')[0]}: {e['interval']}" for e in ents if e.get("interval")})
     peers = ", ".join(peer_corrections())
-    note = ("Positive: gmc better. One setting: mean [interval]; several (tabular instances): range of the means over "
-            "instances, ↑k / ↓k = instances whose interval lies entirely above / below 0; a cell measured only on "
-            "another step-size arm than its row's names it in brackets. Intervals: "
-            + "; ".join(dict.fromkeys(intervals)) + f". tis/tic and best peer ({peers}): the rival with the largest mean, "
-            "named. —: not measured at that d; not run: no results yet.")
+    note = ("Exploratory: these rows come from protocol versions, instances and seeds chosen or seen before protocol "
+            "v6 (v5's instances, the ladder, the LM protocol v7); they never feed the headline. Positive: gmc better. "
+            "One setting: mean [interval]; several (tabular instances): range of the means over instances, ↑k / ↓k = "
+            "instances whose interval lies entirely above / below 0; a cell measured only on another step-size arm than "
+            "its row's names it in brackets. Intervals: " + "; ".join(dict.fromkeys(intervals))
+            + f". tis/tic and best peer ({peers}): the rival with the largest mean, named. —: not measured at that d.")
     return header, rows, note
 
 
-def _stance(es: list[dict], margin: float) -> dict:
-    """Per rival (over the group's entries at its largest d): ahead / tied within ±margin / behind."""
-    if not es:
-        return {}
-    dmax = max(e["d"] for e in es)
-    out = {"d": dmax, "ahead": [], "tied": [], "behind": [], "open": []}
-    for e in sorted((e for e in es if e["d"] == dmax), key=lambda e: -e["delta"]):
-        k = "ahead" if e["lo"] > 0 else "behind" if e["hi"] < 0 else "tied" if (
-            e["lo"] > -margin and e["hi"] < margin) else "open"
-        out[k].append(e)
+def v6_meta(rep: dict) -> dict:
+    """Protocol v6's rival set, delays, primary arm and label: from its sidecar when present, else from the
+    registered file (the rule's rival set is fixed by the protocol, not by what was measured)."""
+    meta = next((m.get("v6") for m in rep.get("sidecars") or [] if m.get("v6")), None)
+    if meta:
+        return meta
+    from simulate.protocol.spec import V6_PATH, load_protocol
+
+    p = load_protocol(V6_PATH)
+    return dict(name=p.name, sha256=p.sha256, label=p.label, rivals=list(p.rivals), delays=list(p.delays),
+                primary_arm=p.primary_arm, families={})
+
+
+def _arm_word(meta: dict) -> str:
+    return {"tuned": "tuned η", "common": "common η"}.get(meta.get("primary_arm", "tuned"), "tuned η")
+
+
+def confirmatory(ents: list[dict], meta: dict, group: str) -> list[dict]:
+    """The group's entries on v6's primary arm (the LM groups carry no arm: all of theirs)."""
+    arm = _arm_word(meta)
+    return [e for e in ents if e["group"] == group and e.get("arm", "") in (arm, "")]
+
+
+def headline_settings(rep: dict, ents: list[dict] | None = None) -> list[tuple[str, list[dict], tuple]]:
+    """``(label, entries, delays)`` per headline setting (:data:`HEADLINE_GROUPS`): the v6 families on the primary
+    arm at v6's delays; the tiny LM only from a confirmatory run (none yet: its v7 rows are exploratory)."""
+    ents = entries(rep) if ents is None else ents
+    meta = v6_meta(rep)
+    delays = tuple(int(d) for d in meta["delays"])
+    arm = _arm_word(meta)
+    out = []
+    for g in HEADLINE_GROUPS:
+        if g == "cpu-lm":
+            es = [e for e in ents if e["group"] == g and e.get("confirmatory")]
+            out.append(("Tiny LM on CPU (fresh seeds)", es, delays))
+            continue
+        n = len((meta.get("families") or {}).get(g.removesuffix("-family"), []))
+        label = f"{GROUPS[g].split(' (')[0].capitalize()} (v6, {n or '?'} drawn, nAUC IQM, {arm})"
+        out.append((label, confirmatory(ents, meta, g), delays))
     return out
 
 
 def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
-    """Three computed lines: what to do on tabular-like problems, on the LM, and what the numbers do not say."""
-    ents = one_arm(entries(rep) if ents is None else ents)
-    margin = float((rep.get("protocol") or {}).get("margin") or 0.02)
-    lines = []
-    tab = [e for e in ents if e["group"] == "tabular" and e["rival"] == "onpolicy"]
-    if tab:
-        up = sum(e["lo"] > 0 for e in tab)
-        down = sum(e["hi"] < 0 for e in tab)
-        ds = sorted({e["d"] for e in tab})
-        n_inst = len({e["setting"] for e in tab})
-        if down and not up:
-            verb = ("**no correction (onpolicy) is at least as good as gmc**: gmc is significantly behind on "
-                    f"{down} and ahead on none")
-        elif up and not down:
-            verb = f"**gmc beats no correction**: significantly ahead on {up}, behind on none"
-        else:
-            verb = f"**no single winner**: gmc significantly ahead on {up}, behind on {down}"
-        lines.append(f"Tabular softmax instances ({n_inst} toy MDPs, nAUC, η tuned per estimator): {verb} of the "
-                     f"{len(tab)} instance × delay cells (d ∈ {ds}).")
-    for g in ("toy-lm-faithful", "toy-ladder", "user-mdp", "cpu-lm", "gpu-lm"):
-        es = [e for e in ents if e["group"] == g]
-        if not es:
+    """The headline: at most three lines, each from :func:`figures.report.headline.decide` on one setting."""
+    from figures.report import headline
+
+    meta = v6_meta(rep)
+    out = []
+    for label, es, ds in headline_settings(rep, ents):
+        dec = headline.decide(es, meta["rivals"], ds)
+        no_data = ("not run on fresh seeds under a registered protocol (LM v7's rows are exploratory: appendix) → "
+                   "no recommendation." if label.startswith("Tiny LM") else None)
+        out.append(headline.line(label, dec, no_data=no_data))
+    return out
+
+
+def _cell(e: dict | None) -> str:
+    if e is None:
+        return "not measured"
+    txt = f"{signed(e['delta'])} [{signed(e['lo'])}, {signed(e['hi'])}]"
+    if finite(e.get("poi")):
+        txt += f"; P {e['poi']:.2f} [{e['poi_lo']:.2f}, {e['poi_hi']:.2f}]"
+    return txt
+
+
+def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[list[str]], str]:
+    """``(header, rows, note)`` of the first screen's table: one row per rival of v6's set, one column per
+    confirmatory setting × delay; a setting with no results at all reads "not run", a missing cell "not measured"."""
+    ents = entries(rep) if ents is None else ents
+    meta = v6_meta(rep)
+    delays = [int(d) for d in meta["delays"]]
+    cols = []
+    for g, short in FIRST_TABLE:
+        if not confirmatory(ents, meta, g):
+            cols.append((short, None, None))
             continue
-        s = _stance([e for e in es if _column(e["rival"], peer_corrections()) is not None], margin)
-        fmt = ", ".join
-        parts = []
-        if s["ahead"]:
-            parts.append("gmc beats " + fmt(f"{e['rival']} by {signed(e['delta'])} [{signed(e['lo'])}, "
-                                            f"{signed(e['hi'])}]" for e in s["ahead"]))
-        if s["tied"]:
-            parts.append("ties (interval within ±" + f"{margin:g}) with " + fmt(e["rival"] for e in s["tied"]))
-        if s["behind"]:
-            parts.append("trails " + fmt(f"{e['rival']} by {signed(-e['delta'])} [{signed(-e['hi'])}, "
-                                         f"{signed(-e['lo'])}]" for e in s["behind"]))
-        if s["open"]:
-            parts.append("undecided against " + fmt(e["rival"] for e in s["open"]))
-        best = s["behind"][0]["rival"] if s["behind"] else "gmc" if not s["open"] else None
-        advice = (f" → use **{best}** here" if best else " → gmc or the undecided rivals")
-        label = GROUPS[g].split(" (")[0]
-        ctx = ""
-        if g == "cpu-lm":
-            fails = lm_failures(rep, s["d"])
-            reg = (rep.get("lm_meta") or {}).get("regime")
-            ctx = (f" (failed runs at d = {s['d']}: {fails}" if fails else "") + (f"; {reg}" if reg else "") + (
-                ")" if fails else "")
-        lines.append(f"{label[0].upper() + label[1:]} at d = {s['d']}: " + "; ".join(parts) + ctx + advice + ".")
-    rm = regime_line(rep)
-    if rm:
-        lines.append(rm)
-    return lines
+        cols += [(f"{short}, d = {d}", g, d) for d in delays]
+    header = ["gmc − rival", *[c[0] for c in cols]]
+    rows = []
+    for r in meta["rivals"]:
+        row = [r]
+        for _lbl, g, d in cols:
+            if g is None:
+                row.append("not run")
+                continue
+            e = next((x for x in confirmatory(ents, meta, g) if x["rival"] == r and int(x["d"]) == d), None)
+            row.append(_cell(e))
+        rows.append(row)
+    arm = _arm_word(meta)
+    interval = next((e["interval"] for e in ents if e["group"] in CONFIRMATORY and e.get("interval")),
+                    "95 % stratified bootstrap percentile interval")
+    note = (f"Protocol `{meta.get('label', meta.get('name', 'v6'))}` (confirmatory: instances drawn by seed, fresh "
+            f"seeds), {arm}. Each cell: the IQM difference of nAUC, gmc − rival (positive: gmc better) [interval], and "
+            f"P = P(gmc > rival), rliable's probability of improvement [interval]; intervals: {interval}, over the "
+            "family's instances × held-out seeds. not run: no results for the setting; not measured: a rival missing "
+            "at that d. The other step-size arm, per-instance paired t-intervals and the exploratory rows (earlier "
+            "protocols, the ladder, LM v7, the regime map): REPORT-details.md.")
+    return header, rows, note
+
+
+def exploratory_blocks(rep: dict) -> list:
+    """Appendix blocks: the exploratory table, the regime-map line and v6's other arm (never feed the headline)."""
+    header, rows, note = exploratory_table(rep)
+    b = [("h2", "Exploratory results (never feed the headline)")]
+    if rows:
+        b += [("table", header, rows), ("p", note)]
+    rl = regime_line(rep)
+    if rl:
+        b.append(("p", rl))
+    meta = v6_meta(rep)
+    other = [e for e in entries(rep) if e["group"] in ("tabular-family", "lm-like-family")
+             and e.get("arm", "") != _arm_word(meta)]
+    if other:
+        b += [("p", "Protocol v6 on its other step-size arm (η tuned at d = 0 by onpolicy, shared by every estimator):"),
+              ("table", ["setting", "d", "rival", "arm", "gmc − rival (IQM) [interval]; P [interval]"],
+               [[GROUPS[e["group"]], str(e["d"]), e["rival"], e["arm"], _cell(e)] for e in other])]
+    return b
 
 
 def regime_line(rep: dict) -> str:
-    """Where on the regime map (every instance, d, η factor, G, ε) gmc is significantly ahead of / behind onpolicy."""
+    """Where on the regime map (every instance, d, η factor, G, ε) gmc is ahead of / behind onpolicy after the
+    Benjamini–Hochberg correction within the map (``scipy.stats.false_discovery_control``, q = 0.05); the p-value of
+    each cell from its paired-t interval (two-sided, n − 1 degrees of freedom)."""
+    from scipy import stats
+
     rm = rep.get("regime_map") or {}
     cs = [c for c in rm.get("comparisons") or [] if c.get("comparison") == "gmc − onpolicy" and int(c.get("d", 0)) > 0
-          and finite(c.get("lo")) and finite(c.get("hi"))]
+          and finite(c.get("lo")) and finite(c.get("hi")) and finite(c.get("estimate")) and int(c.get("n") or 0) >= 2]
     if not cs:
         return ""
-    up = [c for c in cs if c["lo"] > 0]
-    down = sum(c["hi"] < 0 for c in cs)
+    ps = []
+    for c in cs:
+        n = int(c["n"])
+        half = (float(c["hi"]) - float(c["lo"])) / 2
+        se = half / stats.t.ppf(0.975, n - 1)
+        ps.append(1.0 if se <= 0 and c["estimate"] == 0 else 0.0 if se <= 0 else
+                  float(2 * stats.t.sf(abs(float(c["estimate"])) / se, n - 1)))
+    adj = stats.false_discovery_control(ps, method="bh")
+    sig = [c for c, q in zip(cs, adj) if q <= 0.05]
+    up = [c for c in sig if c["estimate"] > 0]
+    down = sum(c["estimate"] < 0 for c in sig)
+    raw_up = sum(c["lo"] > 0 for c in cs)
     st = rm.get("settings") or {}
-    where = ("; ahead at " + ", ".join(f"{c['instance']} d = {c['d']} (η×{c['eta_factor']:g}, G = {c['G']}, "
-                                       f"ε = {c['eps']:g})" for c in up[:4]) + (" …" if len(up) > 4 else "")) if up else ""
-    return (f"Where gmc could help (regime map, {len(cs)} cells with d ≥ 1: {len(st.get('instances') or [])} "
-            f"instances, d ≤ {max(st.get('delays') or [0])}, η × {st.get('eta_factors')}, G ∈ {st.get('G')}, "
-            f"ε ∈ {st.get('eps')}; {rm.get('interval') or '95 % paired t'}, no multiplicity correction): gmc is "
-            f"significantly ahead of onpolicy in {len(up)} and behind in {down}{where}.")
+    fams = {}
+    for c in cs:
+        f = fams.setdefault(c["instance"], [0, 0, 0])
+        f[0] += 1
+    for c in sig:
+        fams[c["instance"]][1 if c["estimate"] > 0 else 2] += 1
+    per = "; ".join(f"{i}: ↑{a} ↓{b} of {n}" for i, (n, a, b) in fams.items())
+    where = ("; surviving ahead: " + ", ".join(f"{c['instance']} d = {c['d']} (η×{c['eta_factor']:g}, G = {c['G']}, "
+                                                f"ε = {c['eps']:g})" for c in up[:4]) + (" …" if len(up) > 4 else "")) if up else ""
+    return (f"Regime map (exploratory; {len(cs)} cells with d ≥ 1: {len(st.get('instances') or [])} v5 instances, d ≤ "
+            f"{max(st.get('delays') or [0])}, η × {st.get('eta_factors')}, G ∈ {st.get('G')}, ε ∈ {st.get('eps')}; "
+            f"{rm.get('interval') or '95 % paired t'}, then Benjamini–Hochberg at q = 0.05 within the map): gmc ahead of "
+            f"onpolicy in {len(up)} cells and behind in {down} (before the correction: ahead in {raw_up}). Per instance: "
+            f"{per}{where}.")
 
 
 CAVEAT = ("**Caveat.** The claims C1–C9 are this project's reconstruction of the paper's abstract (docs/THEORY.md), "
@@ -331,4 +439,5 @@ def broken_arms(meta: dict | None) -> dict[float, str]:
 
 
 __all__ = ["GROUPS", "COLUMNS", "DELAYS", "entries", "derive_tabular", "derive_lm", "cells", "cell_text", "table",
+           "exploratory_table", "exploratory_blocks", "headline_settings", "v6_meta", "confirmatory", "instance_groups",
            "recommendation", "CAVEAT", "check_entry", "lm_failures", "broken_arms", "LM_FIGURE"]

@@ -59,10 +59,11 @@ def problems(text: str) -> list[str]:
 
 
 def first_screen_problems(text: str, n_lines: int = FIRST_SCREEN) -> list[str]:
-    """The first ``n_lines`` must hold the answer table (gmc − onpolicy at d = 8) and the reconstruction caveat."""
+    """The first ``n_lines`` must hold the answer table (its header cell ``gmc − rival``, one row per rival of the
+    confirmatory protocol) and the reconstruction caveat."""
     head = "\n".join(text.splitlines()[:n_lines])
     out = []
-    if "gmc − onpolicy, d = 8" not in head:
+    if "| gmc − rival |" not in head:
         out.append(f"the answer table is not within the first {n_lines} lines")
     if "reconstruction" not in head or "not the paper" not in head:
         out.append(f"the reconstruction caveat is not within the first {n_lines} lines")

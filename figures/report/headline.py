@@ -89,11 +89,12 @@ def _num(x: float) -> str:
     return f"{x:+.3f}".replace("-", "−")
 
 
-def line(label: str, dec: Decision) -> str:
-    """One headline line (at most :data:`MAX_CHARS` characters; the label is shortened to fit)."""
+def line(label: str, dec: Decision, no_data: str | None = None) -> str:
+    """One headline line (at most :data:`MAX_CHARS` characters; the label is shortened to fit); ``no_data``
+    replaces the text of a setting with no results (e.g. why it has none)."""
     ds = ", ".join(map(str, dec.delays))
     if dec.status == NO_DATA:
-        body = "not run: no results yet → no recommendation."
+        body = no_data or "not run: no results yet → no recommendation."
     elif dec.status == NOT_MEASURED:
         rs = list(dict.fromkeys(r for r, _ in dec.missing))
         body = f"not measured: {', '.join(rs[:3])}{' …' if len(rs) > 3 else ''} → no recommendation."

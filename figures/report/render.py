@@ -24,31 +24,23 @@ from simulate import verdicts as vd
 KIND_RULES = {
     "bound": "measured ≤ bound; refuted iff measured − 3 s.e. > bound; looseness k = bound / (measured + 3 s.e.), "
              "tightest and median over the rows",
-    "rate": "an exponent of a bound, derived by sympy; a measurement judges it only where the measured quantity could "
-            "show that order (C4's rate and C5 cannot: `symbolic only`, the reason in the note)",
-    "optimality": "the minimiser against the compared members of 𝒲_ε (difference ≤ 0, as a bound; scope in the note)",
-    "exact identity": "measured = predicted within 3 s.e. (note: exact identity); with no data, true by construction: "
-                      "`identity, true by construction`",
-    "limit": "the G → ∞ behaviour at the largest G; 'constant in G' by a two-sided equivalence test (TOST, 90 % interval, "
-             "margin stated)",
-    "assumption check": "an assumption of a bound measured on runs whose check cannot fail: `assumption check, cannot "
-                        "fail`, with how it was met and how loose it is",
+    "rate": "an exponent of a bound, derived by sympy; measured only where the measurement could show that order",
+    "optimality": "the minimiser against the compared members of 𝒲_ε (difference ≤ 0, as a bound)",
+    "exact identity": "measured = predicted within 3 s.e. (note: exact identity)",
+    "limit": "the G → ∞ behaviour at the largest G; 'constant in G' by a two-sided equivalence test (TOST)",
+    "assumption check": "an assumption of a bound, measured on runs",
     "empirical (training)": "paired comparisons over held-out seeds under the pre-registered protocol",
 }
-RULE = ("**How verdicts are decided** (one rule, simulate/verdicts.py). Every interval is named with its level (95 % "
-        "normal for Monte Carlo, 90 % for TOST and the protocol's bootstrap, the Holm level for a family of comparisons). "
-        "A verdict word (`holds`, `refuted`, `inconclusive`) is used only where a measurement could have given the "
-        "opposite word; each such row names its falsifier in the note. A bound is `refuted` only when the measurement "
-        "minus 3 standard errors exceeds it, otherwise it holds; `holds, bound loose ×k` when k = bound / (measurement + "
-        "3 s.e.) > 2. A comparison names an effect Δ (paired over held-out seeds) and a threshold fixed in the protocol "
-        "before the data (+δ for a claimed difference, −δ for 'best or tied'); two one-sided t-tests, Holm-corrected "
-        "within one claim on one instance, give `holds` (interval entirely beyond the threshold), `refuted` (entirely on "
-        "the other side) or `inconclusive`; failure rates use Clopper–Pearson intervals against p₀ the same way. Unmet "
-        "premise or broken arm: `out of scope`, with the measurement. Across instances: `holds` on ≥ 3/4 of the in-scope "
-        "instances and refuted on none, `refuted` on a strict majority, otherwise `inconclusive`. A row no measurement "
-        "could contradict takes a non-test word (`identity, true by construction`, `assumption check, cannot fail`, "
-        "`symbolic only`), restricted to a regime where the claim needs one. Qualifiers (exact identity, underpowered) "
-        "are in the note column, never in the verdict.")
+RULE = ("**How verdicts are decided** (one rule, simulate/verdicts.py). Every interval is named with its level. A verdict "
+        "word is used only where a measurement could have given the opposite word, named in the note (falsifier); "
+        "otherwise the row takes a no-test word. A bound is `refuted` only when the measurement minus 3 standard errors "
+        "exceeds it, otherwise it holds; `holds, bound loose ×k` when k = bound / (measurement + 3 s.e.) > 2. A "
+        "comparison names an effect Δ (paired over held-out seeds) and a threshold fixed in the protocol before the data "
+        "(+δ for a claimed difference, −δ for 'best or tied'); two one-sided t-tests, Holm-corrected within one claim on "
+        "one instance, give `holds` (interval entirely beyond the threshold), `refuted` (entirely on the other side) or "
+        "`inconclusive`; failure rates use Clopper–Pearson intervals against p₀ the same way. Unmet premise or broken "
+        "arm: `out of scope`, with the measurement. Across instances: `holds` on ≥ 3/4 of the in-scope instances and "
+        "refuted on none, `refuted` on a strict majority, otherwise `inconclusive`. Qualifiers are in the note column.")
 LABELS = {"C4": " (bound)", "C4-rate": " (rate)"}
 
 
@@ -101,6 +93,8 @@ def answer_blocks(rep: dict, details_link: str) -> list:
     header, rows, note = answer.table(rep, ents)
     return [("h2", "The answer: what should a trainer with stale rollouts do?"),
             ("ul", answer.recommendation(rep, ents)),
+            ("p", "**gmc − each rival** (protocol v6, confirmatory; the headline above is computed from this table "
+                  "by one rule, figures/report/headline.py):"),
             ("table", header, rows),
             ("p", note),
             ("p", answer.CAVEAT + f" Every big table: {_link(Path(details_link).name, details_link)}."),
@@ -167,8 +161,7 @@ def blocks(rep: dict) -> list:
     b += [("h2", "Verdicts"),
           ("table", ["claim", "kind", "verdict", "note", "key number (interval named)"], claim_rows(rep)),
           ("p", RULE),
-          ("table", ["verdict word", "meaning"], [[f"`{w}`" + (" (no test)" if w in vd.NON_TEST else ""), m]
-                                                  for w, m in vd.DEFINITIONS.items()]),
+          ("table", ["verdict word", "meaning"], [[f"`{w}`", m] for w, m in vd.DEFINITIONS.items()]),
           ("table", ["kind", "how a measurement judges it"], [[k, v] for k, v in KIND_RULES.items()])]
     guide = guidance.sentences(rep)
     if guide:
@@ -219,6 +212,7 @@ def detail_blocks(rep: dict) -> list:
     if kf:
         b += [("h2", "Key findings, long form"), ("ul", kf)]
     b += training.training_blocks(rep)
+    b += answer.exploratory_blocks(rep)
     for meta in rep["sidecars"]:
         for t in meta.get("appendix_tables") or []:
             b += [("details", t.get("title", meta["figure"]), t["columns"], _cells(t["rows"]))]
