@@ -67,15 +67,10 @@ DEFINITIONS = {
              "claims it refutes the reconstruction's empirical implication, not the paper",
     INCONCLUSIVE: "the interval overlaps the threshold: the data decide neither way",
     OUT_OF_SCOPE: "the premise is not met where measured (the measurement is shown), or the arm is broken: no verdict",
-    BY_CONSTRUCTION: "an equality that holds because of how its terms are defined: there are no data, and no measurement "
-                     "could contradict it; no test, so neither `holds` nor `refuted`",
-    CANNOT_FAIL: "an assumption measured on a run, every link of whose check is a mathematical inequality or holds "
-                 "because a constant is fitted on the same run: it can fail only through a bug, so it is no test; the "
-                 "row reports how it was met and how loose it is",
-    SYMBOLIC: "a statement about a bound, derived and certified by sympy, with no measured implication that could "
-              "contradict it (the reason is printed in the row): no test, so neither `holds` nor `refuted`",
-    "<word>, <R>" + REGIME_SUFFIX: "the word applies only in regime R (docs/THEORY.md C5 defines the regimes); outside R "
-                                   "the claim is not supported",
+    BY_CONSTRUCTION: "no test: true by the definition of its terms, no data",
+    CANNOT_FAIL: "no test: each link is an inequality or holds because a constant is fitted on the same run",
+    SYMBOLIC: "no test: certified by sympy; no measurement could contradict it (reason in the row)",
+    "<word>, <R>" + REGIME_SUFFIX: "the word holds only in regime R (docs/THEORY.md C5)",
 }
 NOTES = {
     "exact identity": "an equality; `holds` = measured within 3 s.e. of the prediction",

@@ -84,7 +84,7 @@ def test_measured_rows_are_not_called_symbolic_and_name_their_scope_and_levels(c
     for label in ("C1", "C2", "C4"):
         assert "symbolic" not in recs[label]["note"], label
         assert vd.is_test_verdict(recs[label]["verdict"]), label
-    assert "QP minimiser" in recs["C2"]["key"] and "random members" in recs["C2"]["key"]
+    assert "QP minimiser" in recs["C2"]["key"] and "best random member" in recs["C2"]["key"]
     assert "not all of it" in recs["C2"]["note"]
     key5t = recs["C5-T"]["key"]
     assert "gmc −0.584" in key5t and "tic +0.141" in key5t  # each estimator's delay-cost change, not only gmc's

@@ -27,8 +27,8 @@ from simulate import verdicts as vd
 #: on a fresh seed (``figures.fig_bias_G.SEED``, committed with this line before the run), and the row says both.
 EQUIV_REL = 0.10
 #: Where and when the margin was fixed (printed in the C7 row).
-EQUIV_REL_HISTORY = ("TOST margin ±10 % of the value at the largest G: first chosen after seeing seed 0, then fixed "
-                     "before the fresh seed that these numbers come from (2026-12-07)")
+EQUIV_REL_HISTORY = ("TOST margin ±10 % (of the value at the largest G) first chosen after seeing seed 0, fixed before "
+                     "this fresh seed (2026-12-07)")
 #: The bound's ε-exponent of each map's fourth-order delay term (theory.claims C4).
 C4_BOUND_EXPONENT = {"gmc": -2, "tis": -2, "tic": -4}
 #: Row labels of the verdict table, in order (C4 has two rows).
@@ -50,6 +50,15 @@ def rows_verdict(verdicts) -> str:
     if not scoped:
         return vd.OUT_OF_SCOPE
     return vd.HOLDS if all(v.startswith(vd.HOLDS) for v in scoped) else vd.INCONCLUSIVE
+
+
+def _unchecked(rep: dict, cid: str) -> tuple[str, str, str, str] | None:
+    """A row with nothing measured whose sympy derivation was not run or failed: ``inconclusive`` (no evidence either
+    way), its falsifier the derivation itself; ``None`` when the derivation is certified."""
+    if rep["theory"][cid].get("ok"):
+        return None
+    return (vd.INCONCLUSIVE, "derivation not run or failed", "nothing measured; the sympy derivation was not run or "
+            "failed", "the sympy derivation (certifies the statement or fails)")
 
 
 def judged(rep: dict, cid: str) -> list[dict]:
@@ -84,10 +93,11 @@ def bound_verdict(rep: dict, cid: str) -> tuple[str, str]:
     k0, kmed, ev0 = looseness_summary(evs)
     if v == vd.HOLDS:
         v = vd.loose_word(k0)
+    shown = [ev0] if ev0 is not None else evs[:3]
     rows = "; ".join(f"{ev.get('quantity', '')} = {fmt(ev['measured'], ev.get('se'))} vs {f(ev.get('bound'))}"
-                     for ev in evs[:3])
-    key = (f"looseness (bound / (measured + 3 s.e.)): tightest ×{k0:.3g} ({ev0.get('quantity', '')}), median ×{kmed:.3g}"
-           f" over {len(evs)} rows; " if k0 is not None else "") + rows + " (95 % normal intervals)"
+                     for ev in shown)
+    key = (f"looseness (bound / (measured + 3 s.e.)): tightest ×{k0:.3g}, median ×{kmed:.3g} over {len(evs)} rows; "
+           if k0 is not None else "") + rows + " (95 % normal)"
     return v, key
 
 
@@ -96,18 +106,17 @@ def bound_verdict(rep: dict, cid: str) -> tuple[str, str]:
 #: (𝔅_tic = (1/G)Σρ_i1{ρ_i>1+ε}; 𝔅_gmc = (ρ̄−1−ε)₊²/ρ̄; 𝔅_tis = (1/G)Σ(ρ_i−1−ε)₊²/ρ_i) and E ρ̄ = 1, so E𝔅 ≤ 1 tends
 #: to a finite limit as ε → 0: no measured slope, at any ε, can contradict an ε⁻⁴ or ε⁻² order of a bound above it.
 #: The row is therefore ``symbolic only``; the measured side of C4 is its bound row (measured ≤ bound).
-C4_RATE_REASON = ("the claim is the ε → 0 order of two upper bounds; the measured E𝔅 of every map is at most E ρ̄ = 1 at "
-                  "every ε (𝔅_tic, 𝔅_gmc, 𝔅_tis ≤ ρ̄), so it tends to a finite limit as ε → 0 and no measured slope can "
-                  "contradict either order (the measured side of C4 is its bound row; the slopes of figure 2 are shown "
-                  "there, not judged)")
+C4_RATE_REASON = ("the claim orders upper bounds as ε → 0; every measured E𝔅 is ≤ E ρ̄ = 1 at every ε (𝔅 ≤ ρ̄), so it has "
+                  "a finite limit and no measured slope can contradict either order (measured side: the bound row)")
 
 
 def c4_rate(rep: dict) -> tuple[str, str, str, str | None]:
     """C4's rate part: ``symbolic only`` (:data:`C4_RATE_REASON`); the key number is sympy's result."""
     th = rep["theory"]["C4"]
-    key = ("sympy: " + (th.get("summary") or th.get("result") or DASH)) if th.get("ok") else \
-        "derivation not run or failed"
-    return vd.SYMBOLIC, key, C4_RATE_REASON, None
+    if not th.get("ok"):
+        v, key, note, fals = _unchecked(rep, "C4")
+        return v, key, C4_RATE_REASON + "; " + note, fals
+    return vd.SYMBOLIC, "sympy: " + (th.get("summary") or th.get("result") or DASH), C4_RATE_REASON, None
 
 
 def _note_value(note: str, pattern: str) -> float | None:
@@ -120,7 +129,8 @@ def c7(rep: dict) -> tuple[str, str, str, str | None]:
     removed mass constant in G (TOST within ±EQUIV_REL of its value at the largest G)."""
     evs = rep["evidence"].get("C7", [])
     if not evs:
-        return vd.SYMBOLIC, "no measurement in this run", "derived by sympy only (theory/c7_large_group.py)", None
+        return _unchecked(rep, "C7") or (vd.SYMBOLIC, "no measurement in this run",
+                                         "derived by sympy only (theory/c7_large_group.py)", None)
     # a refuted row is never hidden, whatever it measures
     verdicts, parts, notes = [vd.REFUTED for ev in judged(rep, "C7") if ev.get("verdict") == vd.REFUTED], [], []
     peak = next((ev for ev in evs if "G at its peak" in ev.get("quantity", "")), None)
@@ -156,9 +166,8 @@ def c7(rep: dict) -> tuple[str, str, str, str | None]:
     if any("minus G=" in ev.get("quantity", "") for ev in evs):
         notes.append(EQUIV_REL_HISTORY)
     v = vd.combine(verdicts) if verdicts else vd.INCONCLUSIVE
-    fals = ("refuted if gmc − tis or gmc − tic at the largest G were above 0 beyond 3 s.e., gmc's removed mass minus "
-            f"3 s.e. above σ²/(4εG), or a TOST 90 % interval entirely outside ±{100 * EQUIV_REL:.0f} % of the value at "
-            "the largest G")
+    fals = ("gmc − tis/tic > 0 beyond 3 s.e., gmc's removed mass − 3 s.e. > σ²/(4εG), or a TOST interval outside "
+            f"±{100 * EQUIV_REL:.0f} %")
     return v, "; ".join(parts), "; ".join(x for x in notes if x), fals
 
 
@@ -168,7 +177,8 @@ def c6(rep: dict) -> tuple[str, str, str, str | None]:
     and how loose (median looseness per instance from fig_c6_overlap)."""
     evs = [ev for ev in judged(rep, "C6") if finite(ev.get("measured"))]
     if not evs:
-        return vd.SYMBOLIC, "no measurement in this run", "derived by sympy only (theory/c6_overlap.py)", None
+        return _unchecked(rep, "C6") or (vd.SYMBOLIC, "no measurement in this run",
+                                         "derived by sympy only (theory/c6_overlap.py)", None)
     k0, _, ev0 = looseness_summary(evs)
     med = {i: r.get("log10_loose_theory_median") for i, r in (rep.get("c6") or {}).items()
            if finite(r.get("log10_loose_theory_median"))}
@@ -178,9 +188,8 @@ def c6(rep: dict) -> tuple[str, str, str, str | None]:
         key += (f"; median looseness per instance 10^{min(med.values()):.1f} … 10^{max(med.values()):.0f}")
     if frac:
         key += f"; inequality held on {100 * min(frac):.4g} % of the steps (exact χ² per step, no sampling interval)"
-    note = ("every link of σ² ≤ (e^L − 1)² ≤ (e^{κ‖Δw‖} − 1)² ≤ (e^{κηdM} − 1)² is a mathematical inequality or holds "
-            "because M is fitted from the same run: it can fail only through a bug; the bound is vacuous as a prediction "
-            "of σ²")
+    note = ("each link of the chain is an inequality or holds because M is fitted on the same run: it fails only "
+            "through a bug; the bound is vacuous as a prediction of σ²")
     if rows_verdict([ev.get("verdict", "") for ev in evs]) == vd.REFUTED:  # a link failed: a bug, never hidden
         return vd.REFUTED, key, note, "a step on which a link of the chain fails (found: a bug in the code or the theory)"
     return vd.CANNOT_FAIL, key, note, None
@@ -191,6 +200,8 @@ def c5(rep: dict) -> tuple[str, str, str, str | None]:
     C5-T), restricted to the regimes in which the tuned bound's local G-exponent is within 0.05 of −2/5 for the
     representative constants of fig_c5_local_exponent (theory against theory)."""
     ok = rep["theory"]["C5"].get("ok")
+    if not ok:
+        return _unchecked(rep, "C5")
     ranges = next((m.get("ranges") for m in rep["sidecars"] if m.get("ranges")), None) or {}
     parts = [f"{reg}: G ∈ [{f(r[0])}, {f(r[1])}]" if isinstance(r, list) else f"{reg}: none" for reg, r in ranges.items()]
     th = rep["theory"]["C5"]
@@ -202,9 +213,8 @@ def c5(rep: dict) -> tuple[str, str, str, str | None]:
     v = vd.SYMBOLIC
     if where and len(where) < len(ranges):
         v = f"{vd.SYMBOLIC}, {' and '.join(where)}{vd.REGIME_SUFFIX}"
-    note = ("derived by sympy; no measured G-exponent (its training implication is the C5-T row); with the variance "
-            "term LηM₂ kept, the −2/5 law is the tuned bound's only where the delay term dominates (r ≤ 5/14, "
-            "docs/THEORY.md C5)" + ("" if ok else "; the derivation was not run or failed"))
+    note = ("sympy; no measured G-exponent (training: C5-T); with LηM₂ kept, −2/5 only where the delay term dominates "
+            "(r ≤ 5/14)" + ("" if ok else "; the derivation was not run or failed"))
     return v, key, note, None
 
 
@@ -239,8 +249,7 @@ def c5t(rep: dict) -> tuple[str, str, str, str | None]:
             f"{len(out)} out of scope" + (f" ({why})" if why else ""))
     if any("underpowered" in ((r.get("test_b") or {}).get("reason") or "") for r in scoped.values()):
         note += "; test B underpowered"
-    fals = ("each test A gives the opposite word when its 90 % interval lies on the other side of the claim's margin "
-            "(gmc: falls by more than it; tic: changes by less than it either way), pre-registered in the protocol")
+    fals = "a test A interval on the other side of its pre-registered margin"
     return c["verdict"], key, note, (fals if vd.is_test_verdict(c["verdict"]) else None)
 
 
@@ -255,8 +264,7 @@ def c9(rep: dict) -> tuple[str, str, str, str | None]:
     key = ("gmc − onpolicy (nAUC, η tuned, paired t at Holm level): " + ", ".join(
         f"{x['instance']} {signed(x['estimate'])} [{signed(x['lo'])}, {signed(x['hi'])}]" for x in main)) if main else DASH
     note = "sub-claims: " + "; ".join(f"{s} {v}" for s, v in c["aggregate"].items())
-    fals = ("each sub-claim gives the opposite word when its paired t-interval at its Holm level (Clopper–Pearson for "
-            "failure rates) lies on the other side of the threshold fixed in the protocol before the data")
+    fals = "a sub-claim's interval (Holm level) on the other side of its pre-registered threshold"
     return c["verdict"], key, note, (fals if vd.is_test_verdict(c["verdict"]) else None)
 
 
@@ -264,29 +272,34 @@ def exact(rep: dict, cid: str) -> tuple[str, str, str, str | None]:
     """An exact identity: ``holds`` when every row is within 3 s.e. of the prediction (note: exact identity). C3 has
     no data and is true by construction of the bound: ``identity, true by construction``."""
     th = rep["theory"][cid]
+    if cid == "C3" and not th.get("ok"):
+        return _unchecked(rep, "C3")
     if cid == "C3":
         key = ("sympy: " + (th.get("summary") or DASH)) if th.get("ok") else "derivation not run or failed"
-        return vd.BY_CONSTRUCTION, key, ("the assembled bound is defined so that the delay enters only through E𝔅: no "
-                                         "data, nothing could contradict it"), None
+        return vd.BY_CONSTRUCTION, key, "the bound is defined so that d enters only through E𝔅: no data", None
     evs = [ev for ev in judged(rep, cid) if finite(ev.get("measured")) and finite(ev.get("bound"))]
     note = "exact identity"
     if not evs:
-        return vd.SYMBOLIC, ("sympy: " + (th.get("summary") or DASH)) if th.get("ok") else "derivation not run or failed", \
-            "exact identity; no measurement in this run", None
+        return _unchecked(rep, cid) or (vd.SYMBOLIC, "sympy: " + (th.get("summary") or DASH),
+                                        "exact identity; no measurement in this run", None)
     vs = [vd.exact_verdict(ev["measured"], ev.get("se") or 0.0, ev["bound"]) for ev in evs]
     worst = max(evs, key=lambda ev: abs(ev["measured"] - ev["bound"]) / (ev.get("se") or math.inf))
     z = abs(worst["measured"] - worst["bound"]) / (worst.get("se") or math.inf)
     key = (f"{len(evs)} points within 3 s.e.; worst {worst.get('point', '')}: {fmt(worst['measured'], worst.get('se'))}"
            f" (95 % normal) vs exact {f(worst['bound'])}, |Δ|/s.e. = {z:.2g}")
-    return (vd.REFUTED if vd.REFUTED in vs else vd.HOLDS), key, note, \
-        "refuted if any point were more than 3 s.e. from its exact value"
+    return (vd.REFUTED if vd.REFUTED in vs else vd.HOLDS), key, note, "a point > 3 s.e. from its exact value"
 
 
 #: The falsifier of each bound row (issue 54): the outcome that would have given ``refuted``.
 BOUND_FALSIFIER = {
-    "C1": "refuted if any measured E‖ĝ‖² minus 3 s.e. exceeded its bound M₂(ε) = (1+ε)·S (S exact)",
-    "C4": "refuted if any measured E𝔅 minus 3 s.e. exceeded its C4 bound",
+    "C1": "an E‖ĝ‖² − 3 s.e. above M₂(ε)",
+    "C4": "an E𝔅 − 3 s.e. above its bound",
 }
+
+
+#: Short names of C2's compared members in the key number (the sidecar's quantities are longer).
+_C2_SHORT = (("QP minimiser", "QP minimiser"), ("random members", "best random member"), ("E𝔅_tis", "tis"),
+             ("E𝔅_tic", "tic"))
 
 
 def c2(rep: dict) -> tuple[str, str, str, str | None]:
@@ -294,20 +307,27 @@ def c2(rep: dict) -> tuple[str, str, str, str | None]:
     when figure 2 measured them), each difference ≤ 0 as a bound, and the count of groups on which a member beat gmc."""
     evs = [ev for ev in judged(rep, "C2") if finite(ev.get("measured"))]
     if not evs:
-        return vd.SYMBOLIC, "no measurement in this run", "derived by sympy only (theory/c2_kkt.py)", None
+        return _unchecked(rep, "C2") or (vd.SYMBOLIC, "no measurement in this run",
+                                         "derived by sympy only (theory/c2_kkt.py)", None)
     v = rows_verdict([ev.get("verdict", "") for ev in evs])
     diffs = [ev for ev in evs if ev.get("se") is not None and "groups on which" not in ev.get("quantity", "")]
     count = next((ev for ev in evs if "groups on which" in ev.get("quantity", "")), None)
-    key = "; ".join(f"{ev.get('quantity', '')} = {fmt(ev['measured'], ev.get('se'))} vs 0" for ev in diffs)
-    key += " (95 % normal intervals)"
-    wide = any("QP" in ev.get("quantity", "") for ev in evs)
+
+    def short(q: str) -> str:
+        return next((name for pat, name in _C2_SHORT if pat in q), q)
+
+    key = ("E𝔅_gmc − E𝔅_w at the worst ε (95 % normal): "
+           + "; ".join(f"{short(ev.get('quantity', ''))} {fmt(ev['measured'], ev.get('se'))}" for ev in diffs))
+    n_members = next((m.group(1) for ev in diffs if (m := re.search(r"best of (\d+) random", ev.get("quantity", "")))), None)
     if count:
-        key += f"; {count.get('quantity', '')}: {f(count['measured'])} ({count.get('note', '')})"
-    note = "optimality (difference ≤ 0); " + ("compared with tis, tic, the QP minimiser and random members of 𝒲_ε: a "
-                                              "sample of the class, not all of it" if wide else
-                                              "scope: compared with tis and tic only, not the whole class")
-    fals = ("refuted if E𝔅_gmc − E𝔅_w minus 3 s.e. were above 0 for any compared w"
-            + (", or any group on which a compared member had 𝔅 below gmc's" if count else ""))
+        n_pairs = re.search(r"of (\d+) group × ε pairs", count.get("note", ""))
+        key += (f"; groups where a member beat gmc: {f(count['measured'])}"
+                + (f" of {n_pairs.group(1)} group × ε pairs" if n_pairs else ""))
+    wide = any("QP" in ev.get("quantity", "") for ev in evs)
+    note = "optimality (difference ≤ 0); " + (
+        f"scope: tis, tic, an independent QP minimiser and {n_members or 'random'} random members per group, a sample "
+        "of 𝒲_ε, not all of it" if wide else "scope: tis and tic only, not the whole class")
+    fals = "E𝔅_gmc − E𝔅_w − 3 s.e. > 0 for a compared w" + (", or a group where a member beats gmc" if count else "")
     return v, key, note, fals
 
 
@@ -326,7 +346,7 @@ def record(rep: dict, label: str) -> dict:
         note = {"C4": "bound part"}.get(label, "")
         out = (v, key, note, BOUND_FALSIFIER.get(label) if vd.is_test_verdict(v) else None)
         if not vd.is_test_verdict(v):
-            out = (v, key, "derived by sympy only; no measurement in this run", None)
+            out = _unchecked(rep, label) or (v, key, "derived by sympy only; no measurement in this run", None)
     return dict(zip(("verdict", "key", "note", "falsifier"), out))
 
 
