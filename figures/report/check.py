@@ -13,6 +13,9 @@ _VERDICT_HEADERS = ("verdict", "aggregate")
 FIRST_SCREEN = 60
 MAX_BYTES = 40_000
 _LEAK = re.compile(r"(?<![\w`.])(None|nan|NaN|inf)(?![\w`])")
+#: A claim whose evidence is missing or damaged is not judged: its verdict cell says so (figures.report.data.not_run);
+#: ``python -m figures.report`` reports the evidence problem itself and exits 1.
+NOT_RUN = "not run (evidence missing: "
 
 
 def _tables(text: str):
@@ -51,7 +54,7 @@ def verdict_cells(text: str) -> list[str]:
 def problems(text: str) -> list[str]:
     """What is wrong with a report's text (empty when nothing is)."""
     out = [f"undefined verdict word {c!r}" for c in verdict_cells(text)
-           if c not in ("", "—") and not vd.is_verdict(c)]
+           if c not in ("", "—") and not vd.is_verdict(c) and not c.startswith(NOT_RUN)]
     out += [f"qualifier inside a verdict: {w!r}" for w in FORBIDDEN if w in text]
     out += [f"Python value leaked as text: {m.group(0)!r} in …{text[max(0, m.start() - 40):m.end() + 20]!r}…"
             for m in _LEAK.finditer(text)]
