@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from figures.report.data import NOT_RUN_PREFIX
 from simulate import verdicts as vd
 
 #: Qualified verdicts the old report used; a qualifier belongs in the note column.
@@ -15,7 +16,7 @@ MAX_BYTES = 40_000
 _LEAK = re.compile(r"(?<![\w`.])(None|nan|NaN|inf)(?![\w`])")
 #: A claim whose evidence is missing or damaged is not judged: its verdict cell says so (figures.report.data.not_run);
 #: ``python -m figures.report`` reports the evidence problem itself and exits 1.
-NOT_RUN = "not run (evidence missing: "
+NOT_RUN = NOT_RUN_PREFIX
 
 
 def _tables(text: str):

@@ -308,6 +308,19 @@ def check_evidence(out_dir, expected=None) -> tuple[list[dict], list[dict]]:
     return sidecars, problems
 
 
+#: The start of the verdict of a row whose evidence is missing or damaged (figures.report.check accepts it).
+NOT_RUN_PREFIX = "not run (evidence missing: "
+
+
+def not_run_record(rep: dict, label: str) -> dict | None:
+    """The verdict-table record ``{verdict, key, note, falsifier}`` of a row whose evidence is missing or damaged
+    (``None`` when it is whole): its verdict reads ``not run (evidence missing: <file>, <reason>)``, never a word
+    judged from what is left. For ``figures.report.claims`` (verdict rows) and ``answer`` (``answer:<group>``)."""
+    t = (rep.get("not_run") or {}).get(label)
+    return None if t is None else {"verdict": t, "key": DASH, "note": "evidence missing or damaged: not judged",
+                                   "falsifier": None}
+
+
 def not_run(problems: list[dict]) -> dict[str, str]:
     """``{row: "not run (evidence missing: <file>, <reason>; …)"}`` for every verdict row / answer group a problem
     touches (``C4`` also marks ``C4-rate``, its other row)."""
@@ -316,7 +329,7 @@ def not_run(problems: list[dict]) -> dict[str, str]:
         for r in pb["rows"]:
             for lab in ((r, "C4-rate") if r == "C4" else (r,)):
                 out.setdefault(lab, []).append(f"{pb['file']}, {pb['reason']}")
-    return {r: "not run (evidence missing: " + "; ".join(dict.fromkeys(v)) + ")" for r, v in out.items()}
+    return {r: NOT_RUN_PREFIX + "; ".join(dict.fromkeys(v)) + ")" for r, v in out.items()}
 
 
 def load_sidecars(out_dir) -> list[dict]:

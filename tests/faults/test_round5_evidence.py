@@ -72,7 +72,8 @@ def test_the_committed_sidecars_are_whole_and_the_stamp_is_theirs(committed, tmp
     assert problems == [] and len(sidecars) == len(data.EXPECTED)
     rep = data.build(committed, quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
                      report_path=tmp_path / "R.md")
-    made = {(json.loads(p.read_text())["git_commit"], json.loads(p.read_text())["code_version"]) for p in OUT.glob("*.json")}
+    made = {(json.loads(p.read_text())["git_commit"], json.loads(p.read_text())["code_version"])
+            for p in committed.glob("*.json")}
     head = " ".join(b[1] for b in render._head(rep) if b[0] == "p")
     for commit, code in made:  # every maker listed (the committed fig1 was re-measured by a later commit)
         assert f"git `{commit[:12]}`, code `{code}`" in head
@@ -135,7 +136,7 @@ def test_an_empty_folder_names_every_missing_sidecar(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("field,value", [("evidence", "oops"), ("evidence", [1, 2]), ("c9", [1]), ("sections", {}),
-                                         ("git_commit", 7), ("protocol", {"name": "x"})])
+                                         ("git_commit", 7), ("protocol", {"name": "x", "sha256": "zz"})])
 def test_a_malformed_field_is_a_named_problem_not_a_traceback(committed, tmp_path, field, value):
     shutil.copytree(committed, tmp_path / "out")
     p = tmp_path / "out" / "fig5_delay.json"
@@ -183,3 +184,21 @@ def test_a_not_run_verdict_cell_is_a_defined_state_for_the_text_check():
     table = "| claim | verdict |\n|---|---|\n| C9 | not run (evidence missing: fig_c9_protocol.json, empty file) |\n"
     assert check.problems(table) == []
     assert check.problems(table.replace("not run (evidence missing:", "not run (whatever:")) != []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 56: the verdict and answer tables read rep['not_run'] once claims.record "
+                                       "and answer.table consult figures.report.data.not_run_record (hook for the "
+                                       "owner of claims.py/answer.py); remove this marker then")
+def test_the_verdict_table_itself_reads_not_run(committed, tmp_path):
+    d = tmp_path / "out"
+    shutil.copytree(committed, d)
+    _damage(d, "fig_c9_protocol", "empty")
+    rep = data.build(d, quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
+                     report_path=tmp_path / "R.md")
+    rows = {r[0].split("**")[1] + r[0].split("**")[2].split(" ")[0]: r[2] for r in render.claim_rows(rep)}
+    assert rows["C9"].startswith(data.NOT_RUN_PREFIX + "fig_c9_protocol.json, empty file")
+    from figures.report import answer
+
+    header, table, _ = answer.table(rep)
+    tab = next(r for r in table if r[0].startswith(answer.GROUPS["tabular"]))
+    assert all(c.startswith("not run") for c in tab[1:])
