@@ -27,7 +27,7 @@ def test_quick_figure_is_labelled_captioned_and_judges_c6(monkeypatch, tmp_path)
     for e in res.evidence:
         assert e.claim == "C6" and (e.verdict == "reported" or vd.is_verdict(e.verdict))
     for e in judged:  # every step satisfies the inequality (a violation would be a finding, and this test says so)
-        assert e.verdict.startswith("holds"), e
+        assert e.verdict == vd.CANNOT_FAIL and "bound loose ×" in e.note, e  # no test (issue 54): the word says so
         assert e.measured > 0 and (e.bound is None or e.bound >= e.measured)
     for inst, sm in meta["c6"].items():
         assert sm["frac_link1"] == sm["frac_link2"] == sm["frac_link3"] == sm["frac_holds"] == 1.0, (inst, sm)
