@@ -89,6 +89,20 @@ def per_instance_rows(res) -> list[dict]:
     return rows
 
 
+def c9_table(res) -> dict:
+    """C9's sub-claims judged on v6's drawn instances (appendix): the aggregate verdict and the per-instance counts."""
+    from collections import Counter
+
+    m, agg = res.c9["matrix"], res.c9["aggregate"]
+    rows = []
+    for sub in m.index:
+        cnt = Counter(v if isinstance(v, str) else vd.OUT_OF_SCOPE for v in m.loc[sub])
+        rows.append([sub, agg.get(sub, ""), ", ".join(f"{w} {n}" for w, n in cnt.most_common())])
+    return dict(title=f"C9's sub-claims on protocol v6's {m.shape[1]} drawn instances (primary cell; rules of "
+                      f"docs/protocol.md; counts of the per-instance verdicts)",
+                columns=["sub-claim", "verdict (aggregate)", "per-instance verdicts"], rows=rows)
+
+
 def plot(res, delays=PROFILE_DELAYS):
     """Performance profiles per family (rows) × delay (columns) on the primary arm; returns ``(fig, axes)``."""
     p = res.protocol
@@ -136,5 +150,6 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
                                       columns=["instance", "arm", "d", "rival", "gmc − rival [95 % t]"],
                                       rows=[[r["instance"], r["arm"], r["d"], r["rival"],
                                              f"{r['gmc_minus_rival']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"]
-                                            for r in per_instance_rows(res)])])
+                                            for r in per_instance_rows(res)]),
+                                 c9_table(res)])
     return common.FigureResult(NAME, common.save(fig, out_dir, NAME, meta), [], [], time.perf_counter() - t0)

@@ -289,7 +289,8 @@ def headline_settings(rep: dict, ents: list[dict] | None = None) -> list[tuple[s
             out.append(("Tiny LM on CPU (fresh seeds)", es, delays))
             continue
         n = len((meta.get("families") or {}).get(g.removesuffix("-family"), []))
-        label = f"{GROUPS[g].split(' (')[0].capitalize()} (v6, {n or '?'} drawn, nAUC IQM, {arm})"
+        name = GROUPS[g].split(" (")[0]
+        label = f"{name[0].upper() + name[1:]} (v6, {n or '?'} drawn, nAUC IQM, {arm})"
         out.append((label, confirmatory(ents, meta, g), delays))
     return out
 
