@@ -108,16 +108,21 @@ def code_at(commit: str) -> str | bool | None:
             _CODE_AT[commit] = False
             return False
         names = git("ls-tree", "-r", "--name-only", commit, "--", *DEFAULT_CODE_PACKAGES).stdout.decode().splitlines()
-        h = hashlib.sha256()
+        ordered = []
         for pkg in DEFAULT_CODE_PACKAGES:  # the order and paths sweep.code_version hashes
-            files = sorted((n for n in names if n.startswith(pkg + "/") and n.endswith(".py")
-                            and "__pycache__" not in n), key=lambda n: Path(n).parts)
-            for n in files:
-                blob = git("cat-file", "blob", f"{commit}:{n}").stdout
-                h.update(n.encode())
-                h.update(b"\0")
-                h.update(blob)
-                h.update(b"\0")
+            ordered += sorted((n for n in names if n.startswith(pkg + "/") and n.endswith(".py")
+                               and "__pycache__" not in n), key=lambda n: Path(n).parts)
+        out = git("cat-file", "--batch", data="".join(f"{commit}:{n}\n" for n in ordered).encode()).stdout
+        h, pos = hashlib.sha256(), 0
+        for n in ordered:  # "<sha> blob <size>\n<bytes>\n" per file
+            head_end = out.index(b"\n", pos)
+            size = int(out[pos:head_end].split()[2])
+            blob = out[head_end + 1:head_end + 1 + size]
+            pos = head_end + 1 + size + 1
+            h.update(n.encode())
+            h.update(b"\0")
+            h.update(blob)
+            h.update(b"\0")
     except (OSError, subprocess.SubprocessError):
         return None
     _CODE_AT[commit] = h.hexdigest()[:16]
@@ -282,7 +287,8 @@ def check_evidence(out_dir, expected=None) -> tuple[list[dict], list[dict]]:
                                  "(edited stamp?)", m)
         elif actual != m.get("code_version"):
             problem(m["figure"], f"stamp mismatch: code_version {m.get('code_version')} is not the code of commit "
-                                 f"{m['git_commit'][:12]} ({actual}): edited after it was written", m)
+                                 f"{m['git_commit'][:12]} ({actual}): edited after it was written, or written from a tree "
+                                 "with uncommitted code files", m)
         else:
             continue
         sidecars.remove(m)
