@@ -86,6 +86,12 @@ TARGETS: dict[str, list[str]] = {
         "--deselect=tests/test_peer_losses.py::test_peer_losses_run_in_the_learner_and_are_not_corrections",
     ] for m, names in (("trl_opsm", ["trl_seq_mask"]), ("luspo", ["luspo"]), ("gpg", ["gpg"]), ("sapo", ["sapo"]),
                        ("verl_rollout_corr", ["verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs"]))},
+    # issue 55: the code that draws conclusions, against its unit tests (tests/unit/test_decision_*.py, seconds each)
+    # and the file's own fast tests.
+    "figures/report/headline.py": ["tests/unit/test_decision_headline*.py", "tests/test_headline.py"],
+    "simulate/protocol/aggregate.py": ["tests/unit/test_decision_aggregate*.py"],
+    "simulate/protocol/families.py": ["tests/unit/test_decision_families*.py"],
+    "figures/report/answer.py": ["tests/unit/test_decision_answer*.py"],
 }
 #: Targets run with the JIT on (module docstring): no kernel in the file, and tests that train.
 JIT_ON = {"simulate/training/overlap.py", "simulate/protocol/c9.py"}
