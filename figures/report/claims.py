@@ -29,8 +29,6 @@ EQUIV_REL = 0.10
 #: Where and when the margin was fixed (printed in the C7 row).
 EQUIV_REL_HISTORY = ("TOST margin ±10 % (of the value at the largest G) first chosen after seeing seed 0, fixed before "
                      "this fresh seed (2026-12-07)")
-#: The bound's ε-exponent of each map's fourth-order delay term (theory.claims C4).
-C4_BOUND_EXPONENT = {"gmc": -2, "tis": -2, "tic": -4}
 #: Row labels of the verdict table, in order (C4 has two rows).
 ROWS = ("C1", "C2", "C3", "C4", "C4-rate", "C5", "C5-T", "C6", "C7", "C8", "C9")
 
