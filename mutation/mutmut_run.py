@@ -70,8 +70,10 @@ def _env(src: Path, target: str) -> dict:
     env.pop("PYTHONPATH", None)  # mutmut puts mutants/ first on sys.path itself
     env["NUMBA_CACHE_DIR"] = str(src / ".numba_cache")
     env.setdefault("OMP_NUM_THREADS", "1")
-    if target not in cr.JIT_ON:
-        env["NUMBA_DISABLE_JIT"] = "1"
+    # The JIT stays on: the registry refuses a JIT-less kernel at import (run.py's shim is a sitecustomize, which a
+    # console script does not import from the scratch copy), and the mutated files hold no kernel, so the Numba
+    # cache of the scratch copy, filled by the first (stats) run, stays valid for every mutant.
+    env.pop("NUMBA_DISABLE_JIT", None)
     return env
 
 

@@ -1,0 +1,233 @@
+"""rliable-style aggregates of protocol v6 (simulate/protocol/aggregate.py) on tiny hand-computed matrices: IQM
+difference, probability of improvement, the paired stratified bootstrap, and the score matrix a run table gives."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulate.protocol import aggregate as ag
+
+
+# --- score_matrix ----------------------------------------------------------------------------------------------
+
+def _table():
+    rows = []
+    for phase in ("eval", "tune"):
+        for kind in ("tuned", "common"):
+            for est in ("gmc", "tis"):
+                for d in (8, 32):
+                    for G, eps in ((8, 0.2), (4, 0.5)):
+                        for inst in ("a", "b"):
+                            for seed in (1, 2, 3):
+                                v = (100 * (phase == "eval") + 10 * (kind == "tuned") + (est == "gmc") + d / 1000
+                                     + G / 1e5 + eps / 1e7 + (inst == "b") * 0.5 + seed * 0.01)
+                                rows.append(dict(phase=phase, eta_kind=kind, estimator=est, d=d, G=G, eps=eps,
+                                                 instance=inst, seed=seed, nauc=v, other=-v))
+    return pd.DataFrame(rows)
+
+
+def test_score_matrix_selects_eval_runs_of_the_arm_estimator_and_delay_in_the_given_order():
+    t = _table()
+    X = ag.score_matrix(t, "gmc", 8, ["b", "a"], [3, 1], G=8, eps=0.2)
+    base = 100 + 10 + 1 + 0.008 + 8e-5 + 0.2e-7
+    want = np.array([[base + 0.5 + 0.03, base + 0.03], [base + 0.5 + 0.01, base + 0.01]])
+    assert X.dtype == np.float64 and X.shape == (2, 2)
+    np.testing.assert_allclose(X, want, rtol=0, atol=1e-12)
+
+
+def test_score_matrix_filters_by_arm_column_G_and_eps():
+    t = _table()
+    X = ag.score_matrix(t, "tis", 32, ["a"], [2], eta_kind="common", column="other", G=4, eps=0.5 + 1e-12)
+    assert X[0, 0] == pytest.approx(-(100 + 0 + 0 + 0.032 + 4e-5 + 0.5e-7 + 0.02), abs=1e-12)
+    # without G / eps the first run of each (seed, instance) is taken: still the eval tuned runs only
+    X = ag.score_matrix(t, "gmc", 8, ["a"], [1])
+    assert 111 < X[0, 0] < 112
+
+
+def test_score_matrix_names_the_missing_instance_or_seed():
+    t = _table()
+    with pytest.raises(ValueError, match=r"no tuned evaluation runs of gmc at d = 8 for \['c'\]"):
+        ag.score_matrix(t, "gmc", 8, ["a", "c"], [1])
+    with pytest.raises(ValueError, match=r"\[7\]"):
+        ag.score_matrix(t, "gmc", 8, ["a"], [1, 7])
+    with pytest.raises(ValueError, match="no common evaluation runs of gmc at d = 16"):
+        ag.score_matrix(t, "gmc", 16, ["a"], [1], eta_kind="common")
+
+
+def test_score_matrix_refuses_non_finite_scores():
+    t = _table()
+    t.loc[(t.estimator == "gmc") & (t.phase == "eval") & (t.seed == 2), "nauc"] = np.inf  # (a NaN is dropped by the pivot: then "no runs")
+    with pytest.raises(ValueError, match="non-finite nauc for gmc at d = 8"):
+        ag.score_matrix(t, "gmc", 8, ["a"], [1, 2], G=8, eps=0.2)
+    assert ag.score_matrix(t, "gmc", 8, ["a"], [1, 3], G=8, eps=0.2).shape == (2, 1)
+
+
+# --- resample_rows -------------------------------------------------------------------------------------------
+
+def test_resample_rows_shape_range_and_seed():
+    r = ag.resample_rows(5, 3, reps=100, seed=1)
+    assert r.shape == (100, 5, 3) and r.min() >= 0 and r.max() <= 4 and r.max() == 4 and r.min() == 0
+    np.testing.assert_array_equal(r, np.random.default_rng(1).integers(0, 5, size=(100, 5, 3)))
+    np.testing.assert_array_equal(ag.resample_rows(4, 2), np.random.default_rng(53).integers(0, 4, size=(2000, 4, 2)))
+
+
+@pytest.mark.parametrize("reps", [99, 0, -5, 100.0, "200", None])
+def test_resample_rows_refuses_too_few_or_non_integer_reps(reps):
+    with pytest.raises(ValueError, match="reps must be an integer >= 100"):
+        ag.resample_rows(3, 2, reps=reps)
+
+
+# --- iqm_diff and poi --------------------------------------------------------------------------------------------
+
+def test_iqm_is_the_mean_of_the_middle_half_of_all_runs():
+    X = np.arange(8.0).reshape(4, 2)  # runs 0..7: middle half 2, 3, 4, 5
+    Y = np.zeros((4, 2))
+    assert ag.iqm_diff(X, Y) == pytest.approx(3.5)
+    assert ag.iqm_diff(Y, X) == pytest.approx(-3.5)
+    assert isinstance(ag.iqm_diff(X, Y), float)
+    X2 = X.copy()
+    X2[0, 0] = -1000.0  # an outlier in the trimmed quarter moves nothing
+    assert ag.iqm_diff(X2, Y) == pytest.approx(3.5)
+
+
+def test_iqm_diff_of_a_stack_is_one_value_per_matrix_and_matches_the_matrix_form():
+    rng = np.random.default_rng(0)
+    Xs, Ys = rng.normal(size=(5, 8, 3)), rng.normal(size=(5, 8, 3))
+    v = ag.iqm_diff(Xs, Ys)
+    assert v.shape == (5,)
+    np.testing.assert_allclose(v, [ag.iqm_diff(Xs[i], Ys[i]) for i in range(5)], rtol=1e-12, atol=1e-12)
+
+
+def test_poi_counts_ties_as_half_per_task_then_averages_tasks():
+    X = np.array([[1.0, 0.0], [2.0, 0.0]])
+    Y = np.array([[1.0, 5.0], [0.0, 5.0]])
+    # task 0: pairs (1,1) tie, (1,0) win, (2,1) win, (2,0) win -> (3 + 0.5)/4; task 1: 0 -> mean 0.4375
+    assert ag.poi(X, Y) == pytest.approx(0.4375)
+    assert ag.poi(Y, X) == pytest.approx(1 - 0.4375)
+    assert isinstance(ag.poi(X, Y), float)
+
+
+def test_poi_of_a_stack_matches_rliable_per_matrix():
+    rng = np.random.default_rng(1)
+    Xs = rng.integers(0, 3, size=(4, 5, 2)).astype(float)  # many ties
+    Ys = rng.integers(0, 3, size=(4, 5, 2)).astype(float)
+    v = ag.poi(Xs, Ys)
+    assert v.shape == (4,)
+    np.testing.assert_allclose(v, [ag.poi(Xs[i], Ys[i]) for i in range(4)], rtol=1e-12, atol=1e-12)
+
+
+# --- stratified_bootstrap ----------------------------------------------------------------------------------------
+
+def test_bootstrap_is_paired_a_constant_shift_has_a_zero_width_interval():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(6, 3))
+    point, lo, hi = ag.stratified_bootstrap(ag.iqm_diff, X, X - 0.25, reps=200)
+    assert point == pytest.approx(0.25) and lo == pytest.approx(0.25) and hi == pytest.approx(0.25)
+
+
+def test_bootstrap_resamples_seeds_within_each_instance():
+    X = np.array([[0.0, 100.0], [1.0, 101.0], [0.5, 100.5]])
+
+    def col1_min(A, B):
+        return A[:, 1].min() if A.ndim == 2 else A[:, :, 1].min(axis=1)
+
+    _, lo, hi = ag.stratified_bootstrap(col1_min, X, X, reps=300)
+    assert lo >= 100.0 and hi <= 101.0
+
+
+def test_bootstrap_interval_is_the_percentile_at_the_level_and_point_is_on_the_data():
+    X = np.ones((3, 2))
+    seen = {}
+
+    def fn(A, B):
+        if A.ndim == 2:
+            return -1.0
+        seen["shape"] = A.shape
+        return np.arange(A.shape[0], dtype=float)
+
+    point, lo, hi = ag.stratified_bootstrap(fn, X, X)
+    assert seen["shape"] == (2000, 3, 2)
+    assert point == -1.0
+    assert lo == pytest.approx(np.quantile(np.arange(2000.0), 0.025))
+    assert hi == pytest.approx(np.quantile(np.arange(2000.0), 0.975))
+    point, lo, hi = ag.stratified_bootstrap(fn, X, X, reps=100, level=0.9)
+    assert (lo, hi) == pytest.approx((np.quantile(np.arange(100.0), 0.05), np.quantile(np.arange(100.0), 0.95)))
+
+
+def test_bootstrap_same_seed_same_interval_other_seed_other_interval():
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
+    a = ag.stratified_bootstrap(ag.iqm_diff, X, Y, reps=200)
+    assert a == ag.stratified_bootstrap(ag.iqm_diff, X, Y, reps=200, seed=ag.BOOT_SEED)
+    assert a != ag.stratified_bootstrap(ag.iqm_diff, X, Y, reps=200, seed=ag.BOOT_SEED + 1)
+
+
+@pytest.mark.parametrize("X,Y", [
+    (np.zeros((3, 2)), np.zeros((3, 3))),      # shapes differ
+    (np.zeros((3, 2, 1)), np.zeros((3, 2, 1))),  # not matrices
+    (np.zeros((1, 2)), np.zeros((1, 2))),      # one seed
+    (np.zeros((3, 0)), np.zeros((3, 0))),      # no instance
+])
+def test_bootstrap_refuses_bad_shapes(X, Y):
+    with pytest.raises(ValueError, match="matrices of one shape"):
+        ag.stratified_bootstrap(ag.iqm_diff, X, Y, reps=100)
+
+
+def test_bootstrap_accepts_the_smallest_shapes():
+    assert len(ag.stratified_bootstrap(ag.iqm_diff, np.zeros((2, 1)), np.zeros((2, 1)), reps=100)) == 3
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_bootstrap_refuses_non_finite_scores_in_either_matrix(bad):
+    X = np.zeros((3, 2))
+    B = X.copy()
+    B[1, 1] = bad
+    with pytest.raises(ValueError, match="finite"):
+        ag.stratified_bootstrap(ag.iqm_diff, B, X, reps=100)
+    with pytest.raises(ValueError, match="finite"):
+        ag.stratified_bootstrap(ag.iqm_diff, X, B, reps=100)
+
+
+@pytest.mark.parametrize("level", [0.5, 1.0, 0.3, 1, 0.95j, "0.9"])
+def test_bootstrap_refuses_levels_outside_half_to_one(level):
+    with pytest.raises(ValueError, match=r"level must be a number in \(0.5, 1\)"):
+        ag.stratified_bootstrap(ag.iqm_diff, np.zeros((3, 2)), np.zeros((3, 2)), reps=100, level=level)
+
+
+def test_bootstrap_accepts_levels_just_inside():
+    for level in (0.500001, 0.999):
+        assert len(ag.stratified_bootstrap(ag.iqm_diff, np.ones((3, 2)), np.zeros((3, 2)), reps=100, level=level)) == 3
+
+
+# --- compare and performance_profile ---------------------------------------------------------------------------
+
+def test_compare_reports_both_statistics_with_their_intervals_and_sizes():
+    X = np.array([[1.0, 2.0], [1.5, 2.5], [1.2, 2.2]])
+    Y = X - 1.0
+    c = ag.compare(X, Y, reps=100)
+    assert set(c) == {"delta", "lo", "hi", "poi", "poi_lo", "poi_hi", "n_seeds", "n_instances"}
+    assert (c["delta"], c["lo"], c["hi"]) == pytest.approx((1.0, 1.0, 1.0))
+    assert c["poi"] == pytest.approx(ag.poi(X, Y))
+    assert c["poi_lo"] <= c["poi"] <= c["poi_hi"] and c["poi_hi"] <= 1.0
+    assert (c["n_seeds"], c["n_instances"]) == (3, 2)
+    d, lo, hi = ag.stratified_bootstrap(ag.poi, X, Y, 100, 7)
+    c7 = ag.compare(X, Y, reps=100, seed=7)
+    assert (c7["poi"], c7["poi_lo"], c7["poi_hi"]) == (d, lo, hi)
+
+
+def test_compare_defaults_are_the_registered_resamples():
+    rng = np.random.default_rng(4)
+    X, Y = rng.normal(size=(4, 2)), rng.normal(size=(4, 2))
+    c = ag.compare(X, Y)
+    assert (c["delta"], c["lo"], c["hi"]) == ag.stratified_bootstrap(ag.iqm_diff, X, Y, 2000, 53)
+
+
+def test_performance_profile_counts_runs_strictly_above_each_tau():
+    X = np.array([[0.0, 0.5], [0.5, 1.0]])
+    np.testing.assert_allclose(ag.performance_profile(X, np.array([-1.0, 0.0, 0.5, 0.99, 1.0])),
+                               [1.0, 0.75, 0.25, 0.25, 0.0])
+
+
+def test_registered_constants():
+    assert (ag.BOOT_REPS, ag.BOOT_SEED, ag.LEVEL) == (2000, 53, 0.95)
+    assert ag.INTERVAL == ("95 % stratified bootstrap percentile interval (seeds resampled within instances, paired; "
+                           "2000 resamples)")
