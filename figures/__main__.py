@@ -180,6 +180,11 @@ def _run(argv: list[str] | None) -> int:
 
     t0 = time.perf_counter()
     md, page, rep = rp.write(out, report, quick=args.quick, timings=timings, failures=failures, provenance=provenance)
+    for pb in rep["evidence_problems"]:  # a missing or damaged sidecar: its rows are not run (issue 56)
+        print(f"  evidence {pb['file']}: {pb['reason']} → {', '.join(pb['rows']) or 'no claim row'} not run",
+              file=sys.stderr)
+    if committed and rep["evidence_problems"]:
+        failures = {**failures, "evidence": f"{len(rep['evidence_problems'])} sidecar(s) missing or damaged"}
     if committed and not failures:
         readme = HERE.parent / "README.md"
         if rp.update_readme(readme, rep):
