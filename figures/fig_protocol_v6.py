@@ -21,6 +21,9 @@ from simulate import verdicts as vd
 from simulate.protocol import aggregate as ag
 
 NAME = "fig_protocol_v6"
+#: ``--quick`` leaves it out loudly: its quick overlay (4 draws × 11 estimators × 3 delays × 2 arms) took longer than
+#: the 3-minute quick budget (a 2-draw calibration run: 187 s on 2 loaded cores, most of it each worker's compile).
+SKIP_IN_QUICK = True
 #: report group of each family (figures/report/answer.py GROUPS)
 FAMILY_GROUPS = {"tabular": "tabular-family", "lm-like": "lm-like-family"}
 ARMS = {"tuned": "tuned η", "common": "common η"}

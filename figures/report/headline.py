@@ -89,9 +89,10 @@ def _num(x: float) -> str:
     return f"{x:+.3f}".replace("-", "−")
 
 
-def line(label: str, dec: Decision, no_data: str | None = None) -> str:
+def line(label: str, dec: Decision, no_data: str | None = None, subject: str = "gmc") -> str:
     """One headline line (at most :data:`MAX_CHARS` characters; the label is shortened to fit); ``no_data``
-    replaces the text of a setting with no results (e.g. why it has none)."""
+    replaces the text of a setting with no results (e.g. why it has none); ``subject``: the estimator the entries
+    are ``subject − rival`` of (``simulate score`` judges a user's map by the same rule)."""
     ds = ", ".join(map(str, dec.delays))
     if dec.status == NO_DATA:
         body = no_data or "not run: no results yet → no recommendation."
@@ -99,12 +100,12 @@ def line(label: str, dec: Decision, no_data: str | None = None) -> str:
         rs = list(dict.fromkeys(r for r, _ in dec.missing))
         body = f"not measured: {', '.join(rs[:3])}{' …' if len(rs) > 3 else ''} → no recommendation."
     elif dec.status == USE_GMC:
-        body = (f"use **gmc**: not significantly behind any of {dec.n_rivals} rivals at d ∈ {{{ds}}}"
+        body = (f"use **{subject}**: not significantly behind any of {dec.n_rivals} rivals at d ∈ {{{ds}}}"
                 + (f"; ahead of {len(dec.ahead)}." if dec.ahead else "."))
     else:
         w = dec.winner
-        body = (f"use **{w['rival']}**, not gmc: it beats gmc at d = {int(w['d'])} by {_num(-w['delta'])} "
-                f"[{_num(-w['hi'])}, {_num(-w['lo'])}]; gmc behind at d ∈ {{{', '.join(map(str, dec.behind_at))}}}.")
+        body = (f"use **{w['rival']}**, not {subject}: it beats {subject} at d = {int(w['d'])} by {_num(-w['delta'])} "
+                f"[{_num(-w['hi'])}, {_num(-w['lo'])}]; {subject} behind at d ∈ {{{', '.join(map(str, dec.behind_at))}}}.")
     room = MAX_CHARS - len(body) - 2
     if room < 8:
         raise ValueError(f"headline body too long for {MAX_CHARS} characters: {body!r}")

@@ -191,11 +191,17 @@ def _inline(fn, cells: list[dict], proto: Protocol, progress: bool, desc: str) -
 
 
 def run_protocol(protocol: str | Path | Protocol | None = None, *, quick: bool = False, instances=None,
-                 progress: bool = True, local_exponent=None, **sweep_kw) -> ProtocolResult:
+                 progress: bool = True, local_exponent=None, path: str | Path | None = None,
+                 **sweep_kw) -> ProtocolResult:
     """Run the whole protocol (C9 grid, then C5 test A) on ``instances`` (default: the protocol's)
     and return tables and verdicts. ``sweep_kw`` go to :func:`sweep.run_sweep` (``root``, ``backend``,
-    ``dask_local``, ``scheduler``…) for registered instances; instance objects run in-process."""
-    path = DEFAULT_PATH if protocol is None or isinstance(protocol, Protocol) else Path(protocol)
+    ``dask_local``, ``scheduler``…) for registered instances; instance objects run in-process. ``path``: the file
+    a :class:`Protocol` object was read from (default: the committed default file), which every cell re-reads and
+    checks by hash (e.g. ``simulate score`` runs v6 with one estimator added to its grid)."""
+    if path is not None:
+        path = Path(path)
+    else:
+        path = DEFAULT_PATH if protocol is None or isinstance(protocol, Protocol) else Path(protocol)
     proto = _proto(protocol, quick)
     insts = list(proto.instances if instances is None else instances)
     if not insts:
