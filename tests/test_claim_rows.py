@@ -109,3 +109,13 @@ def test_the_table_refuses_a_row_that_claims_a_test_without_a_falsifier(committe
     monkeypatch.setattr(claims, "record", bad)
     with pytest.raises(ValueError, match="C3: 'holds' without a falsifier"):
         render.claim_rows(rep)
+
+
+def test_key_findings_call_measured_only_the_rows_that_could_have_failed(committed_rows):
+    from figures.report import findings
+
+    rep, _, _ = committed_rows
+    line = next(x for x in findings.key_findings(rep) if x.startswith("Measured claims"))
+    tested, _, untested = line.partition("Measured, but no test: ")
+    assert "C4 (rate)" not in tested and "C6" not in tested and "C1 " in tested
+    assert "C4 (rate) symbolic only" in untested and "C6 assumption check, cannot fail" in untested
