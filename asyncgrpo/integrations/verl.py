@@ -18,9 +18,9 @@ work is split the way verl splits its own rollout correction:
    (:func:`register_policy_losses`). It is the toolkit's
    :func:`~asyncgrpo.estimators.token_level.policy_loss` with ``A_i·sg(w_i)`` as the per-sequence
    coefficient, ``loss = −Σ_{i,t} ν_{i,t} A_i sg(w_i) log π_θ(a_{i,t}|s_{i,t})``, with verl's
-   aggregation modes ``token-mean``, ``seq-mean-token-mean`` and ``seq-mean-token-sum``, and
-   ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``, ``global_batch_size``) honoured
-   as verl's ``agg_loss`` does (read against verl 0.8.0.dev at b178a3c and the 0.9.1 wheel).
+   aggregation modes ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum`` and
+   ``seq-mean-token-sum-norm``, and ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+   ``global_batch_size``, ``loss_scale_factor``) honoured as verl 0.9.1's ``agg_loss`` does.
 
 The weights are those of the policy at the start of the step: with several PPO mini-batches or
 epochs per step, later updates use weights that are stale by those inner updates (as verl's own
