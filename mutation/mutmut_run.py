@@ -188,18 +188,26 @@ def report(workdir: Path, targets) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("files", nargs="+", help="targets (keys of run.TARGETS)")
+    ap.add_argument("files", nargs="*", help="targets (keys of run.TARGETS; default: all of them)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "asyncgrpo-mutation")
     ap.add_argument("--report", action="store_true", help="only print the table of the last runs")
-    args = ap.parse_args(argv)
-    for t in args.files:
+    ap.add_argument("--count", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sample", default=None, help=argparse.SUPPRESS)
+    # run.py's other options (`make mutate FILES="--timeout 90 FILE"` passes them to both): accepted, not used
+    args, rest = ap.parse_known_args(argv)
+    files = args.files + [x for x in rest if not x.startswith("-") and x in cr.TARGETS]
+    files = files or list(cr.TARGETS)
+    for t in files:
         if t not in cr.TARGETS:
             ap.error(f"unknown target {t!r}; choose from {', '.join(cr.TARGETS)}")
+    if args.count or args.sample is not None:
+        print("mutmut: runs every mutant of a file (no --count, no --sample); left out", flush=True)
+        return 0
     args.workdir.mkdir(parents=True, exist_ok=True)
     if not args.report:
-        for t in args.files:
+        for t in files:
             run_target(t, args.workdir)
-    return report(args.workdir, args.files)
+    return report(args.workdir, files)
 
 
 if __name__ == "__main__":
