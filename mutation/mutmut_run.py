@@ -194,9 +194,11 @@ def main(argv=None) -> int:
     ap.add_argument("--count", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sample", default=None, help=argparse.SUPPRESS)
     # run.py's other options (`make mutate FILES="--timeout 90 FILE"` passes them to both): accepted, not used
-    args, rest = ap.parse_known_args(argv)
-    files = args.files + [x for x in rest if not x.startswith("-") and x in cr.TARGETS]
-    files = files or list(cr.TARGETS)
+    for opt in ("--timeout", "--seed", "--max-minutes", "--snapshot", "--source"):
+        ap.add_argument(opt, help=argparse.SUPPRESS)
+    ap.add_argument("--rerun-survivors", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    files = args.files or list(cr.TARGETS)
     for t in files:
         if t not in cr.TARGETS:
             ap.error(f"unknown target {t!r}; choose from {', '.join(cr.TARGETS)}")
