@@ -179,10 +179,14 @@ TRL_RUNS = {  # toolkit name → (TRL loss_type, _compute_loss settings); the to
     "trl_seq_mask": ("grpo", dict(off_policy_mask_threshold=0.5, old_is_rollout=False), {}),
     "luspo": ("luspo", dict(level="sequence"), {}),  # TRL's defaults on both sides (ε = 0.2, 0.2)
     "sapo": ("sapo", dict(level="token"), {}),
+    "grpo": ("grpo", dict(level="token"), dict(eps_low=0.2, eps_high=0.2)),
+    "gspo": ("grpo", dict(level="sequence"), dict(eps_low=0.2, eps_high=0.2)),
 }
+#: what TRL's _compute_loss logs besides its loss that policy_loss cannot know (it takes no entropies)
+_NOT_KNOWN = {"entropy"}
 
 
-@pytest.mark.parametrize("name", ["sapo", "trl_seq_mask", "luspo"])
+@pytest.mark.parametrize("name", ["sapo", "trl_seq_mask", "luspo", "grpo", "gspo"])
 def test_every_trl_name_the_toolkit_emits_carries_trls_value(name):
     """``to_peer(metrics, name, "trl")``: each name it emits is one TRL's ``_compute_loss`` logs for this loss
     (``loss``: the value it returns), with TRL's value; float32 ulps for TRL's ``.float()`` shares."""
@@ -196,7 +200,10 @@ def test_every_trl_name_the_toolkit_emits_carries_trls_value(name):
             theirs["loss"] = float(t_loss)
             lp = (lr + ell).clone().requires_grad_(True)
             m = tl.policy_loss(name, lp, lr, adv, mask, loss_agg_mode="grpo", return_metrics=True, **tk)[1]
-            for k, v in lm.to_peer(m, name, "trl").items():
+            emitted = lm.to_peer(m, name, "trl")
+            # every name TRL logs for this loss is emitted (issue 57: low_min/high_max were missing), and no other
+            assert set(emitted) == set(theirs) - _NOT_KNOWN, (name, sorted(set(emitted) ^ (set(theirs) - _NOT_KNOWN)))
+            for k, v in emitted.items():
                 assert k in theirs, (name, case, k, "emitted, TRL logs no such name for this loss")
                 assert v == pytest.approx(theirs[k], rel=8 * torch.finfo(torch.float32).eps, abs=1e-7), \
                     (name, case, seed, k, v, theirs[k])

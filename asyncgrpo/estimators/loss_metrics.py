@@ -23,6 +23,8 @@ key                        definition
 ``clipfrac_dual``          share of real tokens with ``A<0`` and ratio ``> c`` (0 without dual clip)
 ``clipfrac_seq_*``         gspo: the same as shares of all ``N`` rows, empty rows (never clipped) included
                            (TRL's sequence-level convention)
+``clipfrac_low_min``,      TRL's ``clip_ratio/low_min``, ``high_max``: min / max over rows with a real token of the
+``clipfrac_high_max``      row's low / high share (``clipfrac_seq_low_min``/``_high_max``: of the rows' 0/1 values)
 ``clipfrac_high_pos``      cispo: ``A>0`` and clamped above (TRL's ``cispo_clip_ratio``)
 ``clamp_frac_all``         cispo: clamped on either side, any ``A`` (verl's cispo ``pg_clipfrac``)
 ``m2po_masked_frac``       m2po: share of real tokens dropped by the second-moment mask
@@ -81,6 +83,8 @@ PEER_NAMES: dict[str, dict[str, str]] = {
         "clipfrac_low": "clip_ratio/low_mean",
         "clipfrac_high": "clip_ratio/high_mean",
         "clipfrac": "clip_ratio/region_mean",
+        "clipfrac_low_min": "clip_ratio/low_min",
+        "clipfrac_high_max": "clip_ratio/high_max",
     },
 }
 
@@ -102,11 +106,12 @@ def peer_names(name: str, peer: str) -> dict[str, str]:
         # a peer correction runs beside the PPO ratio π_θ/π_old, whose statistics the peer logs under its actor
         # names: the *_prox keys (0 at π_old = π_θ); the map's own k1 / cut share stay under the toolkit's keys
         for key, prox in (("clipfrac", "clipfrac_prox"), ("ppo_kl_verl", "ppo_kl_prox"), ("clipfrac_dual", "clipfrac_prox_dual"),
-                          ("clipfrac_low", "clipfrac_prox_low"), ("clipfrac_high", "clipfrac_prox_high")):
+                          ("clipfrac_low", "clipfrac_prox_low"), ("clipfrac_high", "clipfrac_prox_high"),
+                          ("clipfrac_low_min", "clipfrac_prox_low_min"), ("clipfrac_high_max", "clipfrac_prox_high_max")):
             if key in out:
                 out[prox] = out.pop(key)
     if peer == "trl" and name == "sapo":  # TRL's sapo has no clip: it logs no clip_ratio/*
-        for key in ("clipfrac_low", "clipfrac_high", "clipfrac"):
+        for key in ("clipfrac_low", "clipfrac_high", "clipfrac", "clipfrac_low_min", "clipfrac_high_max"):
             out.pop(key)
     if peer == "verl" and name == "gpg":  # verl's compute_policy_loss_gpg logs no metric of its own
         for key in ("clipfrac", "ppo_kl_verl", "clipfrac_dual"):
@@ -119,13 +124,15 @@ def peer_names(name: str, peer: str) -> dict[str, str]:
         out.pop("clipfrac")
         out["clamp_frac_all"] = "actor/pg_clipfrac"
     if peer == "trl" and name == "cispo":
-        for key in ("clipfrac_low", "clipfrac_high", "clipfrac"):
+        for key in ("clipfrac_low", "clipfrac_high", "clipfrac", "clipfrac_low_min", "clipfrac_high_max"):
             out.pop(key)
         out["clipfrac_high_pos"] = "cispo_clip_ratio"
     if peer == "trl" and name in ("gspo", "luspo"):
-        for side in ("low", "high"):
+        for side, ext in (("low", "min"), ("high", "max")):
             out.pop(f"clipfrac_{side}")
             out[f"clipfrac_seq_{side}"] = f"clip_ratio/{side}_mean"
+            out.pop(f"clipfrac_{side}_{ext}")
+            out[f"clipfrac_seq_{side}_{ext}"] = f"clip_ratio/{side}_{ext}"
         out.pop("clipfrac")
         out["clipfrac_seq"] = "clip_ratio/region_mean"
     return out
@@ -272,6 +279,14 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
             # over all N rows, as TRL divides (an empty row has ratio exp(0) = 1: counted, never clipped)
             for key, x in (("clipfrac_seq_high", high), ("clipfrac_seq_low", low), ("clipfrac_seq", high | low)):
                 out[key] = float((x[:, 0] & rows).sum()) / N
+            # TRL's clip_ratio/low_min, high_max at sequence level: the min / max over all N row values
+            out["clipfrac_seq_low_min"] = float((low[:, 0] & rows).to(f64).min())
+            out["clipfrac_seq_high_max"] = float((high[:, 0] & rows).to(f64).max())
+        # TRL's clip_ratio/low_min, high_max at token level: min / max over the rows with a real token of the row's
+        # share (TRL's nanmin/nanmax skip the empty rows' 0/0)
+        share = lambda x: ((x & mask).sum(dim=1).to(f64) / T_i[:, 0])[rows]  # noqa: E731
+        out["clipfrac_low_min"] = float(share(low).min())
+        out["clipfrac_high_max"] = float(share(high).max())
         loss_mat = lm
         logk = torch.where(k > 0, lr, ninf)
         if name == "luspo":  # TRL sums the row's loss over its tokens: k = T_i·s_i
@@ -377,6 +392,9 @@ def loss_metrics(name, tok_ell, mask, adv, k, nu, *, logp_new, w=None, group_siz
         out["clipfrac_prox_high"] = _frac(pos & (lp > hi), mask, n_tok)
         out["clipfrac_prox_low"] = _frac(neg & (lp < lo), mask, n_tok)
         out["clipfrac_prox"] = _frac((pos & (lp > hi)) | (neg & (lp < lo)), mask, n_tok)
+        prox_share = lambda x: ((x & mask).sum(dim=1).to(f64) / T_i[:, 0])[rows]  # noqa: E731
+        out["clipfrac_prox_low_min"] = float(prox_share(neg & (lp < lo)).min())
+        out["clipfrac_prox_high_max"] = float(prox_share(pos & (lp > hi)).max())
         out["clipfrac_prox_dual"] = _frac(neg & (lp > math.log(3.0)), mask, n_tok)  # verl's dual clip, c = 3
     return out
 
