@@ -107,21 +107,102 @@ def _fmt(v: float, nd: int = 3) -> str:
     return "—" if not math.isfinite(v) else f"{v:+.{nd}f}"
 
 
+def _arms(tab) -> list[str]:
+    """The table's step-size arms, the headline arm first: η₀/4 (the smaller step), because at η₀ gmc itself fails
+    on the sparse-reward rungs under delay (the section says how often, from the data)."""
+    return sorted(dict.fromkeys(tab["arm"]), key=lambda a: "/" not in str(a))
+
+
+def _row(tab, arm, rung, d):
+    R = tab[(tab["arm"] == arm) & (tab["rung"] == rung) & (tab["d"] == d)]
+    return R.iloc[0] if len(R) else None
+
+
+def _quote(r, rival: str = "onpolicy") -> str:
+    """``gmc − rival`` with its 95 % paired-t interval and the failure counts of onpolicy (and the rival) and gmc."""
+    n = int(r["n"])
+    fails = f"fails onpolicy {int(r['fail_onpolicy'])}/{n}"
+    if rival != "onpolicy" and f"fail_{rival}" in r:
+        fails += f", {rival} {int(r[f'fail_{rival}'])}/{n}"
+    return (f"{_fmt(r[f'd_{rival}'])} [{_fmt(r[f'lo_{rival}'])}, {_fmt(r[f'hi_{rival}'])}], {fails}, "
+            f"gmc {int(r['fail_gmc'])}/{n}")
+
+
+def _both(tab, arms, rung, d, rival: str = "onpolicy") -> str:
+    """Every arm's ``gmc − rival`` at ``(rung, d)`` with failure counts, the headline arm first."""
+    return "; ".join(f"η = {a}: {_quote(r, rival)}" for a in arms if (r := _row(tab, a, rung, d)) is not None)
+
+
+def _j0(tab, rung) -> str:
+    J = tab[tab["rung"] == rung]["J0"]
+    return f"{float(J.mean()):.4g}" if len(J) else "—"
+
+
+def token_accuracy(rungs) -> dict:
+    """``{rung: (per-token accuracy, argmax share)}`` of each rung's starting policy
+    (:meth:`simulate.bridge.ladder.Rung.token_accuracy`); the transformer rung and unknown names are left out."""
+    from simulate.bridge.ladder import get_rung
+
+    out = {}
+    for r in rungs:
+        try:
+            R = get_rung(r)
+        except ValueError:
+            continue
+        out[r] = (R.token_accuracy(), R.token_accuracy(argmax=True))
+    return out
+
+
+def flips(tab, rung: str, arm: str) -> bool:
+    """The sign flips on ``rung`` at ``arm``: at some d ≥ 8 gmc − onpolicy has its 95 % interval above 0 and onpolicy
+    fails in ≥ 50 % of runs (:func:`simulate.bridge.summary.first_failure`'s rule)."""
+    from simulate.bridge.summary import FAIL_RATE
+
+    T = tab[(tab["rung"] == rung) & (tab["arm"] == arm) & tab["d"].isin(STALE)]
+    return bool(len(T) and ((T["lo_onpolicy"] > 0) & (T["fail_onpolicy"] >= FAIL_RATE * T["n"])).any())
+
+
+#: control → (the rung it is compared with, the ingredient it removes): issue 54's necessity test reads "the flip
+#: survives / disappears when the ingredient is removed", at every arm
+REMOVES = {
+    "c-no-shared": ("7-grpo-norm", "shared parameters (tabular policy)"),
+    "c-one-prompt": ("7-grpo-norm", "many prompts per step"),
+    "c-dense-warm6": ("6-sparse", "the sparse reward (dense per-token reward, per-token accuracy of the warm start "
+                                  "matched to rung 6's)"),
+    "c-sparse-warm5": ("6-sparse", "the strong warm start (per-token accuracy matched to rung 5's)"),
+}
+
+
 def answer_rows(tab, rungs: list[str], n_seeds: int) -> list[dict]:
-    """The report's ``answer`` rows (group ``toy-ladder``): gmc − rival at d = 8, 32 on ``rungs``, both arms."""
+    """The report's ``answer`` rows (group ``toy-ladder``): gmc − rival at d = 8, 32 on ``rungs``, both arms; every
+    row of the headline arm (η₀/4) carries the other arm's number beside it, with failure counts, in its
+    ``interval`` text (the report shows the first arm of a group) and as ``other_arms``."""
     rows = []
     # one arm per row of the report's table: the smaller step first (the report shows the first arm of a group;
     # at η₀ on the sparse-reward rungs gmc itself fails under delay, so η₀/4 is the arm where the LM's row is
-    # comparable); the arm is named in the row, and the other arm's rows stay in the sidecar and the appendix
+    # comparable); the arm is named in the row, and the other arm's number is in the row's interval text
     sel = tab[tab["rung"].isin(rungs) & tab["d"].isin(STALE)]
-    arms = sorted(dict.fromkeys(sel["arm"]), key=lambda a: "/" not in str(a))
+    arms = _arms(sel)
     for arm in arms:
         for _, r in sel[sel["arm"] == arm].iterrows():
             for rival in ("onpolicy", "is", "grpo"):
                 m, lo, hi = float(r[f"d_{rival}"]), float(r[f"lo_{rival}"]), float(r[f"hi_{rival}"])
+                n = int(r["n"])
+                fails = {e: int(r[f"fail_{e}"]) for e in ("onpolicy", rival, "gmc") if f"fail_{e}" in r}
+                interval = f"95 % paired t, {n_seeds} held-out seeds"
+                others = []
+                for a in arms[1:] if arm == arms[0] else []:
+                    o = _row(tab, a, r["rung"], int(r["d"]))
+                    if o is not None:
+                        others.append(dict(arm=f"η = {a}", delta=float(o[f"d_{rival}"]), lo=float(o[f"lo_{rival}"]),
+                                           hi=float(o[f"hi_{rival}"]),
+                                           fails={e: int(o[f"fail_{e}"]) for e in fails if f"fail_{e}" in o}))
+                        interval += (f"; {r['rung']}, d = {int(r['d'])}, gmc − {rival}: η = {arm} {_fmt(m)}, fails "
+                                     + ", ".join(f"{e} {k}/{n}" for e, k in fails.items())
+                                     + f"; beside it η = {a}: {_quote(o, rival)}")
                 rows.append(dict(group="toy-ladder", setting=str(r["rung"]), d=int(r["d"]),
                                  rival=rival, arm=f"η = {arm}", metric="nAUC", delta=m, lo=lo, hi=hi,
-                                 interval=f"95 % paired t, {n_seeds} held-out seeds", n=int(r["n"])))
+                                 interval=interval, n=n, fails=fails, other_arms=others))
     return rows
 
 
@@ -147,83 +228,140 @@ def transformer_paragraph(tab_t) -> str:
             "(at most, over delays).")
 
 
-def section(tab, order, tab_t=None) -> dict:
-    """The "Toy vs LM" section: the first failing rung, the mechanism diagnostic, the LM-faithful rung(s), and
-    the transformer rung (``tab_t``, :func:`transformer_table`) when given."""
-    import pandas as pd
-
-    from simulate.bridge.ladder import CONTROLS
+def section(tab, order, tab_t=None, token_acc: dict | None = None) -> dict:
+    """The "Toy vs LM" section: the arms, the first failing rung, the controls (which ingredient is necessary, as
+    measured), the mechanism diagnostic, the LM-faithful rung(s), and the transformer rung (``tab_t``,
+    :func:`transformer_table`) when given. Every ladder number is given at each arm (η₀/4 first), with failure
+    counts. ``token_acc``: ``{rung: (per-token accuracy, argmax share)}`` of the warm starts (:func:`token_accuracy`),
+    quoted with the controls."""
     from simulate.bridge.summary import first_failure, lm_faithful
 
     ladder = [r for r in order if not r.startswith("c-")]
+    controls = [r for r in order if r.startswith("c-")]
+    arms = _arms(tab)
     paras, found = [], {}
-    for arm in dict.fromkeys(tab["arm"]):
+    for arm in arms:
         A = tab[tab["arm"] == arm]
-        first = first_failure(A, ladder)
-        faithful = lm_faithful(A)
-        found[arm] = (first, faithful)
-        if first is None:
+        found[arm] = (first_failure(A, ladder), lm_faithful(A))
+    main_arm = arms[0]
+    first = found[main_arm][0]
+    if first is None:
+        first = next((f for f, _ in found.values() if f is not None), None)
+    for arm in arms:
+        if found[arm][0] is None:
             paras.append(f"Arm η = {arm}: no rung flips the sign — gmc − onpolicy at d ≥ 8 never has its 95 % "
                          f"interval above 0 with onpolicy failing in ≥ 50 % of runs, on any of the {len(ladder)} "
                          "rungs measured (table).")
-            continue
+    if first is not None:
+        F = tab[(tab["rung"] == first) & tab["d"].isin(STALE) & (tab["arm"] == main_arm)]
+        if not len(F):
+            F = tab[(tab["rung"] == first) & tab["d"].isin(STALE)]
+        d0 = int(F.loc[F["d_onpolicy"].idxmax()]["d"])
+        if len(arms) > 1:
+            # why the headline arm is η₀/4: gmc's own failures at the other arm(s), on the first failing rung
+            other = [f"at η = {a} on {first}, d = {d0}, gmc itself fails {int(r['fail_gmc'])}/{int(r['n'])} "
+                     f"(onpolicy {int(r['fail_onpolicy'])}/{int(r['n'])}, is {int(r['fail_is'])}/{int(r['n'])})"
+                     for a in arms[1:] if (r := _row(tab, a, first, d0)) is not None]
+            paras.append(f"Two step sizes per rung, η₀ (onpolicy's best at d = 0) and η₀/4; every ladder number below "
+                         f"is given at both, with failure counts. η = {main_arm} is the headline arm because "
+                         + "; ".join(other) + ": the step the undelayed learner likes is too large for every stale "
+                         "learner there.")
         k = ladder.index(first)
         prev = ladder[k - 1] if k > 0 else None
-        F = A[(A["rung"] == first) & A["d"].isin(STALE)]
-        worst = F.loc[F["d_onpolicy"].idxmax()]
-        txt = (f"Arm η = {arm}: uncorrected stale training first fails at rung {first}: at d = {int(worst['d'])} "
-               f"gmc − onpolicy = {_fmt(worst['d_onpolicy'])} [{_fmt(worst['lo_onpolicy'])}, "
-               f"{_fmt(worst['hi_onpolicy'])}] nAUC (95 % paired t, n = {int(worst['n'])}), onpolicy fails "
-               f"{int(worst['fail_onpolicy'])}/{int(worst['n'])}, gmc {int(worst['fail_gmc'])}/{int(worst['n'])}")
+        where = ", ".join(f"η = {a}: {found[a][0] or 'none'}" for a in arms)
+        txt = (f"Uncorrected stale training first fails at rung {first} ({where}): at d = {d0} gmc − onpolicy "
+               f"(nAUC, 95 % paired t, n = {int(F.iloc[0]['n'])}) — {_both(tab, arms, first, d0)}")
         if prev is not None:
-            P = A[(A["rung"] == prev) & (A["d"] == worst["d"])].iloc[0]
-            txt += (f"; one rung earlier ({prev}) gmc − onpolicy = {_fmt(P['d_onpolicy'])} "
-                    f"[{_fmt(P['lo_onpolicy'])}, {_fmt(P['hi_onpolicy'])}], onpolicy fails "
-                    f"{int(P['fail_onpolicy'])}/{int(P['n'])}")
+            txt += f". One rung earlier ({prev}): {_both(tab, arms, prev, d0)}"
         paras.append(txt + ".")
-        # the mechanism: the stale push-down's projection on ∇J, at the failing rung, the rung before, and the
-        # control without shared parameters
-        ctrl = [c.name for c in CONTROLS if c.name == "c-no-shared"]
+        # the controls: which ingredient the flip needs, as measured (issue 54)
         parts = []
-        for rung in [prev, first] + ctrl:
+        for c in controls:
+            if c not in REMOVES or not len(tab[tab["rung"] == c]):
+                continue
+            parent, what = REMOVES[c]
+            verdict = ", ".join(f"η = {a}: {'flips' if flips(tab, c, a) else 'no flip'}"
+                                f" (parent {parent}: {'flips' if flips(tab, parent, a) else 'no flip'})" for a in arms)
+            nums = " | ".join(f"d = {d}: {_both(tab, arms, c, d)}" for d in STALE)
+            parts.append(f"{c} removes {what} — {verdict}; {nums}")
+        if parts:
+            need = [REMOVES[c][1].split(" (")[0] for c in controls if c in REMOVES and len(tab[tab["rung"] == c])
+                    and all(flips(tab, REMOVES[c][0], a) and not flips(tab, c, a) for a in arms)]
+            keep = [REMOVES[c][1].split(" (")[0] for c in controls if c in REMOVES and len(tab[tab["rung"] == c])
+                    and any(flips(tab, c, a) for a in arms)]
+            acc = ""
+            if token_acc:
+                acc = ("Starting points, per-token accuracy (mean probability of the right answer token; argmax share) "
+                       "and exact J₀: " + ", ".join(
+                           f"{r} {token_acc[r][0]:.3f} ({token_acc[r][1]:.3f}), J₀ {_j0(tab, r)}"
+                           for r in [prev, first] + [c for c in controls if c in REMOVES] if r in token_acc) + ". ")
+            paras.append(acc + "Controls (gmc − onpolicy, nAUC, 95 % paired t; a flip: interval above 0 with onpolicy failing "
+                         "in ≥ 50 % of runs at some d ≥ 8) — " + "; ".join(parts) + ". Necessary as measured (the "
+                         "parent flips and the control does not, at every arm): " + (", ".join(need) or "none")
+                         + ". Not necessary (the control still flips at some arm): " + (", ".join(keep) or "none")
+                         + ".")
+        # the mechanism: the stale push-down's projection on ∇J, at the failing rung, the rung before and the controls
+        parts = []
+        for rung in [prev, first] + [c for c in controls if c in REMOVES]:
             if rung is None:
                 continue
-            R = A[(A["rung"] == rung) & (A["d"] == worst["d"])]
-            if len(R):
-                R = R.iloc[0]
-                parts.append(f"{rung}: onpolicy {_fmt(R['gneg_onpolicy'], 4)}, is {_fmt(R['gneg_is'], 4)}")
+            vals = [(a, r) for a in arms if (r := _row(tab, a, rung, d0)) is not None]
+            if vals:
+                parts.append(f"{rung}: onpolicy " + " / ".join(_fmt(r["gneg_onpolicy"], 4) for _, r in vals)
+                             + ", is " + " / ".join(_fmt(r["gneg_is"], 4) for _, r in vals))
         paras.append("Mechanism (targeted diagnostic on the same runs, first quarter of each run, d = "
-                     f"{int(worst['d'])}): the part of the applied step from negative-advantage tokens that the current "
-                     "policy already holds below the behaviour policy (π_θ(a|s) < μ(a|s)), projected on ∇J/‖∇J‖ "
-                     "(negative = downhill) — " + "; ".join(parts) + ". Uncorrected, those stale samples are pushed "
-                     "down at full weight; through the shared unembedding that lowers the answer token of other "
-                     "contexts, which an importance weight (ρ < 1) damps and a tabular policy cannot do.")
+                     f"{d0}, at η = {' / '.join(arms)}): the part of the applied step from negative-advantage tokens "
+                     "that the current policy already holds below the behaviour policy (π_θ(a|s) < μ(a|s)), projected "
+                     "on ∇J/‖∇J‖ (negative = downhill) — " + "; ".join(parts) + ". Uncorrected, those stale samples "
+                     "are pushed down at full weight; through the shared unembedding that lowers the answer token of "
+                     "other contexts, which an importance weight (ρ < 1) damps and a tabular policy cannot do.")
+    for arm in arms:
+        A = tab[tab["arm"] == arm]
+        faithful = found[arm][1]
         if faithful:
-            paras.append(f"LM-faithful (onpolicy fails in ≥ 50 % at every d ≥ 8, is and gmc fail in ≤ 25 % and end "
-                         f"above their start, 95 % t): {', '.join(faithful)}.")
+            paras.append(f"Arm η = {arm}, LM-faithful (onpolicy fails in ≥ 50 % at every d ≥ 8, is and gmc fail in "
+                         f"≤ 25 % and end above their start, 95 % t): {', '.join(faithful)}.")
         else:
             per_d = [f"d = {d}: {', '.join(lm_faithful(A, d)) or 'none'}" for d in STALE]
-            paras.append("No rung meets the LM-faithful rule at every d ≥ 8 at this arm (onpolicy fails in ≥ 50 % "
+            paras.append(f"Arm η = {arm}: no rung meets the LM-faithful rule at every d ≥ 8 (onpolicy fails in ≥ 50 % "
                          "while is and gmc fail in ≤ 25 % and end above their start); per delay, " + "; ".join(per_d)
                          + ".")
     if tab_t is not None and len(tab_t):
         paras.append(transformer_paragraph(tab_t))
     rows = []
-    both = tab if tab_t is None else pd.concat([tab, tab_t], ignore_index=True)
-    for _, r in both[both["d"].isin(STALE)].iterrows():
-        rows.append([r["arm"], r["rung"], int(r["d"]), f"{_fmt(r['d_onpolicy'])} [{_fmt(r['lo_onpolicy'])}, "
-                     f"{_fmt(r['hi_onpolicy'])}]", f"{int(r['fail_onpolicy'])}/{int(r['n'])}",
-                     f"{int(r['fail_gmc'])}/{int(r['n'])}", _fmt(r["gneg_onpolicy"], 4)])  # "—": not recorded
-    table = {"title": "gmc − onpolicy (nAUC) per rung at d = 8, 32",
-             "columns": ["η", "rung", "d", "gmc − onpolicy [95 % paired t]", "onpolicy fails", "gmc fails",
-                         "stale push-down · ∇J (onpolicy)"], "rows": rows,
-             "note": "docs/bridge.md; controls (c-*) remove one ingredient from rung 7; 9-transformer: the LM "
-                     "harness's model and learner at the LM's η (no push-down diagnostic: —)"}
+    S = tab[tab["d"].isin(STALE)]
+    for rung in dict.fromkeys(S["rung"]):
+        for d in STALE:
+            cells = []
+            for a in arms:
+                r = _row(tab, a, rung, d)
+                cells += (["—"] * 4 if r is None else
+                          [f"{r['eta']:.3g}", f"{_fmt(r['d_onpolicy'])} [{_fmt(r['lo_onpolicy'])}, {_fmt(r['hi_onpolicy'])}]",
+                           f"{int(r['fail_onpolicy'])}/{int(r['fail_gmc'])} of {int(r['n'])}", _fmt(r["gneg_onpolicy"], 4)])
+            if any(c != "—" for c in cells):
+                rows.append([rung, d, *cells])
+    if tab_t is not None and len(tab_t):
+        for _, r in tab_t[tab_t["d"].isin(STALE)].iterrows():  # one step size (the LM's): the first arm's columns
+            rows.append([r["rung"], int(r["d"]), f"LM η ({r['arm']})", f"{_fmt(r['d_onpolicy'])} [{_fmt(r['lo_onpolicy'])}, "
+                         f"{_fmt(r['hi_onpolicy'])}]", f"{int(r['fail_onpolicy'])}/{int(r['fail_gmc'])} of {int(r['n'])}",
+                         _fmt(r["gneg_onpolicy"], 4), *(["—"] * 4 * (len(arms) - 1))])
+    cols = ["rung", "d"]
+    for a in arms:
+        cols += [f"η ({a})", f"gmc − onpolicy, {a} [95 % paired t]", f"fails onpolicy/gmc, {a}",
+                 f"push-down·∇J onpolicy, {a}"]
+    table = {"title": "gmc − onpolicy (nAUC) per rung at d = 8, 32, both step-size arms side by side",
+             "columns": cols, "rows": rows,
+             "note": "docs/bridge.md; controls c-*: c-no-shared and c-one-prompt remove one ingredient from rung 7, "
+                     "c-warm-only is rung 2 + warm start, c-dense-warm6 / c-sparse-warm5 are rung 6 with the dense "
+                     "reward at rung 6's per-token accuracy / with rung 5's per-token accuracy (issue 54); "
+                     "9-transformer: the LM harness's model and learner at the LM's η, one arm (no push-down "
+                     "diagnostic: —)"}
     return {"title": "Toy vs LM", "paragraphs": paras, "tables": [table]}, found
 
 
 CAPTION = ("gmc − onpolicy in nAUC (mean over held-out seeds, 95 % paired-t interval) per ladder rung (one LM "
-           "ingredient added per rung; controls c-* remove one from rung 7), at d = 8 (blue) and 32 (red); filled: "
+           "ingredient added per rung; controls c-*: one ingredient removed or its warm start matched, docs/bridge.md), at "
+           "d = 8 (blue) and 32 (red); filled: "
            "onpolicy fails (J drops by half its gap below its running maximum) in ≥ 50 % of runs. Top: the η tuned "
            "for onpolicy at d = 0 (protocol v4's lower-bound rule), where on the sparse-reward rungs gmc and is fail at "
            "d ≥ 8 too (the section's table); bottom: a quarter of it. Right of the dotted line: the LM harness's "
@@ -241,7 +379,8 @@ def main(out_dir, quick: bool = False, sweep_opts: dict | None = None) -> common
 
     ev, tab, order, tab_t = measure(quick, sweep_opts)
     fig, _ = plot(tab, order, tab_t)
-    sec, found = section(tab, order, tab_t)
+    acc = token_accuracy([r for r in order if r in ("5-warm", "6-sparse", "7-grpo-norm") or r in REMOVES])
+    sec, found = section(tab, order, tab_t, acc)
     s = settings("quick" if quick else "standard")
     mode = "quick" if quick else "standard"
     picked = sorted({r for first, faithful in found.values() for r in (faithful or ([first] if first else []))})

@@ -32,6 +32,15 @@ def test_token_accuracy_is_the_dense_rewards_J_and_the_mean_right_token_probabil
     # the exact-match instance reads the same tokens at each context's alive state (the logits do not see "dead")
     ex = rungs.prompt_answer("t", C=3, V=4, T=3, reward="exact", features=2, seed=1)
     assert rungs.token_accuracy(ex, ans, w) == pytest.approx(want, rel=1e-12)
+    # a tabular exact-match policy has its own logits in the dead state: the alive (answer-path) state is read
+    tb = rungs.prompt_answer("t", C=3, V=4, T=3, reward="exact", features=None, seed=1)
+    wt = 1.5 * np.random.default_rng(6).standard_normal(tb.n_params)
+    th = tb.logits(wt)  # (T, S, V); state 2c: dead, 2c + 1: alive
+    p = np.exp(th - th.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    alive = np.mean([p[t, 2 * c + 1, ans[c, t]] for c in range(3) for t in range(3)])
+    dead = np.mean([p[t, 2 * c, ans[c, t]] for c in range(3) for t in range(3)])
+    assert abs(alive - dead) > 1e-3 and rungs.token_accuracy(tb, ans, wt) == pytest.approx(alive, rel=1e-12)
 
 
 def test_controls_are_registered_and_build():
@@ -122,3 +131,72 @@ def test_unknown_rung_name_is_a_clear_value_error():
     with pytest.raises(ValueError, match=r"rung must be one of .*c-dense-warm6.*got 'c-dense'"):
         get_rung("c-dense")
     assert all(get_rung(r.name) is r for r in RUNGS + CONTROLS)
+
+
+def _two_arm_table():
+    """A synthetic eval table at two arms: 6-sparse, 7-grpo-norm and c-dense-warm6 flip (onpolicy fails at d ≥ 8);
+    5-warm, c-no-shared and c-sparse-warm5 do not; at η₀ gmc itself fails 11/12 on the flipping rungs."""
+    import pandas as pd
+
+    from simulate.bridge.summary import ladder_table
+
+    rng = np.random.default_rng(0)
+    order = ["5-warm", "6-sparse", "7-grpo-norm", "c-no-shared", "c-dense-warm6", "c-sparse-warm5"]
+    bad = {"6-sparse", "7-grpo-norm", "c-dense-warm6"}
+    tabs = []
+    for arm, gmc_fails in (("η₀", 11), ("η₀/4", 0)):
+        rows = []
+        for rung in order:
+            for e in ("onpolicy", "is", "gmc", "grpo"):
+                for d in (0, 8, 32):
+                    for seed in range(12):
+                        fail = rung in bad and d > 0 and (e == "onpolicy" or (e == "gmc" and seed < gmc_fails))
+                        base = {"η₀": 0.3, "η₀/4": 0.4}[arm] + (0.05 if e == "gmc" and rung in bad else 0.0)
+                        rows.append(dict(rung=rung, arm=arm, estimator=e, d=d, eta=1.0, seed=seed, J0=0.5,
+                                         nauc=(-0.3 if fail and e == "onpolicy" else base) + 0.01 * rng.standard_normal(),
+                                         failed=fail, final_nJ=-0.5 if fail else 0.6, chi2_learn_med=0.1, ess_early=7.0,
+                                         gneg_early=-0.05 if (rung in bad and e == "onpolicy") else 0.02,
+                                         gdot_early=0.01, down_frac=0.1))
+        tabs.append(ladder_table(pd.DataFrame(rows), order).assign(arm=arm))
+    return pd.concat(tabs, ignore_index=True), ["4-horizon"] * 0 + order
+
+
+def test_section_gives_both_arms_with_failure_counts_and_the_controls_verdict():
+    from figures.fig_bridge import REMOVES, answer_rows, flips, section
+
+    tab, order = _two_arm_table()
+    acc = {"5-warm": (0.502, 0.81), "6-sparse": (0.942, 1.0), "c-dense-warm6": (0.942, 1.0),
+           "c-sparse-warm5": (0.502, 0.81)}
+    sec, found = section(tab, order, token_acc=acc)
+    text = " ".join(sec["paragraphs"])
+    assert found["η₀/4"][0] == "6-sparse" and found["η₀"][0] == "6-sparse"
+    # the headline arm and why: gmc's own failures at η₀, from the data
+    assert "η = η₀/4 is the headline arm" in text and "gmc itself fails 11/12" in text
+    # every quoted number at both arms, η₀/4 first, with failure counts
+    assert "η = η₀/4: +" in text and "; η = η₀: +" in text
+    assert text.index("η = η₀/4: +") < text.index("; η = η₀: +")
+    assert "fails onpolicy 12/12, gmc 0/12; η = η₀:" in text and "fails onpolicy 12/12, gmc 11/12" in text
+    # necessity as measured: only sharing's removal kills the flip; the dense control still flips
+    assert flips(tab, "c-dense-warm6", "η₀/4") and not flips(tab, "c-no-shared", "η₀")
+    assert "Necessary as measured (the parent flips and the control does not, at every arm): shared parameters" in text
+    assert "Not necessary (the control still flips at some arm): the sparse reward" in text
+    assert "the strong warm start" in text.split("Necessary as measured")[1].split("Not necessary")[0]
+    assert "c-dense-warm6 0.942 (1.000)" in text
+    assert "c-dense-warm6: onpolicy -0.0500 / -0.0500" in text  # the mechanism diagnostic on both controls
+    assert "c-sparse-warm5: onpolicy +0.0200 / +0.0200" in text
+    assert set(REMOVES) <= set(order) | {"c-one-prompt"}
+    # the table: both arms side by side in one row per (rung, d)
+    t = sec["tables"][0]
+    assert any("η₀/4" in c for c in t["columns"]) and any(c.endswith(", η₀") or "(η₀)" in c for c in t["columns"])
+    row = next(r for r in t["rows"] if r[0] == "6-sparse" and r[1] == 32)
+    assert "12/0 of 12" in row and "12/11 of 12" in row
+    assert row.index("12/0 of 12") < row.index("12/11 of 12")
+    # the answer rows: η₀/4 first, each carrying the η₀ number with its failure counts
+    ans = answer_rows(tab, ["6-sparse"], 12)
+    assert len(ans) == 12 and ans[0]["arm"] == "η = η₀/4"
+    head = [a for a in ans if a["arm"] == "η = η₀/4"]
+    assert all(len(a["other_arms"]) == 1 and a["other_arms"][0]["arm"] == "η = η₀" for a in head)
+    on32 = next(a for a in head if a["rival"] == "onpolicy" and a["d"] == 32)
+    assert on32["other_arms"][0]["fails"] == {"onpolicy": 12, "gmc": 11}
+    assert "beside it η = η₀:" in on32["interval"] and "gmc 11/12" in on32["interval"]
+    assert all(not a["other_arms"] for a in ans if a["arm"] == "η = η₀")
