@@ -216,3 +216,12 @@ def test_lines_at_most_three_settings_in_order():
 def test_constants_of_the_rule():
     assert (hl.MAX_CHARS, hl.MAX_LINES) == (200, 3)
     assert (hl.USE_GMC, hl.BEATEN, hl.NOT_MEASURED, hl.NO_DATA) == ("use gmc", "beaten", "not measured", "not run")
+
+
+def test_decision_defaults_and_immutability():
+    import dataclasses
+
+    d = hl.Decision(hl.NO_DATA)
+    assert (d.missing, d.winner, d.behind_at, d.ahead, d.n_rivals, d.delays) == ((), None, (), (), 0, ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.status = hl.USE_GMC
