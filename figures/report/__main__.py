@@ -42,15 +42,42 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out_dir: Path, report_path: Path, *, run_checks: bool):
-    """:func:`figures.report.render.write`, every figure's sidecar expected (a missing one is a problem here)."""
-    rep = data.build(out_dir, quick=False, run_checks=run_checks, report_path=report_path, expected=tuple(data.EXPECTED))
+    """:func:`figures.report.render.write`, every figure's sidecar expected (a missing one is a problem here). A
+    sidecar well formed at the top but malformed deeper down (the report raises reading it) is found by leaving
+    each out in turn, and is then left out like any damaged one: its rows not run, never a traceback."""
+    exclude: dict[str, str] = {}
+    while True:
+        rep = data.build(out_dir, quick=False, run_checks=run_checks, report_path=report_path,
+                         expected=tuple(data.EXPECTED), exclude=exclude)
+        try:
+            main, details = render.blocks(rep), render.detail_blocks(rep)
+            break
+        except Exception as exc:  # noqa: BLE001 - the sidecars' content: find which one, or say none could be blamed
+            why = f"malformed content: the report raised {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            culprit = _culprit(out_dir, rep, exclude)
+            if culprit is None:
+                raise SystemExit(f"python -m figures.report: error: the report cannot be built from {out_dir} and no "
+                                 f"single sidecar is to blame ({why.split(': ', 1)[1]})") from None
+            exclude[culprit] = why
     rp = rep["report_path"]
     rp.parent.mkdir(parents=True, exist_ok=True)
-    main, details = render.blocks(rep), render.detail_blocks(rep)
     rp.write_text(render.markdown(main, rp.parent))
     rep["details_path"].write_text(render.markdown(details, rp.parent))
     rp.with_suffix(".html").write_text(render.html_page(main + details[1:]))
     return rp, rp.with_suffix(".html"), rep
+
+
+def _culprit(out_dir: Path, rep: dict, exclude: dict) -> str | None:
+    """The first sidecar without which the report builds (symbolic checks skipped: only the layout is tried)."""
+    for m in rep["sidecars"]:
+        trial = data.build(out_dir, quick=False, run_checks=False, report_path=rep["report_path"],
+                           expected=tuple(data.EXPECTED), exclude={**exclude, m["figure"]: "probe"})
+        try:
+            render.blocks(trial), render.detail_blocks(trial)
+        except Exception:  # noqa: BLE001 - still failing without it: not this one
+            continue
+        return m["figure"]
+    return None
 
 
 if __name__ == "__main__":

@@ -174,6 +174,31 @@ def _kind(v, kinds, what: str) -> str | None:
     return None if isinstance(v, kinds) else f"{what} is {type(v).__name__}, not {' or '.join(k.__name__ for k in kinds)}"
 
 
+#: Keys a full run's sidecar always has, non-empty (the rows it judges are read from them).
+REQUIRED = {**{stem: ("evidence",) for stem, rows in EXPECTED.items() if any(not r.startswith("answer:") for r in rows)},
+            "fig_c9_protocol": ("evidence", "c9", "protocol"), "fig_c5_protocol": ("evidence", "c5", "protocol"),
+            "fig_c6_overlap": ("evidence", "c6"), "fig_c5_local_exponent": ("evidence", "ranges"),
+            "fig_regime_map": ("evidence", "comparisons"), "fig_llm_delay": ("evidence", "runs")}
+
+
+def _row_problem(ev: dict) -> str | None:
+    """Why one evidence row cannot be read (``None`` when it can): a verdict word outside the vocabulary, a number
+    that is not one, a label that is not text."""
+    from simulate import verdicts as vd
+
+    v = ev.get("verdict", "")
+    if not isinstance(v, str) or (v and v != INFO and not vd.is_verdict(v)):
+        return f"verdict {v!r} is not a verdict word ({', '.join(vd.VERDICTS)}) nor {INFO!r}"
+    for k in ("measured", "se", "bound"):
+        x = ev.get(k)
+        if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
+            return f"{k} {x!r} is not a number"
+    for k in ("quantity", "point", "note", "figure"):
+        if ev.get(k) is not None and not isinstance(ev[k], str):
+            return f"{k} is {type(ev[k]).__name__}, not text"
+    return None
+
+
 def structure_problems(meta) -> list[str]:
     """Why a parsed sidecar cannot be read as one (empty when it can): the fields the report reads, their types,
     a well-formed stamp, and the seal when it has one."""
@@ -191,6 +216,13 @@ def structure_problems(meta) -> list[str]:
         if not isinstance(ev, dict) or not isinstance(ev.get("claim"), str):
             out.append(f"evidence row {i} is not an object with a 'claim'")
             break
+        if why := _row_problem(ev):
+            out.append(f"evidence row {i} ({ev['claim']}): {why}")
+            break
+    name = meta.get("figure")
+    for key in REQUIRED.get(name, ()) if isinstance(name, str) and _stamped(meta) else ():  # written by a figure run
+        if not meta.get(key):  # absent or empty: the claim would be judged as if nothing had been measured
+            out.append(f"'{key}' is missing or empty (a {name} sidecar always has it)")
     for key in ("sections", "answer", "appendix_tables"):
         if isinstance(meta.get(key), list) and not all(isinstance(x, dict) for x in meta[key]):
             out.append(f"'{key}' holds a non-object")
@@ -215,6 +247,10 @@ def structure_problems(meta) -> list[str]:
     return out
 
 
+def _stamped(meta: dict) -> bool:
+    return any(k in meta for k in ("git_commit", "code_version", "seal"))
+
+
 def read_sidecar(p: Path) -> tuple[dict | None, str | None]:
     """``(meta, None)`` for a readable, well-formed sidecar, else ``(None, reason)``."""
     try:
@@ -234,11 +270,12 @@ def read_sidecar(p: Path) -> tuple[dict | None, str | None]:
     return (None, "; ".join(bad)) if bad else (meta, None)
 
 
-def check_evidence(out_dir, expected=None) -> tuple[list[dict], list[dict]]:
+def check_evidence(out_dir, expected=None, exclude: dict | None = None) -> tuple[list[dict], list[dict]]:
     """``(sidecars, problems)``: the readable, consistent sidecars of ``out_dir`` (name order) and one problem
     ``{"file", "reason", "rows"}`` per expected sidecar that is missing, unreadable, truncated, malformed, whose
     seal does not match its content, or whose protocol is not the one its siblings (or its registered file) name.
-    ``expected``: sidecar stems that must be there (default :data:`EXPECTED`'s; ``()``: none required)."""
+    ``expected``: sidecar stems that must be there (default :data:`EXPECTED`'s; ``()``: none required); ``exclude``:
+    ``{stem: reason}`` of sidecars found damaged otherwise (the report raised reading them), left out the same way."""
     out_dir = Path(out_dir)
     expected = tuple(EXPECTED) if expected is None else tuple(expected)
     sidecars, problems = [], []
@@ -256,6 +293,8 @@ def check_evidence(out_dir, expected=None) -> tuple[list[dict], list[dict]]:
         if p.stem in RENAMED and (p.parent / f"{RENAMED[p.stem]}.json").exists():
             continue
         meta, why = read_sidecar(p)
+        if why is None and p.stem in (exclude or {}):
+            meta, why = None, exclude[p.stem]
         if why is not None:
             seen.add(p.stem)
             problem(p.stem, why)
@@ -272,6 +311,12 @@ def check_evidence(out_dir, expected=None) -> tuple[list[dict], list[dict]]:
     for name in expected:
         if name not in seen:
             problem(name, "no such file")
+    # a figure run stamps every sidecar: an unstamped one among stamped ones lost its stamp (edited) or is hand-made
+    if any(_stamped(m) for m in sidecars):
+        for m in [m for m in sidecars if not _stamped(m)]:
+            problem(m["figure"], "no stamp (git_commit, code_version) among stamped sidecars: not as a figure run "
+                                 "wrote it", m)
+            sidecars.remove(m)
     # an unsealed sidecar (written before seals) cannot prove its stamp by itself: a clean-tree stamp is checked
     # against git (the code hash of the named commit's files); a dirty-tree one cannot be checked and says so
     for m in list(sidecars):
@@ -361,7 +406,8 @@ def stamps(sidecars: list[dict]) -> list[dict]:
 
 
 def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict | None = None,
-          run_checks: bool = True, report_path=None, provenance: dict | None = None, expected=None) -> dict:
+          run_checks: bool = True, report_path=None, provenance: dict | None = None, expected=None,
+          exclude: dict | None = None) -> dict:
     """Collect everything the report prints. ``provenance`` = ``{"commit", "dirty"}`` captured when the
     run started (the run itself rewrites tracked figure files). ``expected``: the sidecars that must be there
     (default every figure's, :data:`EXPECTED`); a missing or damaged one is listed in ``evidence_problems`` and the
@@ -373,7 +419,7 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
         # folder of their own figures) only the ones present
         present = {q.stem for q in Path(out_dir).glob("*.json")} | {RENAMED.get(q.stem) for q in Path(out_dir).glob("*.json")}
         expected = tuple(EXPECTED) if present & set(EXPECTED) else ()
-    sidecars, problems = check_evidence(out_dir, expected=expected)
+    sidecars, problems = check_evidence(out_dir, expected=expected, exclude=exclude)
     evidence = {c: [] for c in CLAIM_IDS}
     lm = []
     for meta in sidecars:

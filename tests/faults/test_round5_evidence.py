@@ -204,3 +204,31 @@ def test_the_verdict_table_itself_reads_not_run(committed, tmp_path):
     header, table, _ = answer.table(rep)
     tab = next(r for r in table if r[0].startswith(answer.GROUPS["tabular"]))
     assert all(c.startswith("not run") for c in tab[1:])
+
+
+DEEPER = {  # sidecar, edit, what the problem line says
+    "c9 emptied": ("fig_c9_protocol", lambda m: m.update(c9={}), "'c9' is missing or empty"),
+    "evidence rows removed": ("fig3_second_moment", lambda m: m.update(evidence=[]), "'evidence' is missing or empty"),
+    "a measurement as text": ("fig3_second_moment", lambda m: m["evidence"][0].update(measured="abc"),
+                              "measured 'abc' is not a number"),
+    "a verdict outside the vocabulary": ("fig1_bias_vs_G", lambda m: m["evidence"][0].update(verdict="violated"),
+                                         "is not a verdict word"),
+    "stamp keys deleted": ("fig5_delay", lambda m: [m.pop("git_commit"), m.pop("code_version")],
+                           "no stamp (git_commit, code_version) among stamped sidecars"),
+    "nested table of the wrong shape": ("fig_c5_protocol", lambda m: m["c5"].update(per_instance=[1]),
+                                        "malformed content: the report raised"),
+}
+
+
+@pytest.mark.parametrize("case", list(DEEPER))
+def test_content_damaged_below_the_top_level_is_named_not_judged(committed, tmp_path, capsys, case):
+    name, edit, says = DEEPER[case]
+    d = tmp_path / "out"
+    shutil.copytree(committed, d)
+    meta = json.loads((d / f"{name}.json").read_text())
+    edit(meta)
+    (d / f"{name}.json").write_text(json.dumps(meta))
+    assert cli.main(["--out", str(d), "--report", str(tmp_path / "R.md"), "--no-derive"]) == 1
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if f"problem: evidence {name}.json:" in ln)
+    assert says in line
+    assert f"not run (evidence missing: {name}.json" in (tmp_path / "R.md").read_text()
