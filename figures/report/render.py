@@ -56,7 +56,7 @@ def _head(rep: dict) -> list:
     same = len(sts) == 1 and sts[0]["commit"].removesuffix("-dirty") == prov["commit"] and sts[0]["code"] == cur
 
     def one(g):
-        return (f"git `{g['commit'][:12]}`, code `{g['code']}`"
+        return (f"git `{g['commit'][:12]}`{'-dirty' if g['commit'].endswith('-dirty') else ''}, code `{g['code']}`"
                 + (f", protocol `{g['protocol'].split('@')[0]}@{g['protocol'].split('@')[1][:12]}`" if g.get("protocol") else "")
                 + f" ({len(g['files'])} sidecar{'s' * (len(g['files']) != 1)}"
                 + ("" if g["sealed"] == len(g["files"]) else

@@ -76,7 +76,7 @@ def test_the_committed_sidecars_are_whole_and_the_stamp_is_theirs(committed, tmp
             for p in committed.glob("*.json")}
     head = " ".join(b[1] for b in render._head(rep) if b[0] == "p")
     for commit, code in made:  # every maker listed (the committed fig1 was re-measured by a later commit)
-        assert f"git `{commit[:12]}`, code `{code}`" in head
+        assert f"git `{commit[:12]}`{'-dirty' if commit.endswith('-dirty') else ''}, code `{code}`" in head
     assert rep["not_run"] == {}
     if rep["rebuilt_by"]["code"] not in {code for _, code in made}:  # the rebuilding code is never named as a maker
         assert f"code `{rep['rebuilt_by']['code']}`" not in head.split("Report written")[0]
