@@ -225,3 +225,18 @@ def test_decision_defaults_and_immutability():
     assert (d.missing, d.winner, d.behind_at, d.ahead, d.n_rivals, d.delays) == ((), None, (), (), 0, ())
     with pytest.raises(dataclasses.FrozenInstanceError):
         d.status = hl.USE_GMC
+
+
+def test_line_not_measured_four_rivals_get_the_ellipsis():
+    four = ("onpolicy", "is", "tis", "tic")
+    dec = hl.decide([e("grpo", 8)], four + ("grpo",), D)  # grpo at 8 only: five missing rivals... use four missing
+    dec = hl.decide([e("grpo", 8), e("grpo", 32)], four + ("grpo",), D)
+    assert hl.line("S", dec) == "S: not measured: onpolicy, is, tis … → no recommendation."
+
+
+def test_line_names_the_subject_of_the_entries():
+    assert hl.line("T", hl.decide(ties(), R, D), subject="mymap") == \
+        "T: use **mymap**: not significantly behind any of 3 rivals at d ∈ {8, 32}."
+    dec = hl.decide(ties(e("tis", 32, -0.08, -0.12, -0.04)), R, D)
+    assert hl.line("L", dec, subject="mymap") == ("L: use **tis**, not mymap: it beats mymap at d = 32 by +0.080 "
+                                                  "[+0.040, +0.120]; mymap behind at d ∈ {32}.")

@@ -1,0 +1,460 @@
+"""The protocol's validation (simulate/protocol/spec.py): every rule that fixes what a registered protocol may say,
+checked at its boundary from both sides on the committed v5 and v6 files (issue 55). A field outside its range must
+be refused with a message naming it; the nearest valid value must be accepted."""
+import math
+from dataclasses import replace
+
+import pytest
+
+from simulate.protocol import spec as sp
+
+V5 = sp.load_protocol(sp.V5_PATH)
+V6 = sp.load_protocol(sp.V6_PATH)
+V4 = sp.load_protocol(sp.V4_PATH)
+V1 = sp.load_protocol(sp.V1_PATH)
+
+
+def bad(proto, field, **kw):
+    with pytest.raises(ValueError, match=f"protocol field {field}"):
+        replace(proto, **kw)
+
+
+def ok(proto, **kw):
+    return replace(proto, **kw)
+
+
+# --- scalar fields: the boundary of each range ----------------------------------------------------------------
+
+@pytest.mark.parametrize("field,bad_values,good_values", [
+    ("window_delta", [-1e-9], [0.0]),
+    ("neighbour_step_log2", [0.0, -0.5], [1e-9]),
+    ("local_chi2", [0.0], [1e-9]),
+    ("min_fraction", [0.0, 1.0 + 1e-9], [1.0, 1e-9]),
+    ("learning_gap", [0.0, 1.5], [1.0]),
+    ("power_target", [0.0, 1.0], [0.5]),
+    ("eta_step_log2", [0.0, -0.5], []),
+    ("collapse_drop", [0.0, 1.01], [1.0]),
+    ("alpha", [0.0, 0.5], [0.49, 1e-6]),
+    ("failure_p0", [0.0, 1.0], [0.999]),
+    ("margin", [-1e-9], [0.0]),
+    ("eta_lcb_level", [0.4999, 1.0, math.nan], [0.5]),
+    ("heldout_margin", [-1e-9, math.nan], [0.0]),
+    ("sensitivity_step_log2", [0.0, math.nan, 1.0], [-1e-9]),
+    ("zero_tol", [-1e-9, math.nan, None], [0.0]),
+    ("lockin_nJ", [0.0, 1.01, math.nan], [1.0]),
+    ("lockin_grad_rel", [0.0, math.inf], [1e-9]),
+    ("saturation_nauc", [0.0, 1.01], [1.0]),
+    ("saturation_zero", [0.0, 1.01], [1.0]),
+])
+def test_scalar_ranges(field, bad_values, good_values):
+    for v in bad_values:
+        bad(V5, field, **{field: v})
+    for v in good_values:
+        assert getattr(ok(V5, **{field: v}), field) == v
+
+
+@pytest.mark.parametrize("field", ["eta_step_log2", "window_delta", "collapse_drop", "neighbour_step_log2", "margin",
+                                   "alpha", "failure_p0", "local_chi2", "min_fraction", "learning_gap", "power_target"])
+@pytest.mark.parametrize("v", [math.nan, math.inf, True, "0.1"])
+def test_finite_number_fields(field, v):
+    bad(V5, field, **{field: v})
+
+
+def test_version_2_fields_are_free_in_a_version_1_protocol():
+    assert math.isnan(V1.lockin_nJ) and V1.version == 1
+    assert ok(V1, lockin_nJ=5.0, saturation_nauc=7.0).lockin_nJ == 5.0
+    assert ok(V1, zero_tol=None).zero_tol is None  # absent below v4
+    assert ok(V1, heldout_margin=math.nan, sensitivity_step_log2=math.nan).version == 1
+
+
+def test_version_4_requires_its_fields():
+    bad(V4, "zero_tol", zero_tol=None)
+    bad(V4, "heldout_margin", heldout_margin=math.nan)
+    bad(V4, "sensitivity_step_log2", sensitivity_step_log2=math.nan)
+
+
+@pytest.mark.parametrize("v", [0, 7, 1.0, True])
+def test_version_must_be_a_known_integer(v):
+    with pytest.raises(ValueError, match="protocol field version"):
+        replace(V5, version=v)
+
+
+@pytest.mark.parametrize("name,good", [("a" * 80, True), ("a" * 81, False), ("", False), ("a/b", False),
+                                       ("v6.1_x-y", True), ("a b", False), (5, False)])
+def test_name_is_a_cache_folder_name(name, good):
+    if good:
+        assert ok(V5, name=name).name == name
+    else:
+        bad(V5, "name", name=name)
+
+
+@pytest.mark.parametrize("field,choices,wrong", [("token_eta", ("grid", "length"), "other"),
+                                                 ("eta_rule", ("best", "lcb"), "mean"),
+                                                 ("normalise", ("path", "class"), "none")])
+def test_word_fields(field, choices, wrong):
+    for c in choices:
+        assert getattr(ok(V5, **{field: c}, eta_log2_token=(0.0, 2.0)), field) == c
+    bad(V5, field, **{field: wrong})
+
+
+def test_rate_premise_is_a_bool():
+    bad(V5, "rate_premise_d0", rate_premise_d0=1)
+    assert ok(V5, rate_premise_d0=True).rate_premise_d0 is True
+
+
+# --- sizes -----------------------------------------------------------------------------------------------------------
+
+def test_budget_bounds_and_divisibility():
+    bad(V5, "budget", budget=sp.BUDGET_LIMIT * 2)
+    bad(V5, "budget", budget=0)
+    bad(V5, "budget", budget=2044)              # not a multiple of G = 8
+    assert ok(V5, budget=sp.BUDGET_LIMIT, instance_settings={}).budget == sp.BUDGET_LIMIT
+    assert ok(V5, budget=8, instance_settings={}).budget == 8
+    bad(V5, "budget", budget=2048.0)
+    assert sp.BUDGET_LIMIT == 2 ** 24 and sp.WIDEN_LIMIT == 32 and sp.STEPS_LIMIT == 10 ** 6
+
+
+def test_n_prompts_must_divide_budget_over_G():
+    bad(V5, "n_prompts", n_prompts=3)
+    bad(V5, "n_prompts", n_prompts=0)
+    assert ok(V5, n_prompts=256).n_prompts == 256    # 2048 / (8 · 256) = 1 step
+    bad(V5, "n_prompts", n_prompts=512)
+
+
+def test_max_widen_bounds():
+    assert ok(V5, max_widen=0).max_widen == 0 and ok(V5, max_widen=32).max_widen == 32
+    bad(V5, "max_widen", max_widen=33)
+    bad(V5, "max_widen", max_widen=-1)
+
+
+# --- lists -----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field", ["instances", "estimators", "delays", "eps", "G", "tune_seeds", "eval_seeds"])
+def test_lists_refuse_duplicates_and_nested_values(field):
+    vals = getattr(V5, field)
+    bad(V5, field, **{field: vals + vals[:1]})
+    bad(V5, field, **{field: ([1],)})
+    bad(V5, field, **{field: 3})
+
+
+@pytest.mark.parametrize("field", ["delays", "G", "tune_seeds", "eval_seeds"])
+def test_integer_lists(field):
+    vals = getattr(V5, field)
+    bad(V5, field, **{field: tuple(float(v) for v in vals)})
+    bad(V5, field, **{field: (True,) + tuple(vals[1:])}) if field != "delays" else None
+
+
+def test_seed_range_and_counts():
+    bad(V5, "tune_seeds", tune_seeds=(-1, 2))
+    bad(V5, "eval_seeds", eval_seeds=(2 ** 32, 5000))
+    s = ok(V5, eval_seeds=(2 ** 32 - 1, 0), tune_seeds=(7, 8))
+    assert s.eval_seeds == (2 ** 32 - 1, 0)
+    with pytest.raises(ValueError, match="at least 2 seeds each"):
+        replace(V5, tune_seeds=(7,))
+    with pytest.raises(ValueError, match="at least 2 seeds each"):
+        replace(V5, eval_seeds=(7,))
+    with pytest.raises(ValueError, match="disjoint"):
+        replace(V5, tune_seeds=(1, 2), eval_seeds=(2, 3))
+
+
+def test_eta_grid_edges():
+    bad(V5, "eta_log2", eta_log2=(1.0, math.inf))
+    bad(V5, "eta_log2", eta_log2=(-64.5, 0.0))
+    assert ok(V5, eta_log2=(-64.0, 64.0)).eta_log2 == (-64.0, 64.0)
+    bad(V5, "eta_log2", eta_log2=(2.0, 2.0))        # lo < hi
+    bad(V5, "eta_log2", eta_log2=(1.0, 2.25))       # not whole steps of 0.5
+    bad(V5, "eta_log2", eta_log2=(1.0, 2.0, 3.0))
+    bad(V5, "eta_log2_token", eta_log2_token=(0.0, 70.0))
+    bad(V5, "eta_log2_token", token_eta="grid", eta_log2_token=())
+    assert ok(V5, token_eta="grid", eta_log2_token=(0.0, 1.0)).token_eta == "grid"
+    bad(V5, "eta_log2_token", token_eta="grid", eta_log2_token=(1.0, 0.0))
+    assert ok(V5, token_eta="length", eta_log2_token=()).eta_log2_token == ()
+
+
+def test_delays_eps_G():
+    bad(V5, "delays", delays=(8,))
+    bad(V5, "delays", delays=(1, 8))
+    bad(V5, "delays", delays=(-8, 0))
+    assert ok(V5, delays=(0, 8, 1)).delays == (0, 8, 1)
+    bad(V5, "eps", eps=(0.0,))
+    bad(V5, "eps", eps=(-0.2,))
+    bad(V5, "eps", eps=(math.inf,))
+    bad(V5, "G", G=(0, 8))
+    assert ok(V5, G=(1, 8), instance_settings={}).G == (1, 8)
+
+
+def test_estimators_and_eps_estimators():
+    bad(V5, "estimators", estimators=tuple(e for e in V5.estimators if e != "onpolicy"))
+    bad(V5, "estimators", estimators=V5.estimators + ("nope",))
+    bad(V5, "eps_estimators", eps_estimators=("onpolicy", "nope"))
+    assert ok(V5, eps_estimators=V5.estimators).eps_estimators == V5.estimators
+
+
+def test_step_arms():
+    bad(V5, "step_arms", step_arms=("common",))
+    bad(V5, "step_arms", step_arms=("tuned", "other"))
+    assert ok(V5, step_arms=("tuned",)).step_arms == ("tuned",)
+
+
+def test_metric_and_primary():
+    bad(V5, "metric", metric="auc")
+    bad(V5, "primary", primary=dict(eps=0.2, G=8, d=4))
+    bad(V5, "primary", primary=dict(eps=0.3, G=8, d=8))
+    bad(V5, "primary", primary=dict(eps=0.2, G=4, d=8))
+    bad(V5, "primary", primary=dict(eps=0.2, G=8.0, d=8))
+    bad(V5, "primary", primary=dict(eps=math.nan, G=8, d=8))
+
+
+def test_unknown_instance():
+    bad(V5, "instances", instances=V5.instances + ("nope",))
+    assert ok(V5, instances=("count-frac",)).instances == ("count-frac",)
+
+
+# --- C5 ---------------------------------------------------------------------------------------------------------------
+
+def c5(**kw):
+    return {**V5.c5, **kw}
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(estimators="gmc"), "c5.estimators"), (dict(estimators=[1]), "c5.estimators"),
+    (dict(G=[2, 0]), "c5.G/c5.steps"), (dict(G=4), "c5.G/c5.steps"), (dict(steps=64.0), "c5.G/c5.steps"),
+    (dict(steps=10 ** 6 + 1), "c5.steps"), (dict(d=8.0), "c5.d"), (dict(eps=math.nan), "c5.eps"),
+    (dict(estimators=["gmc", "nope"]), "c5"), (dict(d=4), "c5"), (dict(eps=0.3), "c5"), (dict(G=[8]), "c5"),
+    (dict(steps=0), "c5"), (dict(G=[2, 2]), "c5.G/c5.steps"), (dict(G=[2, True]), "c5.G/c5.steps"),
+    (dict(slope_margin=-0.1), "c5.slope_margin"), (dict(flat_margin=math.inf), "c5.slope_margin"),
+    (dict(slope_rule="x"), "c5.slope_rule"), (dict(test_b="x"), "c5.test_b"), (dict(test_b_v3_se=0.0), "c5.test_b_v3_se"),
+    (dict(test_b_v3_se=math.nan), "c5.test_b_v3_se"), (dict(theory_regime="x"), "c5.theory_regime"),
+])
+def test_c5_fields(kw, field):
+    bad(V5, field, c5=c5(**kw))
+
+
+def test_c5_boundaries_accepted():
+    assert ok(V5, c5=c5(steps=10 ** 6)).c5["steps"] == 10 ** 6
+    assert ok(V5, c5=c5(slope_margin=0.0, flat_margin=0.0, test_b="run", slope_rule="margin")).c5["test_b"] == "run"
+    for r in ("delay-dominated", "comparable", "variance-dominated"):
+        assert ok(V5, c5=c5(theory_regime=r)).c5["theory_regime"] == r
+    c = {k: v for k, v in V5.c5.items() if k not in ("test_b_v3_se", "slope_rule", "test_b", "theory_regime")}
+    assert ok(V5, c5=c).c5 == c
+
+
+def test_v6_without_c5_skips_its_checks_but_v5_needs_it():
+    assert ok(V6, c5={}).c5 == {}
+    with pytest.raises((ValueError, KeyError)):
+        replace(V5, c5={})
+
+
+# --- instance settings (v5) -------------------------------------------------------------------------------------------
+
+def test_instance_settings():
+    bad(V5, "instance_settings", instance_settings=[1])
+    bad(V4, "instance_settings", instance_settings={"count-frac": {"n_prompts": 2}})
+    bad(V5, "instance_settings.nope", instance_settings={"nope": {"n_prompts": 2}})
+    bad(V5, "instance_settings.count-frac", instance_settings={"count-frac": {}})
+    bad(V5, "instance_settings.count-frac", instance_settings={"count-frac": {"steps": 2}})
+    bad(V5, "instance_settings.count-frac.n_prompts", instance_settings={"count-frac": {"n_prompts": 0}})
+    bad(V5, "instance_settings.count-frac.n_prompts", instance_settings={"count-frac": {"n_prompts": 2.0}})
+    bad(V5, "instance_settings.count-frac", instance_settings={"count-frac": {"n_prompts": 3}})
+    p = ok(V5, instance_settings={"count-frac": {"n_prompts": 1, "budget": 8}})
+    assert p.budget_of("count-frac") == 8 and p.prompts_of("count-frac") == 1 and p.steps("count-frac", 8) == 1
+    assert V5.budget_of("lm-faithful-exact") == 6144 and V5.prompts_of("lm-faithful-exact") == 8
+    assert V5.steps("lm-faithful-exact", 8) == 96 and V5.steps("count-frac", 8) == 256
+    assert V5.budget_of("count-frac") == 2048 and V5.prompts_of("count-frac") == 1
+
+
+# --- families (v6) ----------------------------------------------------------------------------------------------------
+
+def test_v6_families_draw_the_instances():
+    from simulate.protocol.families import family_seeds
+
+    drawn = tuple(f"{fam}-{s}" for fam, n in V6.families.items() for s in family_seeds(V6.family_root, fam, n))
+    assert V6.instances == drawn
+    bad(V6, "instances", instances=drawn[::-1])
+    bad(V6, "instances", instances=drawn[:-1])
+    q = ok(V6, quick=True, instances=drawn[:2])
+    assert q.instances == drawn[:2]
+    bad(V6, "quick.instances", quick=True, instances=("tabular-1",))
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(family_root=""), "family_root"), (dict(family_root="  "), "family_root"), (dict(family_root=3), "family_root"),
+    (dict(families={}), "families"), (dict(families={"toy": 2}), "families"),
+    (dict(families={"tabular": 0, "lm-like": 6}), "families.tabular"),
+    (dict(families={"tabular": 65, "lm-like": 6}), "families.tabular"),
+    (dict(families={"tabular": 6.0, "lm-like": 6}), "families.tabular"),
+    (dict(family_budget={"tabular": 1024}), "family_budget"),
+    (dict(family_budget={"tabular": 0, "lm-like": 512}), "family_budget.tabular"),
+    (dict(family_budget={"tabular": 2 ** 24 + 1, "lm-like": 512}), "family_budget.tabular"),
+    (dict(rivals=()), "rivals"), (dict(rivals=("gmc",)), "rivals"), (dict(rivals=("nope",)), "rivals"),
+    (dict(rivals=["is"]), "rivals"), (dict(primary_arm="other"), "primary_arm"),
+])
+def test_v6_family_fields(kw, field):
+    bad(V6, field, **kw)
+
+
+def test_v6_family_boundaries_accepted():
+    from simulate.protocol.families import family_seeds
+
+    fams = {"tabular": 1, "lm-like": 1}
+    inst = tuple(f"{fam}-{s}" for fam, n in fams.items() for s in family_seeds(V6.family_root, fam, n))
+    p = ok(V6, families=fams, instances=inst, family_budget={"tabular": 2 ** 24, "lm-like": 1024})
+    assert p.families == fams
+    assert ok(V6, primary_arm="common").primary_arm == "common"
+    assert ok(V6, rivals=("is",)).rivals == ("is",)
+    bad(V6, "instance_settings", instance_settings={"count-frac": {"n_prompts": 1}})
+
+
+def test_v6_without_gmc_has_no_rivals():
+    with pytest.raises(ValueError):
+        replace(V6, estimators=tuple(e for e in V6.estimators if e != "gmc"), eps_estimators=("onpolicy",),
+                rivals=("is",))
+
+
+def test_family_fields_absent_below_v6():
+    for kw in (dict(families={"tabular": 1}), dict(family_root="r"), dict(family_budget={"tabular": 1}),
+               dict(rivals=("is",))):
+        bad(V5, "families/family_root/family_budget/rivals", **kw)
+
+
+def test_v6_budget_of_a_family_draw_is_per_context():
+    tab = next(i for i in V6.instances if i.startswith("tabular-"))
+    lm = next(i for i in V6.instances if i.startswith("lm-like-"))
+    assert V6.prompts_of(tab) == 1 and V6.budget_of(tab) == 1024 and V6.steps(tab, 8) == 128
+    from simulate.protocol.families import contexts
+    from simulate.protocol.instances import get_instance
+
+    C = contexts(get_instance(lm))
+    assert V6.prompts_of(lm) == C and V6.budget_of(lm) == 512 * C and V6.steps(lm, 8) == 64
+    assert V5._family(tab) is None and V6._family("count-frac") is None and V6._family(lm) == "lm-like"
+
+
+# --- grids, cells, label ----------------------------------------------------------------------------------------------
+
+def test_etas_is_the_half_octave_grid():
+    assert V5.etas(0.0, 1.0) == [1.0, 2.0 ** 0.5, 2.0]
+    assert V5.etas() == [2.0 ** (1 + 0.5 * i) for i in range(9)]
+    assert V5.etas(hi=1.0) == [2.0]
+    assert V5.etas(lo=4.0) == [16.0, 2.0 ** 4.5, 32.0]
+
+
+def test_start_grid_of_token_level_maps():
+    g = ok(V5, token_eta="grid", eta_log2_token=(-3.0, -1.0))
+    assert g.start_grid("grpo") == (-3.0, -1.0) and g.start_grid("gmc") == V5.eta_log2
+    assert V5.start_grid("grpo") == V5.eta_log2  # token_eta = length: the common grid
+
+
+def test_c5_cells():
+    cells = V5.c5_cells("count-frac")
+    assert cells == [dict(instance="count-frac", estimator="gmc", d=0, eps=0.2, G=8, K=64)]  # middle of 2..32
+    p = ok(V5, c5=c5(test_b="run", G=[2, 4]))
+    cs = p.c5_cells("x")
+    assert len(cs) == 2 * 2 * 2 and cs[0] == dict(instance="x", estimator="gmc", d=0, eps=0.2, G=2, K=64)
+    assert cs[1]["d"] == 8 and cs[2]["G"] == 4 and cs[4]["estimator"] == "tic"
+    p = ok(V5, c5=c5(G=[2, 4, 8, 16]))
+    assert p.c5_cells("x")[0]["G"] == 8
+
+
+def test_grid_cells_keep_eps_only_for_eps_estimators():
+    p = ok(V5, eps=(0.2, 0.5), eps_estimators=("gmc",))
+    cs = p.cells("i")
+    assert len(cs) == (len(p.estimators) + 1) * 2 * 1
+    gmc = [c for c in cs if c["estimator"] == "gmc"]
+    assert [(c["d"], c["eps"]) for c in gmc] == [(0, 0.2), (0, 0.5), (8, 0.2), (8, 0.5)]
+    assert all(c["eps"] == 0.2 for c in cs if c["estimator"] != "gmc")
+    assert cs[0] == dict(instance="i", estimator=p.estimators[0], d=0, eps=0.2, G=8)
+
+
+def test_label():
+    assert V5.label == f"{V5.name}@{V5.sha256[:12]}" and len(V5.sha256) == 64
+    assert sp.load_protocol(sp.V5_PATH, quick=True).label.endswith("+quick")
+
+
+# --- loading -------------------------------------------------------------------------------------------------------------
+
+def _write(tmp_path, text):
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    return p
+
+
+def test_load_refuses_unknown_fields_and_quick_keys(tmp_path):
+    base = sp.V5_PATH.read_text()
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['bogus'\]"):
+        sp.load_protocol(_write(tmp_path, "bogus = 1\n" + base))
+    with pytest.raises(ValueError, match="may override only"):
+        sp.load_protocol(_write(tmp_path, base + "\n[quick]\nalpha = 0.1\n" if "[quick]" not in base else
+                                base.replace("[quick]", "[quick]\nalpha = 0.1", 1)))
+
+
+def test_load_requires_fields_and_tables(tmp_path):
+    base = sp.V5_PATH.read_text()
+    lines = [ln for ln in base.splitlines() if not ln.startswith("margin ")]
+    with pytest.raises(ValueError, match="lacks the field 'margin'"):
+        sp.load_protocol(_write(tmp_path, "\n".join(lines)))
+    with pytest.raises(ValueError, match=r"must be a list"):
+        sp.load_protocol(_write(tmp_path, base.replace("delays = [", "delays = 3 #[", 1)))
+
+
+def test_table_keys():
+    with pytest.raises(ValueError, match=r"must be a table \[primary\]"):
+        sp._table_keys({"primary": 3}, "primary", {"d"})
+    with pytest.raises(ValueError, match=r"lacks the key\(s\) \['G'\]"):
+        sp._table_keys({"primary": {"d": 1}}, "primary", {"d", "G"})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['x'\]"):
+        sp._table_keys({"primary": {"d": 1, "x": 2}}, "primary", {"d"}, {"y"})
+    sp._table_keys({"primary": {"d": 1, "y": 2}}, "primary", {"d"}, {"y"})
+
+
+def test_quick_overlay():
+    q = sp._overlay_quick(V5, {"eval_seeds": [100, 101]})
+    assert q.quick is True and q.eval_seeds == (100, 101)
+    with pytest.raises(ValueError, match="quick.eval_seeds must be a list"):
+        sp._overlay_quick(V5, {"eval_seeds": 100})
+    with pytest.raises(ValueError, match=r"^\[quick\]: protocol field tune_seeds/eval_seeds"):
+        sp._overlay_quick(V5, {"eval_seeds": [100]})
+    assert sp._overlay_quick(V5, {"c5_G": [2, 4]}).c5["G"] == [2, 4]
+    for bad_G in ([2], [2, 2], [0, 2], [2.0, 4]):
+        with pytest.raises(ValueError, match="quick.c5_G"):
+            sp._overlay_quick(V5, {"c5_G": bad_G})
+    with pytest.raises(ValueError, match="quick.c5_G must be a list"):
+        sp._overlay_quick(V5, {"c5_G": 4})
+
+
+def test_quick_overlay_v1_keeps_the_c5_group_sizes_of_the_quick_grid():
+    assert V1.G == (4, 8, 32) and V1.c5["G"] == [4, 8, 32]
+    assert sp._overlay_quick(V1, {"G": [4, 8]}).c5["G"] == [4, 8]
+    assert sp._overlay_quick(V1, {"G": [8]}).c5["G"] == [4, 8, 32]      # one shared G: C5 keeps its own
+    assert sp._overlay_quick(V1, {"G": [4, 8, 32]}).c5["G"] == [4, 8, 32]
+    assert sp._overlay_quick(V6, {}).c5 == {}
+
+
+# --- check_axes -------------------------------------------------------------------------------------------------------
+
+AX = dict(instances=["count-frac"], delays=[0, 8], eta_factors=[1.0], G=[8], eps=[0.2], estimators=["gmc"], seeds=[1, 2])
+
+
+def axes(**kw):
+    return sp.check_axes(V5, **{**AX, **kw})
+
+
+def test_check_axes_accepts_a_valid_map():
+    axes()
+    axes(tuned_delays=[0], seeds=[0, 2 ** 32 - 1], G=[1, 8])
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(delays=[]), "delays must hold at least one value"), (dict(seeds=[1, 1]), "seeds must not repeat"),
+    (dict(tuned_delays=[8, 8]), "tuned_delays must not repeat"), (dict(tuned_delays=[]), "tuned_delays must hold"),
+    (dict(delays=[0, 2.5]), r"delays must be integers \[0, inf\)|delays must be integers >= 0"),
+    (dict(delays=[-1]), "delays must be integers >= 0"), (dict(tuned_delays=[True]), "tuned_delays must be integers"),
+    (dict(G=[0]), "G must be integers >= 1"), (dict(seeds=[2 ** 32]), r"seeds must be integers \[0, 2³²\)"),
+    (dict(seeds=[-1]), "seeds must be integers"), (dict(G=[3]), "G must divide budget / n_prompts = 2048 / 1"),
+    (dict(instances=["lm-faithful-exact"], G=[5]), r"6144 / 8 on instance lm-faithful-exact .* got \[5\]"),
+    (dict(eta_factors=[0.0]), "eta_factors must be finite numbers > 0"), (dict(eps=[math.inf]), "eps must be finite"),
+    (dict(eps=[True]), "eps must be finite"), (dict(eta_factors=[-1.0]), "eta_factors"),
+    (dict(instances=["nope"]), r"instances: unknown \['nope'\]"),
+])
+def test_check_axes_refuses(kw, match):
+    with pytest.raises(ValueError, match=match):
+        axes(**kw)
