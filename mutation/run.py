@@ -92,9 +92,12 @@ TARGETS: dict[str, list[str]] = {
     "simulate/protocol/aggregate.py": ["tests/unit/test_decision_aggregate*.py"],
     "simulate/protocol/families.py": ["tests/unit/test_decision_families*.py"],
     "figures/report/answer.py": ["tests/unit/test_decision_answer*.py"],
+    "simulate/protocol/spec.py": ["tests/unit/test_decision_spec*.py"],
 }
 #: Targets run with the JIT on (module docstring): no kernel in the file, and tests that train.
-JIT_ON = {"simulate/training/overlap.py", "simulate/protocol/c9.py"}
+JIT_ON = {"simulate/training/overlap.py", "simulate/protocol/c9.py",
+          # issue 55: their unit tests draw family instances (a warm start by exact-J gradient descent, kernels)
+          "simulate/protocol/families.py", "simulate/protocol/spec.py"}
 #: ``sitecustomize.py`` of a JIT-less scratch copy: ``njit`` then returns the plain function, which has no
 #: ``py_func`` for the registry to check and read; give it itself as one.
 NO_JIT_SHIM = '''"""Written by mutation/run.py: under NUMBA_DISABLE_JIT, njit-decorated functions get py_func = themselves."""

@@ -229,7 +229,6 @@ def test_decision_defaults_and_immutability():
 
 def test_line_not_measured_four_rivals_get_the_ellipsis():
     four = ("onpolicy", "is", "tis", "tic")
-    dec = hl.decide([e("grpo", 8)], four + ("grpo",), D)  # grpo at 8 only: five missing rivals... use four missing
     dec = hl.decide([e("grpo", 8), e("grpo", 32)], four + ("grpo",), D)
     assert hl.line("S", dec) == "S: not measured: onpolicy, is, tis … → no recommendation."
 
