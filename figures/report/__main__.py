@@ -4,7 +4,7 @@
 (REPORT-details.md and REPORT.html beside it). The committed figures/REPORT.md is written only by
 ``python -m figures``; this command refuses to overwrite it unless ``--report`` names it explicitly.
 
-Every sidecar a full run writes (``figures.report.data.EXPECTED``) must be there, readable, well formed, its seal
+Every sidecar a full run writes (``figures.report.data.expected_figures``: one per figure module) must be there, readable, well formed, its seal
 matching its content and its protocol the one its siblings ran: a claim judged by a missing or damaged one reads
 ``not run (evidence missing: <file>, <reason>)``, and the command names every problem and exits 1 (issue 56).
 The report's stamp is the sidecars' own (commit, code hash, protocol), with the rebuilding commit beside it.
@@ -48,7 +48,7 @@ def _write(out_dir: Path, report_path: Path, *, run_checks: bool):
     exclude: dict[str, str] = {}
     while True:
         rep = data.build(out_dir, quick=False, run_checks=run_checks, report_path=report_path,
-                         expected=tuple(data.EXPECTED), exclude=exclude)
+                         expected=data.expected_figures(), exclude=exclude)
         try:
             main, details = render.blocks(rep), render.detail_blocks(rep)
             break
@@ -71,7 +71,7 @@ def _culprit(out_dir: Path, rep: dict, exclude: dict) -> str | None:
     """The first sidecar without which the report builds (symbolic checks skipped: only the layout is tried)."""
     for m in rep["sidecars"]:
         trial = data.build(out_dir, quick=False, run_checks=False, report_path=rep["report_path"],
-                           expected=tuple(data.EXPECTED), exclude={**exclude, m["figure"]: "probe"})
+                           expected=data.expected_figures(), exclude={**exclude, m["figure"]: "probe"})
         try:
             render.blocks(trial), render.detail_blocks(trial)
         except Exception:  # noqa: BLE001 - still failing without it: not this one

@@ -78,7 +78,22 @@ EXPECTED = {
     "fig_llm_delay": ("C9", "answer:cpu-lm"),
     "fig_regime_map": ("C9", "answer:tabular"),
     "fig_regime_slices": ("C9",),
+    "fig_protocol_v6": ("answer:tabular-family", "answer:lm-like-family"),
+    "fig_eps_G_advice": ("guidance: choosing ε and G",),
 }
+
+
+def expected_figures() -> tuple[str, ...]:
+    """The sidecar name (``NAME = "…"``) of every ``figures/fig_*.py`` module, sorted: what a full run writes, read
+    from the sources without importing them (a new figure is expected as soon as it exists)."""
+    here = Path(__file__).resolve().parents[1]
+    names = []
+    for p in sorted(here.glob("fig_*.py")):
+        m = re.search(r"""^NAME\s*=\s*["']([^"']+)["']""", p.read_text(encoding="utf-8"), re.M)
+        names.append(m.group(1) if m else p.stem)
+    return tuple(sorted(names))
+#: Sidecar keys that stamp the protocol a figure ran (``{"name", "sha256", …}``): C5/C9's and protocol v6's.
+PROTOCOL_KEYS = ("protocol", "v6")
 #: The seal of a sidecar (:func:`seal`): SHA-256 of its canonical JSON without the ``seal`` key.
 SEAL_ALGORITHM = "sha256/canonical-json-v1"
 #: Keys :func:`check_evidence` adds to a loaded sidecar (never in the file, never sealed).
@@ -145,10 +160,10 @@ def seal(meta: dict) -> dict:
 
 
 def stamp(meta: dict) -> dict:
-    """What made a sidecar: ``{"commit", "code", "protocol"}`` (protocol: ``name@sha256`` or ``None``)."""
-    pr = meta.get("protocol") if isinstance(meta.get("protocol"), dict) else None
+    """What made a sidecar: ``{"commit", "code", "protocols"}`` (protocols: ``name@sha256`` of each protocol key)."""
+    prs = [meta[k] for k in PROTOCOL_KEYS if isinstance(meta.get(k), dict)]
     return {"commit": str(meta.get("git_commit")), "code": str(meta.get("code_version")),
-            "protocol": f"{pr.get('name')}@{pr.get('sha256')}" if pr else None}
+            "protocols": [f"{pr.get('name')}@{pr.get('sha256')}" for pr in prs]}
 
 
 def registered_protocols() -> dict[str, str]:
@@ -233,10 +248,12 @@ def structure_problems(meta) -> list[str]:
         out.append(f"stamp: git_commit {commit!r} is not a 40-hex commit")
     if (code is not None or sealed) and not (isinstance(code, str) and len(code) == 16 and _HEX.match(code)):
         out.append(f"stamp: code_version {code!r} is not a 16-hex code hash")
-    pr = meta.get("protocol")
-    if isinstance(pr, dict) and ("sha256" in pr or sealed) and not (isinstance(pr.get("name"), str) and isinstance(pr.get("sha256"), str)
-                                     and len(pr["sha256"]) == 64 and _HEX.match(pr["sha256"])):
-        out.append("stamp: protocol lacks a name or a 64-hex sha256")
+    for pkey in PROTOCOL_KEYS:
+        pr = meta.get(pkey)
+        if isinstance(pr, dict) and ("sha256" in pr or sealed) and not (
+                isinstance(pr.get("name"), str) and isinstance(pr.get("sha256"), str) and len(pr["sha256"]) == 64
+                and _HEX.match(pr["sha256"])):
+            out.append(f"stamp: '{pkey}' lacks a name or a 64-hex sha256")
     if "seal" in meta:
         sl = meta["seal"]
         if not (isinstance(sl, dict) and sl.get("algorithm") == SEAL_ALGORITHM and isinstance(sl.get("sha256"), str)):
@@ -274,10 +291,10 @@ def check_evidence(out_dir, expected=None, exclude: dict | None = None) -> tuple
     """``(sidecars, problems)``: the readable, consistent sidecars of ``out_dir`` (name order) and one problem
     ``{"file", "reason", "rows"}`` per expected sidecar that is missing, unreadable, truncated, malformed, whose
     seal does not match its content, or whose protocol is not the one its siblings (or its registered file) name.
-    ``expected``: sidecar stems that must be there (default :data:`EXPECTED`'s; ``()``: none required); ``exclude``:
+    ``expected``: sidecar stems that must be there (default :func:`expected_figures`; ``()``: none required); ``exclude``:
     ``{stem: reason}`` of sidecars found damaged otherwise (the report raised reading them), left out the same way."""
     out_dir = Path(out_dir)
-    expected = tuple(EXPECTED) if expected is None else tuple(expected)
+    expected = expected_figures() if expected is None else tuple(expected)
     sidecars, problems = [], []
 
     def problem(name, reason, meta=None):
@@ -337,24 +354,26 @@ def check_evidence(out_dir, expected=None, exclude: dict | None = None) -> tuple
         else:
             continue
         sidecars.remove(m)
-    # one protocol per report: the sidecars that ran it agree, and a registered name carries its file's hash
+    # one protocol per key: the sidecars that ran it agree (C5 and C9: "protocol"; v6: "v6"), and a registered name
+    # carries its file's hash
     reg = registered_protocols()
-    protos = {m["figure"]: m["protocol"] for m in sidecars if isinstance(m.get("protocol"), dict) and "sha256" in m["protocol"]}
-    shas = {pr["sha256"] for pr in protos.values()}
     bad = set()
-    for name, pr in protos.items():
-        if pr["name"] in reg and reg[pr["name"]] != pr["sha256"]:
-            bad.add(name)
-            problem(name, f"protocol {pr['name']} sha256 {pr['sha256'][:12]} is not its registered file's "
-                          f"{reg[pr['name']][:12]}", next(m for m in sidecars if m["figure"] == name))
-    if len(shas) > 1:
+    for pkey in PROTOCOL_KEYS:
+        protos = {m["figure"]: m[pkey] for m in sidecars if isinstance(m.get(pkey), dict) and "sha256" in m[pkey]
+                  and m["figure"] not in bad}
         for name, pr in protos.items():
-            if name not in bad:
-                others = ", ".join(sorted(f"{o}.json: {q['name']}@{q['sha256'][:12]}" for o, q in protos.items()
-                                          if q["sha256"] != pr["sha256"]))
+            if pr["name"] in reg and reg[pr["name"]] != pr["sha256"]:
                 bad.add(name)
-                problem(name, f"protocol {pr['name']}@{pr['sha256'][:12]} differs from {others}",
-                        next(m for m in sidecars if m["figure"] == name))
+                problem(name, f"{pkey} {pr['name']} sha256 {pr['sha256'][:12]} is not its registered file's "
+                              f"{reg[pr['name']][:12]}", next(m for m in sidecars if m["figure"] == name))
+        if len({pr["sha256"] for pr in protos.values()}) > 1:
+            for name, pr in protos.items():
+                if name not in bad:
+                    others = ", ".join(sorted(f"{o}.json: {q['name']}@{q['sha256'][:12]}" for o, q in protos.items()
+                                              if q["sha256"] != pr["sha256"]))
+                    bad.add(name)
+                    problem(name, f"{pkey} {pr['name']}@{pr['sha256'][:12]} differs from {others}",
+                            next(m for m in sidecars if m["figure"] == name))
     sidecars = [m for m in sidecars if m["figure"] not in bad]
     return sidecars, problems
 
@@ -391,17 +410,17 @@ def load_sidecars(out_dir) -> list[dict]:
 
 
 def stamps(sidecars: list[dict]) -> list[dict]:
-    """The distinct stamps of the sidecars: ``[{"commit", "code", "protocol", "files", "sealed", "verified"}]``, most
+    """The distinct stamps of the sidecars: ``[{"commit", "code", "protocols", "files", "sealed", "verified"}]``, most
     files first (``verified``: how many were checked, by their seal or against git)."""
     groups: dict[tuple, dict] = {}
     for m in sidecars:
         st = stamp(m)
-        g = groups.setdefault((st["commit"], st["code"]), {**st, "protocol": None, "files": [], "sealed": 0,
+        g = groups.setdefault((st["commit"], st["code"]), {**st, "protocols": [], "files": [], "sealed": 0,
                                                            "verified": 0})
         g["files"].append(m.get("_file") or f"{m['figure']}.json")
         g["sealed"] += bool(m.get("_sealed"))
         g["verified"] += bool(m.get("_verified"))
-        g["protocol"] = g["protocol"] or st["protocol"]
+        g["protocols"] += [x for x in st["protocols"] if x not in g["protocols"]]
     return sorted(groups.values(), key=lambda g: -len(g["files"]))
 
 
@@ -410,7 +429,7 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
           exclude: dict | None = None) -> dict:
     """Collect everything the report prints. ``provenance`` = ``{"commit", "dirty"}`` captured when the
     run started (the run itself rewrites tracked figure files). ``expected``: the sidecars that must be there
-    (default every figure's, :data:`EXPECTED`); a missing or damaged one is listed in ``evidence_problems`` and the
+    (default every figure's, :func:`expected_figures`); a missing or damaged one is listed in ``evidence_problems`` and the
     rows it judges in ``not_run``, never judged. ``stamps`` holds what made the sidecars (``code_version`` is theirs
     when they agree; ``rebuilt_by`` the code that rebuilt the report)."""
     from sweep import code_version, git_commit
@@ -418,7 +437,7 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
     if expected is None:  # a folder of the figures' sidecars: every one is expected; elsewhere (tests, a user's
         # folder of their own figures) only the ones present
         present = {q.stem for q in Path(out_dir).glob("*.json")} | {RENAMED.get(q.stem) for q in Path(out_dir).glob("*.json")}
-        expected = tuple(EXPECTED) if present & set(EXPECTED) else ()
+        expected = expected_figures() if present & set(expected_figures()) else ()
     sidecars, problems = check_evidence(out_dir, expected=expected, exclude=exclude)
     evidence = {c: [] for c in CLAIM_IDS}
     lm = []

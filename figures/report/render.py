@@ -57,7 +57,7 @@ def _head(rep: dict) -> list:
 
     def one(g):
         return (f"git `{g['commit'][:12]}`{'-dirty' if g['commit'].endswith('-dirty') else ''}, code `{g['code']}`"
-                + (f", protocol `{g['protocol'].split('@')[0]}@{g['protocol'].split('@')[1][:12]}`" if g.get("protocol") else "")
+                + "".join(f", protocol `{x.split('@')[0]}@{x.split('@')[-1][:12]}`" for x in g.get("protocols") or [])
                 + f" ({len(g['files'])} sidecar{'s' * (len(g['files']) != 1)}"
                 + ("" if g["sealed"] == len(g["files"]) else
                    (", unsealed, stamp checked against git" if g["verified"] == len(g["files"])

@@ -59,19 +59,34 @@ def _copy(src: Path, dst: Path, *, sealed: bool) -> Path:
     return dst
 
 
-def test_expected_names_every_claim_of_the_committed_sidecars():
+def _present(folder: Path) -> tuple[str, ...]:
+    """The sidecars in ``folder`` (the committed set may lag the figure modules until the next full run)."""
+    return tuple(sorted(p.stem for p in folder.glob("*.json")))
+
+
+def test_expected_names_every_figure_and_every_claim_of_the_committed_sidecars():
+    assert set(data.expected_figures()) <= set(data.EXPECTED), "a new figure: add the rows it judges to EXPECTED"
+    assert set(_present(OUT)) <= set(data.expected_figures())
     for p in OUT.glob("*.json"):
         meta = json.loads(p.read_text())
         ids = {data.TRAINING_IDS.get((meta["figure"], e["claim"]), e["claim"]) for e in meta["evidence"]}
         assert ids <= set(data.EXPECTED[p.stem]), (p.name, ids)
-    assert set(data.EXPECTED) == {p.stem for p in OUT.glob("*.json")}
+
+
+def test_a_figure_module_without_its_sidecar_is_missing(committed, tmp_path):
+    shutil.copytree(committed, tmp_path / "out")
+    (tmp_path / "out" / "fig_c6_overlap.json").unlink()
+    problems = data.check_evidence(tmp_path / "out")[1]  # default: every figure module's sidecar
+    assert {"file": "fig_c6_overlap.json", "reason": "no such file", "rows": ["C6"]} in problems
+    assert {pb["file"] for pb in problems} == {f"{n}.json" for n in data.expected_figures()} - {
+        f"{n}.json" for n in _present(tmp_path / "out")}
 
 
 def test_the_committed_sidecars_are_whole_and_the_stamp_is_theirs(committed, tmp_path):
-    sidecars, problems = data.check_evidence(committed)
-    assert problems == [] and len(sidecars) == len(data.EXPECTED)
+    sidecars, problems = data.check_evidence(committed, expected=_present(committed))
+    assert problems == [] and len(sidecars) == len(_present(committed))
     rep = data.build(committed, quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
-                     report_path=tmp_path / "R.md")
+                     report_path=tmp_path / "R.md", expected=_present(committed))
     made = {(json.loads(p.read_text())["git_commit"], json.loads(p.read_text())["code_version"])
             for p in committed.glob("*.json")}
     head = " ".join(b[1] for b in render._head(rep) if b[0] == "p")
@@ -94,18 +109,20 @@ def test_an_unsealed_stamp_is_checked_against_git(committed):
 @pytest.mark.parametrize("how", DAMAGES)
 def test_each_damaged_sidecar_leaves_its_claims_not_run(committed, tmp_path, how, sealed):
     src = _copy(committed, tmp_path / "clean", sealed=sealed)
-    assert data.check_evidence(src)[1] == []
-    for name, rows in data.EXPECTED.items():
+    present = _present(src)
+    assert data.check_evidence(src, expected=present)[1] == []
+    for name in present:
+        rows = data.EXPECTED[name]
         if how == "edit-stamp" and not sealed and json.loads((src / f"{name}.json").read_text())["git_commit"].endswith(
                 "-dirty"):  # unsealed and from a dirty tree: nothing to check an edit against; the stamp says so
             assert "dirty tree: stamp unverified" in render._head(data.build(src, quick=False, run_checks=False,
-                                                                 report_path=src / "R.md"))[0][1]
+                                                                 report_path=src / "R.md", expected=present))[0][1]
             continue
         d = tmp_path / f"{name}-{how}"
         shutil.copytree(src, d)
         _damage(d, name, how)
         rep = data.build(d, quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
-                         report_path=d / "R.md", expected=tuple(data.EXPECTED))
+                         report_path=d / "R.md", expected=present)
         files = {pb["file"] for pb in rep["evidence_problems"]}
         assert f"{name}.json" in files, (name, how, rep["evidence_problems"])
         for r in rows:
@@ -133,7 +150,7 @@ def test_an_empty_folder_names_every_missing_sidecar(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     assert cli.main(["--out", str(tmp_path / "out"), "--report", str(tmp_path / "R.md"), "--no-derive"]) == 1
     printed = capsys.readouterr().out
-    for name in data.EXPECTED:
+    for name in data.expected_figures():
         assert f"problem: evidence {name}.json: no such file" in printed
 
 
@@ -146,7 +163,7 @@ def test_a_malformed_field_is_a_named_problem_not_a_traceback(committed, tmp_pat
     meta[field] = value
     p.write_text(json.dumps(meta))
     rep = data.build(tmp_path / "out", quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
-                     report_path=tmp_path / "R.md")
+                     report_path=tmp_path / "R.md", expected=_present(tmp_path / "out"))
     (pb,) = rep["evidence_problems"]
     assert pb["file"] == "fig5_delay.json" and field.split("_")[0] in pb["reason"]
     assert rep["not_run"]["C4"].startswith("not run (evidence missing: fig5_delay.json")
@@ -158,7 +175,7 @@ def test_a_sealed_sidecar_with_an_edited_number_is_refused(committed, tmp_path):
     meta = json.loads(p.read_text())
     meta["evidence"][0]["measured"] = 0.0
     p.write_text(json.dumps(meta))
-    (pb,) = data.check_evidence(d)[1]
+    (pb,) = data.check_evidence(d, expected=_present(d))[1]
     assert pb["file"] == p.name and "seal mismatch" in pb["reason"]
 
 
@@ -196,7 +213,7 @@ def test_the_verdict_table_itself_reads_not_run(committed, tmp_path):
     shutil.copytree(committed, d)
     _damage(d, "fig_c9_protocol", "empty")
     rep = data.build(d, quick=False, run_checks=False, provenance={"commit": "f" * 40, "dirty": False},
-                     report_path=tmp_path / "R.md")
+                     report_path=tmp_path / "R.md", expected=_present(d))
     rows = {r[0].split("**")[1] + r[0].split("**")[2].split(" ")[0]: r[2] for r in render.claim_rows(rep)}
     assert rows["C9"].startswith(data.NOT_RUN_PREFIX + "fig_c9_protocol.json, empty file")
     from figures.report import answer
@@ -232,3 +249,19 @@ def test_content_damaged_below_the_top_level_is_named_not_judged(committed, tmp_
     line = next(ln for ln in capsys.readouterr().out.splitlines() if f"problem: evidence {name}.json:" in ln)
     assert says in line
     assert f"not run (evidence missing: {name}.json" in (tmp_path / "R.md").read_text()
+
+
+def test_protocol_v6_stamp_is_checked_against_its_registered_file(committed, tmp_path):
+    reg = data.registered_protocols()
+    name = next(n for n in reg if n.endswith("v6")) if any(n.endswith("v6") for n in reg) else next(iter(reg))
+    d = tmp_path / "out"
+    shutil.copytree(committed, d)
+    p = d / "fig_regime_slices.json"
+    meta = json.loads(p.read_text())
+    meta["v6"] = {"name": name, "sha256": reg[name]}
+    p.write_text(json.dumps(meta))
+    assert data.check_evidence(d, expected=_present(d))[1] == []  # the registered pair: whole
+    meta["v6"]["sha256"] = "ab" * 32
+    p.write_text(json.dumps(meta))
+    (pb,) = data.check_evidence(d, expected=_present(d))[1]
+    assert pb["file"] == p.name and "is not its registered file's" in pb["reason"]
