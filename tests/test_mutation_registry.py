@@ -27,7 +27,12 @@ def k(ell, mask, adv, T_i, p):
 
 @njit(cache=True)
 def k_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mode, out):
-    out[:] = 0.0
+    for i in range(out.shape[0]):  # the Numba contract: c = k/T_i on real tokens, 0 off them
+        Ti = 0
+        for t in range(out.shape[1]):
+            Ti += mask[i, t]
+        for t in range(out.shape[1]):
+            out[i, t] = 1.0 / Ti if mask[i, t] else 0.0
 
 
 def k_torch(ell, mask, adv, T_i, p):
@@ -273,8 +278,11 @@ def k_eps(ell, mask, adv, T_i, p):
 @njit(cache=True)
 def k_eps_nb(tok_ell, mask, adv, eps_low, eps_high, tau_m2, log_clip_c, cispo_mode, out):
     for i in range(out.shape[0]):
+        Ti = 0
         for t in range(out.shape[1]):
-            out[i, t] = math.log1p(-eps_low) - math.log(eps_low)
+            Ti += mask[i, t]
+        for t in range(out.shape[1]):
+            out[i, t] = (math.log1p(-eps_low) - math.log(eps_low)) / Ti if mask[i, t] else 0.0
 
 
 def k_eps_torch(ell, mask, adv, T_i, p):
