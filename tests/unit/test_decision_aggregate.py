@@ -38,9 +38,15 @@ def test_score_matrix_filters_by_arm_column_G_and_eps():
     t = _table()
     X = ag.score_matrix(t, "tis", 32, ["a"], [2], eta_kind="common", column="other", G=4, eps=0.5 + 1e-12)
     assert X[0, 0] == pytest.approx(-(100 + 0 + 0 + 0.032 + 4e-5 + 0.5e-7 + 0.02), abs=1e-12)
-    # without G / eps the first run of each (seed, instance) is taken: still the eval tuned runs only
+    # without G / eps the first run of each (seed, instance) in table order is taken (G = 8, eps = 0.2), not a mean
     X = ag.score_matrix(t, "gmc", 8, ["a"], [1])
-    assert 111 < X[0, 0] < 112
+    assert X[0, 0] == pytest.approx(100 + 10 + 1 + 0.008 + 8e-5 + 0.2e-7 + 0.01, abs=1e-12)
+
+
+def test_score_matrix_of_an_integer_column_is_float64():
+    t = _table().assign(count=lambda df: (df.nauc * 100).round().astype(int))
+    X = ag.score_matrix(t, "gmc", 8, ["a"], [1, 2], column="count", G=8, eps=0.2)
+    assert X.dtype == np.float64 and X[0, 0] == 11102.0
 
 
 def test_score_matrix_names_the_missing_instance_or_seed():
@@ -181,7 +187,7 @@ def test_bootstrap_refuses_non_finite_scores_in_either_matrix(bad):
     X = np.zeros((3, 2))
     B = X.copy()
     B[1, 1] = bad
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match=r"^X and Y must be finite \(a failed run scores its nAUC, never NaN\)$"):
         ag.stratified_bootstrap(ag.iqm_diff, B, X, reps=100)
     with pytest.raises(ValueError, match="finite"):
         ag.stratified_bootstrap(ag.iqm_diff, X, B, reps=100)
@@ -231,3 +237,47 @@ def test_registered_constants():
     assert (ag.BOOT_REPS, ag.BOOT_SEED, ag.LEVEL) == (2000, 53, 0.95)
     assert ag.INTERVAL == ("95 % stratified bootstrap percentile interval (seeds resampled within instances, paired; "
                            "2000 resamples)")
+
+
+# --- inputs that are not float arrays (an object column of a table, a text file's numbers) are read as float64 ----
+
+def _obj(A):
+    return np.asarray(A, dtype=np.float64).astype(object)
+
+
+def test_statistics_read_object_arrays_as_float64():
+    rng = np.random.default_rng(5)
+    X, Y = rng.normal(size=(3, 6, 2)), rng.normal(size=(3, 6, 2))
+    for a, b in ((_obj(X), Y), (X, _obj(Y))):
+        v = ag.iqm_diff(a, b)
+        assert v.dtype == np.float64
+        np.testing.assert_allclose(v, ag.iqm_diff(X, Y))
+        np.testing.assert_allclose(ag.poi(a, b), ag.poi(X, Y))
+        assert ag.poi(a[0], b[0]) == pytest.approx(ag.poi(X[0], Y[0]))
+        assert ag.stratified_bootstrap(ag.iqm_diff, a[0], b[0], reps=100) == \
+            pytest.approx(ag.stratified_bootstrap(ag.iqm_diff, X[0], Y[0], reps=100))
+
+
+def test_performance_profile_reads_numbers_given_as_text():
+    np.testing.assert_allclose(ag.performance_profile(np.array([["0.0", "0.5"], ["0.5", "1.0"]]), np.array(["0.5"])),
+                               [0.25])
+
+
+def test_bootstrap_of_a_yes_no_statistic_is_a_fraction_interval():
+    X = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]])
+
+    def wins(A, B):  # True where gmc's mean beats the rival's
+        return A.mean() > B.mean() if A.ndim == 2 else A.mean(axis=(1, 2)) > B.mean(axis=(1, 2))
+
+    point, lo, hi = ag.stratified_bootstrap(wins, X, X - 0.1, reps=100)
+    assert (point, lo, hi) == (1.0, 1.0, 1.0)
+
+
+def test_compare_passes_its_seed_to_both_bootstraps():
+    rng = np.random.default_rng(6)
+    X, Y = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
+    c = ag.compare(X, Y, reps=100, seed=7)
+    assert (c["delta"], c["lo"], c["hi"]) == ag.stratified_bootstrap(ag.iqm_diff, X, Y, 100, 7)
+    assert (c["poi"], c["poi_lo"], c["poi_hi"]) == ag.stratified_bootstrap(ag.poi, X, Y, 100, 7)
+    assert (c["lo"], c["hi"]) != ag.stratified_bootstrap(ag.iqm_diff, X, Y, 100, 53)[1:]
+    assert (c["poi_lo"], c["poi_hi"]) != ag.stratified_bootstrap(ag.poi, X, Y, 100, 53)[1:]
