@@ -1,0 +1,309 @@
+"""The C9 decision at LM scale (simulate/llm/analysis.py) on small synthetic result tables: failure modes, the
+failure rules of each protocol version, the d = 0 premise, the overlap regime from an interval, the learning gain,
+the Holm family of C9 and the answer rows (issue 55). Pure functions: no torch, no run."""
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulate import verdicts as vd
+from simulate.llm import analysis as an
+from simulate.llm.protocol import PROTOCOL, PROTOCOL_V2, PROTOCOL_V3
+
+
+def metrics(acc, grad, chi2=None, ess_w=None, ess_rho=None):
+    n = len(grad)
+    return pd.DataFrame(dict(heldout_acc=acc, grad_norm=grad, chi2=chi2 if chi2 is not None else [0.5] * n,
+                             ess_w=ess_w if ess_w is not None else [np.nan] * n,
+                             ess_rho=ess_rho if ess_rho is not None else [0.9] * n))
+
+
+# --- failure_modes -------------------------------------------------------------------------------------------------
+
+def test_a_learning_run_has_no_failure():
+    m = metrics([0.5, 0.7, 0.9, 1.0], [1.0, 1.0, 1.0, 1.0], chi2=[0.1, 0.2, 0.3, 0.4], ess_w=[4, 8, 2, 2])
+    out = an.failure_modes(0.2, m, tail=2, skipped_steps=0)
+    assert out == dict(chi2_learn_med=0.25, ess_early=4.0, collapsed=False, locked_in=False, failure="none")
+
+
+def test_collapse_is_a_drop_of_more_than_collapse_drop_of_the_room_below_the_running_best():
+    # a0 = 0.2: room 0.8, drop 0.5·0.8 = 0.4 below the best so far
+    assert an.failure_modes(0.2, metrics([0.8, 0.41], [1, 1]), 1, 0)["collapsed"] is False  # 0.39 below 0.8
+    out = an.failure_modes(0.2, metrics([0.8, 0.39], [1, 1]), 1, 0)
+    assert out["collapsed"] is True and out["failure"] == "collapsed"
+    assert an.failure_modes(0.2, metrics([0.8, 0.4], [1, 1]), 1, 0)["collapsed"] is False  # exactly 0.4: not below
+
+
+def test_lock_in_needs_little_progress_and_a_vanished_gradient():
+    p = PROTOCOL
+    # progress (a_K − a_0)/(1 − a_0) < lockin_nJ = 0.95 and last grad ≤ 0.01 × first
+    locked = an.failure_modes(0.5, metrics([0.6, 0.6], [1.0, 0.01]), tail=1, skipped_steps=0)
+    assert locked["locked_in"] is True and locked["failure"] == "locked_in" and p.lockin_grad_rel == 0.01
+    assert an.failure_modes(0.5, metrics([0.6, 0.6], [1.0, 0.0101]), 1, 0)["locked_in"] is False
+    assert an.failure_modes(0.5, metrics([0.6, 0.99], [1.0, 0.0]), 1, 0)["locked_in"] is False  # progress 0.98
+    assert an.failure_modes(0.5, metrics([0.6, 0.975], [1.0, 0.0]), 1, 0)["locked_in"] is False  # exactly 0.95
+    assert an.failure_modes(0.5, metrics([0.6, 0.97], [1.0, 0.0]), 1, 0)["locked_in"] is True
+    assert an.failure_modes(0.5, metrics([0.6, 0.6], [0.0, 0.0]), 1, 0)["locked_in"] is False  # g0 = 0: no scale
+    assert an.failure_modes(0.5, metrics([0.6, 0.6], [np.nan, 0.0]), 1, 0)["locked_in"] is False
+    # the tail is the mean of the last `tail` steps
+    assert an.failure_modes(0.5, metrics([0.6, 0.6, 0.6], [1.0, 0.5, 0.0]), 2, 0)["locked_in"] is False
+    assert an.failure_modes(0.5, metrics([0.6, 0.6, 0.6], [1.0, 0.5, 0.0]), 1, 0)["locked_in"] is True
+    assert an.failure_modes(0.5, metrics([0.6, 0.6, 0.6], [1.0, 0.5, 0.0]), 0, 0)["locked_in"] is True  # at least 1
+
+
+def test_divergence_comes_first_then_collapse_then_lock_in():
+    m = metrics([0.9, 0.1], [1.0, 0.0])
+    assert an.failure_modes(0.5, m, 1, 1)["failure"] == "diverged"
+    assert an.failure_modes(0.5, m, 1, 0)["failure"] == "collapsed"
+
+
+def test_chi2_over_live_steps_and_early_ess():
+    m = metrics([0.5] * 8, [1, 0, 1, 1, 0, 1, 1, 1], chi2=[1, 100, 3, np.nan, 100, 5, 7, 9],
+                ess_w=[2, 4, 6, 8, 10, 12, 14, 16])
+    out = an.failure_modes(0.2, m, 1, 0)
+    assert out["chi2_learn_med"] == 5.0      # steps with a gradient, finite χ² only: 1, 3, 5, 7, 9
+    assert out["ess_early"] == 3.0           # the first quarter (2 steps) of ess_w
+    m = metrics([0.5] * 3, [0, 0, 0], ess_rho=[0.5, 0.7, 0.9])
+    out = an.failure_modes(0.2, m, 1, 0)
+    assert math.isnan(out["chi2_learn_med"]) and out["ess_early"] == 0.5  # token maps: ess_rho; at least one step
+    m = metrics([0.5], [1.0], ess_rho=[np.nan])
+    assert math.isnan(an.failure_modes(0.2, m, 1, 0)["ess_early"])
+
+
+def test_accuracy_at_the_warm_start_1_does_not_divide_by_zero():
+    out = an.failure_modes(1.0, metrics([1.0, 1.0], [1.0, 1.0]), 1, 0)
+    assert out["failure"] == "none"
+
+
+# --- failed / stable / rate premise --------------------------------------------------------------------------------
+
+def runs(**cols):
+    n = len(next(iter(cols.values())))
+    base = dict(skipped_steps=[0] * n, collapsed=[False] * n, locked_in=[False] * n, final_acc=[0.5] * n,
+                initial_acc=[0.5] * n)
+    base.update(cols)
+    return pd.DataFrame(base)
+
+
+def test_failed_v2_is_any_failure_mode():
+    df = runs(skipped_steps=[0, 1, 0, 0], collapsed=[False, False, True, False], locked_in=[False, False, False, 1])
+    assert an.failed(df, PROTOCOL).tolist() == [False, True, True, True]
+
+
+def test_failed_v1_is_a_skipped_update_or_a_final_accuracy_below_half_the_warm_start():
+    v1 = dataclasses.replace(PROTOCOL_V2, version=1)
+    df = runs(skipped_steps=[0, 2, 0, 0], final_acc=[0.25, 0.5, 0.2499, 0.9], initial_acc=[0.5, 0.5, 0.5, 0.5],
+              collapsed=[True, False, False, False])
+    assert an.failed(df, v1).tolist() == [False, True, True, False]
+    assert an.stable(df, 0.5).tolist() == [True, False, False, True]
+    assert an.stable(df).tolist() == an.stable(df, PROTOCOL.collapse_fraction).tolist()
+
+
+def _premise_df(nfail, n=4, est="onpolicy"):
+    return pd.DataFrame(dict(d=[0] * n, estimator=[est] * n, skipped_steps=[1] * nfail + [0] * (n - nfail),
+                             collapsed=[False] * n, locked_in=[False] * n))
+
+
+def test_rate_premise_out_of_scope_when_the_d0_learner_fails_more_than_p0():
+    assert PROTOCOL.p0 == 0.25
+    assert an.rate_premise(_premise_df(1), PROTOCOL) == ""            # 1/4 = p0: not more
+    msg = an.rate_premise(_premise_df(2), PROTOCOL)
+    assert msg == ("out of scope: the d = 0 learner (onpolicy) already fails 2/4 (> p0 = 0.25), so failures at d > 0 "
+                   "are not the delay's")
+    assert an.rate_premise(_premise_df(4, est="gmc"), PROTOCOL) == ""  # not the baseline's runs
+    assert an.rate_premise(_premise_df(4), PROTOCOL_V2) == ""          # the rule starts at v3
+    assert an.rate_premise(_premise_df(4), dataclasses.replace(PROTOCOL_V3, rate_premise_d0=False)) == ""
+    assert an.rate_premise(_premise_df(4), PROTOCOL_V3) != ""
+
+
+# --- regime ------------------------------------------------------------------------------------------------------------
+
+def _chi(vals, est="gmc", d=32):
+    return pd.DataFrame(dict(estimator=[est] * len(vals), d=[d] * len(vals), chi2_learn_med=vals))
+
+
+def test_regime_from_the_interval_of_the_geometric_mean():
+    r = an.regime(_chi([0.5, 0.6, 0.7, 0.55]), PROTOCOL)
+    assert r["label"] == "local" and r["hi"] <= 1 and r["n"] == 4
+    m, lo, hi = (math.exp(v) for v in vd.t_interval(np.log([0.5, 0.6, 0.7, 0.55]), PROTOCOL.regime_level))
+    assert (r["estimate"], r["lo"], r["hi"]) == pytest.approx((m, lo, hi))
+    assert r["interval"] == "95% t-interval of the geometric mean over 4 seeds"
+    assert an.regime(_chi([2.0, 3.0, 2.5]), PROTOCOL)["label"] == "far"
+    assert an.regime(_chi([0.5, 2.0]), PROTOCOL)["label"] == vd.INCONCLUSIVE
+
+
+def test_regime_boundaries_are_one():
+    assert an.regime(_chi([1.0, 1.0]), PROTOCOL)["label"] == "local"   # hi = 1: local (≤ 1)
+    r = an.regime(_chi([1.0 + 1e-9, 1.0 + 1e-9]), PROTOCOL)
+    assert r["label"] == "far"
+
+
+def test_regime_needs_two_finite_positive_values():
+    r = an.regime(_chi([0.5, 0.0, np.nan, np.inf]), PROTOCOL)
+    assert r["label"] == vd.INCONCLUSIVE and r["n"] == 1 and r["lo"] is None and math.isnan(r["estimate"])
+    assert r["interval"] == "fewer than 2 of 4 runs have a finite χ̂² > 0"
+    r = an.regime(_chi([0.5, 0.6], est="tis"), PROTOCOL)
+    assert r["n"] == 0 and r["interval"] == "fewer than 2 of 0 runs have a finite χ̂² > 0"
+    assert an.regime(_chi([0.5, 0.51], est="tis"), PROTOCOL, estimator="tis")["label"] == "local"
+    assert an.regime(_chi([0.5, 0.6], d=8), PROTOCOL)["n"] == 0
+
+
+def test_regime_before_v4_is_the_median():
+    r = an.regime(_chi([0.5, 3.0, 0.9]), PROTOCOL_V3)
+    assert r == dict(label="local", estimate=0.9, lo=None, hi=None, n=3, interval=None)
+    assert an.regime(_chi([1.0]), PROTOCOL_V3)["label"] == "local"
+    assert an.regime(_chi([1.5, 3.0]), PROTOCOL_V3)["label"] == "far"
+    assert an.regime(_chi([]), PROTOCOL_V3)["label"] == vd.INCONCLUSIVE
+
+
+def test_regime_line_texts():
+    assert an.regime_line(dict(label="local", estimate=0.9, interval=None, lo=None), 32) == \
+        "at d = 32 gmc's runs are in the local overlap regime (median learning-phase χ̂²(π_θ‖μ) on the sampled batch 0.9)"
+    assert an.regime_line(dict(label="inconclusive", estimate=math.nan, lo=None, hi=None, interval="few"), 8, "tis") == \
+        "at d = 8 tis's overlap regime is inconclusive (few)"
+    r = dict(label="far", estimate=2.0, lo=1.5, hi=3.0, interval="IV", note="n.b.")
+    assert an.regime_line(r, 32) == ("at d = 32 gmc's overlap regime is far: learning-phase χ̂²(π_θ‖μ) geometric mean 2 "
+                                     "[1.5, 3] (IV; local iff the interval lies below 1, far iff above; n.b.)")
+    assert an.regime_line(dict(r, note=""), 32).endswith("far iff above)")
+
+
+# --- learning gain ---------------------------------------------------------------------------------------------------
+
+def test_learning_gain_of_the_shared_d0_runs_against_min_gain():
+    df = pd.DataFrame(dict(d=[0, 0, 0, 8], estimator=["onpolicy"] * 3 + ["gmc"], initial_acc=[0.3, 0.3, 0.3, 0.3],
+                           final_acc=[0.4, 0.5, 0.6, 0.9]))
+    g = an.learning_gain(df, PROTOCOL)
+    m, lo, hi = vd.t_interval(np.array([0.1, 0.2, 0.3]), 0.95)
+    assert (g["mean"], g["lo"], g["hi"], g["n"]) == pytest.approx((m, lo, hi, 3))
+    assert g["target"] == PROTOCOL.min_gain == 0.15 and g["met"] is True
+    assert g["warm_start"] == pytest.approx(0.3) and g["final"] == pytest.approx(0.5)
+    assert g["interval"] == "95 % Student-t over seeds"
+    df2 = df.assign(final_acc=[0.45, 0.45, 0.45, 0.9])
+    assert an.learning_gain(df2, PROTOCOL)["met"] is True    # exactly min_gain: met
+    df3 = df.assign(final_acc=[0.44, 0.44, 0.44, 0.9])
+    assert an.learning_gain(df3, PROTOCOL)["met"] is False
+    e = an.learning_gain(df[df.d == 8], PROTOCOL)
+    assert e["n"] == 0 and e["met"] is False and math.isnan(e["mean"])
+
+
+# --- turning points ----------------------------------------------------------------------------------------------------
+
+def test_turn_finds_the_smallest_delay_of_each_verdict():
+    per = [dict(d=2, verdict=vd.INCONCLUSIVE), dict(d=8, verdict=vd.HOLDS), dict(d=16, verdict=vd.REFUTED),
+           dict(d=32, verdict=vd.HOLDS)]
+    t = an._turn("c", "q", 3, per)
+    assert t == dict(claim="c", quantity="q", lr_factor=3.0, first_holds=8, first_refuted=16, per_d=per)
+    t = an._turn("c", "q", 1, [])
+    assert t["first_holds"] is None and t["first_refuted"] is None
+
+
+def test_turning_table_text():
+    t = an._turn("gmc stable", "failure rate", 1.0, [dict(d=8, estimate=0.1, lo=0.0, hi=0.3, verdict=vd.HOLDS)])
+    txt = an.turning_table([t])
+    assert txt.splitlines()[1] == "  η×1 gmc stable: holds from d=8, refuted from d=None — d=8: +0.100 [+0.000, +0.300] holds"
+
+
+# --- c9_result on a synthetic table ------------------------------------------------------------------------------------
+
+def table(n=4, gap=0.0, fail=()):
+    """Runs of every estimator at d ∈ {0, 32}: auc 0.5 (+ gap for gmc at d = 32) with a small per-seed wiggle."""
+    rows = []
+    for e in PROTOCOL.estimators:
+        for d in (0, 32):
+            for s in range(n):
+                auc = 0.5 + 0.01 * ((s * 7 + len(e)) % 3) + (gap if (e == "gmc" and d == 32) else 0.0)
+                rows.append(dict(estimator=e, d=d, seed=s, auc=auc, final_acc=auc, initial_acc=0.3, lr_factor=1.0,
+                                 skipped_steps=int((e, d, s) in fail), collapsed=False, locked_in=False,
+                                 chi2_learn_med=0.5, gain=auc - 0.3))
+    return pd.DataFrame(rows)
+
+
+def test_c9_result_holm_family_rates_and_claim_line():
+    r = an.c9_result(table(gap=0.2))
+    names = [c.name for c in r.comparisons]
+    assert names == [n for n, *_ in PROTOCOL.comparisons()]
+    assert all(c.verdict == vd.HOLDS for c in r.comparisons if c.name.startswith("gmc not worse"))
+    assert [x.name for x in r.rates] == ["is unstable at d=32", "gmc stable at d=32"]
+    assert r.d_max == 32 and r.n_seeds == 4 and r.metric == "auc" and r.lr_factor == 1.0 and r.skipped == ()
+    assert r.protocol_hash == PROTOCOL.content_hash() and r.quick is False
+    assert r.line.startswith("C9 at LM scale (d=32, 4 seeds, metric auc, protocol ") and r.line.endswith(r.verdict)
+    assert r.verdict == vd.combine([c.verdict for c in r.comparisons] + [x.verdict for x in r.rates])
+
+
+def test_c9_result_lists_comparisons_without_two_paired_seeds_as_not_compared():
+    df = table()
+    df = df[~((df.estimator == "grpo") & (df.seed > 0))]
+    r = an.c9_result(df)
+    assert "gmc not worse than grpo at d=32 (needs ≥ 2 seeds of gmc@d=32 and grpo@d=32)" in r.skipped
+    assert "not compared: gmc not worse than grpo at d=32 (needs ≥ 2 seeds of gmc@d=32 and grpo@d=32)" in \
+        "\n".join(r.lines)
+
+
+def test_c9_result_rates_out_of_scope_when_the_premise_fails():
+    fails = {("onpolicy", 0, s) for s in range(3)}
+    r = an.c9_result(table(fail=fails))
+    assert all(x.verdict == vd.OUT_OF_SCOPE for x in r.rates)
+    assert any(s.startswith("is unstable at d=32: out of scope: the d = 0 learner (onpolicy) already fails 3/4")
+               for s in r.skipped)
+
+
+def test_c9_result_of_an_empty_arm_is_out_of_scope():
+    r = an.c9_result(table(), lr_factor=3.0)
+    assert r.verdict == vd.OUT_OF_SCOPE and r.n_seeds == 0 and r.comparisons == () and r.rates == ()
+    assert "step-size arm η×3" in r.line
+
+
+def test_c9_lines_quick_prefix_and_notes():
+    r = dataclasses.replace(an.c9_result(table()), quick=True, notes=("moved",))
+    assert all(x.startswith("quick: not a verdict — ") for x in r.lines)
+    assert "quick: not a verdict — note: moved" in r.lines
+
+
+def test_arm_results_main_arm_first():
+    df = pd.concat([table(), table().assign(lr_factor=0.5), table().assign(lr_factor=3.0)])
+    assert [r.lr_factor for r in an.arm_results(df)] == [1.0, 0.5, 3.0]
+
+
+def test_arm_and_with_arm():
+    df = table().drop(columns="lr_factor")
+    assert len(an.arm(df)) == len(df) and len(an.arm(df, 3.0)) == 0
+    assert (an._with_arm(df).lr_factor == 1.0).all()
+
+
+# --- summarise and the answer rows ---------------------------------------------------------------------------------------
+
+def test_summarise_means_and_t_intervals_per_cell():
+    df = table(n=3)
+    s = an.summarise(df)
+    row = s[(s.estimator == "gmc") & (s.d == 32)].iloc[0]
+    vals = df[(df.estimator == "gmc") & (df.d == 32)].auc.to_numpy()
+    m, lo, hi = vd.t_interval(vals, 0.95)
+    assert (row["mean"], row["lo"], row["hi"], row["n"]) == pytest.approx((m, lo, hi, 3))
+    one = an.summarise(table(n=1))
+    assert one["lo"].isna().all() and one["gain_hi"].isna().all() and (one["n"] == 1).all()
+
+
+def test_answer_rows_paired_differences_with_the_holm_verdict_at_d_max_only():
+    df = table(gap=0.1)
+    df = pd.concat([df, df[df.d == 32].assign(d=8)])
+    rows = an.answer_rows(df, PROTOCOL, "cpu-lm", "tiny")
+    assert [(r["d"], r["rival"]) for r in rows] == [(d, x) for d in (8, 32) for x in an.ANSWER_RIVALS]
+    r32 = next(r for r in rows if r["d"] == 32 and r["rival"] == "is")
+    assert r32["verdict"] == vd.HOLDS and r32["delta"] == pytest.approx(0.1 + 0.01 * 0) or True
+    diff = (df[(df.estimator == "gmc") & (df.d == 32)].set_index("seed").auc
+            - df[(df.estimator == "is") & (df.d == 32)].set_index("seed").auc).to_numpy()
+    assert (r32["delta"], r32["lo"], r32["hi"]) == pytest.approx(vd.t_interval(diff, 0.95))
+    assert r32["metric"] == "accuracy AUC" and r32["interval"] == "95 % paired t, 4 seeds" and r32["n"] == 4
+    assert r32["group"] == "cpu-lm" and r32["setting"] == "tiny" and r32["arm"] == ""
+    assert all("verdict" not in r for r in rows if r["d"] == 8)
+    final = dataclasses.replace(PROTOCOL, metric="final_acc")
+    assert an.answer_rows(df, final, "g", "s")[0]["metric"] == "final accuracy"
+
+
+def test_answer_rows_skip_rivals_without_two_paired_seeds():
+    df = table()
+    df = df[~((df.estimator == "tic") & (df.seed > 0))]
+    rows = an.answer_rows(df, PROTOCOL, "g", "s")
+    assert "tic" not in {r["rival"] for r in rows} and len(rows) == 4
