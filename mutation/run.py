@@ -93,6 +93,7 @@ TARGETS: dict[str, list[str]] = {
     "simulate/protocol/families.py": ["tests/unit/test_decision_families*.py"],
     "figures/report/answer.py": ["tests/unit/test_decision_answer*.py"],
     "simulate/protocol/spec.py": ["tests/unit/test_decision_spec*.py"],
+    "simulate/llm/analysis.py": ["tests/unit/test_decision_analysis*.py"],
 }
 #: Targets run with the JIT on (module docstring): no kernel in the file, and tests that train.
 JIT_ON = {"simulate/training/overlap.py", "simulate/protocol/c9.py",

@@ -291,7 +291,7 @@ def test_answer_rows_paired_differences_with_the_holm_verdict_at_d_max_only():
     rows = an.answer_rows(df, PROTOCOL, "cpu-lm", "tiny")
     assert [(r["d"], r["rival"]) for r in rows] == [(d, x) for d in (8, 32) for x in an.ANSWER_RIVALS]
     r32 = next(r for r in rows if r["d"] == 32 and r["rival"] == "is")
-    assert r32["verdict"] == vd.HOLDS and r32["delta"] == pytest.approx(0.1 + 0.01 * 0) or True
+    assert r32["verdict"] == vd.HOLDS
     diff = (df[(df.estimator == "gmc") & (df.d == 32)].set_index("seed").auc
             - df[(df.estimator == "is") & (df.d == 32)].set_index("seed").auc).to_numpy()
     assert (r32["delta"], r32["lo"], r32["hi"]) == pytest.approx(vd.t_interval(diff, 0.95))
