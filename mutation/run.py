@@ -70,7 +70,8 @@ TARGETS: dict[str, list[str]] = {
     # A test that trains, or pushes a map's math.exp past ℓ ≈ 709.78, cannot run without the JIT: left out
     # (pytest's --deselect) where the file runs JIT-less. A pattern with * takes every test file it matches.
     "simulate/training/overlap.py": ["tests/test_mutation_overlap.py", "tests/test_c6_overlap.py"],
-    "simulate/protocol/c9.py": ["tests/test_protocol.py", "tests/test_protocol_v4.py", "tests/test_*c9*.py"],
+    "simulate/protocol/c9.py": ["tests/unit/test_decision_c9*.py", "tests/test_protocol.py", "tests/test_protocol_v4.py",
+                                "tests/test_*c9*.py"],
     "asyncgrpo/estimators/registry.py": [
         "tests/test_mutation_registry.py", "tests/test_registry.py", "tests/test_mutation_peers.py",
         "--deselect=tests/test_registry.py::test_parity_suite_on_every_registered_estimator[is]",
