@@ -178,19 +178,19 @@ def test_section_gives_both_arms_with_failure_counts_and_the_controls_verdict():
     assert "fails onpolicy 12/12, gmc 0/12; η = η₀:" in text and "fails onpolicy 12/12, gmc 11/12" in text
     # necessity as measured: only sharing's removal kills the flip; the dense control still flips
     assert flips(tab, "c-dense-warm6", "η₀/4") and not flips(tab, "c-no-shared", "η₀")
-    assert "Necessary as measured (the parent flips and the control does not, at every arm): shared parameters" in text
-    assert "Not necessary (the control still flips at some arm): the sparse reward" in text
-    assert "the strong warm start" in text.split("Necessary as measured")[1].split("Not necessary")[0]
-    assert "c-dense-warm6 0.942 (1.000)" in text
+    verdicts = text.split("As measured — ")[1]
+    assert ("necessary: shared parameters (η = η₀/4, η₀); the strong warm start under the sparse reward (η = η₀/4, η₀); "
+            "the strong warm start under the dense reward (η = η₀/4, η₀). not necessary: the sparse reward "
+            "(η = η₀/4, η₀). inconclusive: none.") in verdicts
+    assert "learns +0.600 / +0.600 vs +0.600 / +0.600" in text
+    assert "c-dense-warm6 (6-sparse without the sparse reward, accuracy 0.942 vs 0.942): η₀/4 +" in text
     assert "c-dense-warm6: onpolicy -0.0500 / -0.0500" in text  # the mechanism diagnostic on both controls
     assert "c-sparse-warm5: onpolicy +0.0200 / +0.0200" in text
     assert set(REMOVES) <= set(order) | {"c-one-prompt"}
     # the table: both arms side by side in one row per (rung, d)
     t = sec["tables"][0]
-    assert any("η₀/4" in c for c in t["columns"]) and any(c.endswith(", η₀") or "(η₀)" in c for c in t["columns"])
     row = next(r for r in t["rows"] if r[0] == "6-sparse" and r[1] == 32)
-    assert "12/0 of 12" in row and "12/11 of 12" in row
-    assert row.index("12/0 of 12") < row.index("12/11 of 12")
+    assert row[3] == "12/0" and row[5] == "12/11" and "η = η₀/4" in t["columns"][2] and "η = η₀" in t["columns"][4]
     # the answer rows: η₀/4 first, each carrying the η₀ number with its failure counts
     ans = answer_rows(tab, ["6-sparse"], 12)
     assert len(ans) == 12 and ans[0]["arm"] == "η = η₀/4"
@@ -200,3 +200,18 @@ def test_section_gives_both_arms_with_failure_counts_and_the_controls_verdict():
     assert on32["other_arms"][0]["fails"] == {"onpolicy": 12, "gmc": 11}
     assert "beside it η = η₀:" in on32["interval"] and "gmc 11/12" in on32["interval"]
     assert all(not a["other_arms"] for a in ans if a["arm"] == "η = η₀")
+
+
+def test_necessity_words_follow_the_rule():
+    """necessary / not necessary / inconclusive / no test from flips and learning (fig_bridge.necessity)."""
+    from figures.fig_bridge import LEARN_RATIO, necessity
+
+    tab, _ = _two_arm_table()
+    assert necessity(tab, "c-no-shared", "7-grpo-norm", "η₀") == "necessary"
+    assert necessity(tab, "c-dense-warm6", "6-sparse", "η₀") == "not necessary"
+    assert necessity(tab, "5-warm", "c-no-shared", "η₀") == "no test"
+    slow = tab.copy()  # the rung without the ingredient learns too little at d = 0 to show a flip
+    slow.loc[(slow.rung == "c-no-shared") & (slow.d == 0), "final_gmc"] = 0.99 * LEARN_RATIO * 0.6
+    assert necessity(slow, "c-no-shared", "7-grpo-norm", "η₀") == "inconclusive"
+    slow.loc[(slow.rung == "c-no-shared") & (slow.d == 0), "final_gmc"] = 1.01 * LEARN_RATIO * 0.6
+    assert necessity(slow, "c-no-shared", "7-grpo-norm", "η₀") == "necessary"
