@@ -235,36 +235,57 @@ def necessity(tab, without: str, with_: str, arm: str) -> str:
     return "necessary"
 
 
+def _twin_note(tab, arms, rung) -> str:
+    """One text per rung for the headline arm's answer rows: the other arms' gmc − rival at d = 8, 32 and every
+    arm's failure counts (the report lists each distinct interval text once, so the rows of a rung share it)."""
+    parts = []
+    for a in arms[1:]:
+        per_d = []
+        for d in STALE:
+            o = _row(tab, a, rung, d)
+            if o is not None:
+                per_d.append(f"d = {d}: " + ", ".join(f"{v} {_fmt(o[f'd_{v}'])} [{_fmt(o[f'lo_{v}'])}, {_fmt(o[f'hi_{v}'])}]"
+                                                     for v in ("onpolicy", "is", "grpo")))
+        parts.append(f"at η = {a} (gmc − rival) " + "; ".join(per_d))
+    fails = []
+    for a in arms:
+        per_d = [f"d = {d} " + "/".join(str(int(o[f"fail_{e}"])) for e in ("onpolicy", "is", "gmc", "grpo"))
+                 for d in STALE if (o := _row(tab, a, rung, d)) is not None]
+        fails.append(f"η = {a}: " + ", ".join(per_d))
+    n = int(tab[tab["rung"] == rung]["n"].max())
+    return "; ".join(parts) + f"; failures onpolicy/is/gmc/grpo of {n}, " + "; ".join(fails)
+
+
 def answer_rows(tab, rungs: list[str], n_seeds: int) -> list[dict]:
-    """The report's ``answer`` rows (group ``toy-ladder``): gmc − rival at d = 8, 32 on ``rungs``, both arms; every
-    row of the headline arm (η₀/4) carries the other arm's number beside it, with failure counts, in its
-    ``interval`` text (the report shows the first arm of a group) and as ``other_arms``."""
+    """The report's ``answer`` rows (group ``toy-ladder``): gmc − rival at d = 8, 32 on ``rungs``, both arms. The
+    headline arm's rows (η₀/4, the first) carry the other arm's numbers and every arm's failure counts beside them:
+    in their ``interval`` text (one text per rung, as the report shows the first arm of a group and lists each
+    distinct interval text once) and as ``other_arms``."""
     rows = []
     # one arm per row of the report's table: the smaller step first (the report shows the first arm of a group;
     # at η₀ on the sparse-reward rungs gmc itself fails under delay, so η₀/4 is the arm where the LM's row is
-    # comparable); the arm is named in the row, and the other arm's number is in the row's interval text
+    # comparable); the arm is named in the row, and the other arm's numbers are in the row's interval text
     sel = tab[tab["rung"].isin(rungs) & tab["d"].isin(STALE)]
     arms = _arms(sel)
     for arm in arms:
         for _, r in sel[sel["arm"] == arm].iterrows():
+            head = arm == arms[0] and len(arms) > 1
+            interval = f"95 % paired t, {n_seeds} held-out seeds"
+            if head:
+                interval += f"; {r['rung']} " + _twin_note(tab, arms, r["rung"])
             for rival in ("onpolicy", "is", "grpo"):
                 m, lo, hi = float(r[f"d_{rival}"]), float(r[f"lo_{rival}"]), float(r[f"hi_{rival}"])
-                n = int(r["n"])
                 fails = {e: int(r[f"fail_{e}"]) for e in ("onpolicy", rival, "gmc") if f"fail_{e}" in r}
-                interval = f"95 % paired t, {n_seeds} held-out seeds"
                 others = []
-                for a in arms[1:] if arm == arms[0] else []:
+                for a in arms[1:] if head else []:
                     o = _row(tab, a, r["rung"], int(r["d"]))
                     if o is not None:
                         others.append(dict(arm=f"η = {a}", delta=float(o[f"d_{rival}"]), lo=float(o[f"lo_{rival}"]),
                                            hi=float(o[f"hi_{rival}"]),
                                            fails={e: int(o[f"fail_{e}"]) for e in fails if f"fail_{e}" in o}))
-                        interval += (f"; {r['rung']}, d = {int(r['d'])}, gmc − {rival}: η = {arm} {_fmt(m)}, fails "
-                                     + ", ".join(f"{e} {k}/{n}" for e, k in fails.items())
-                                     + f"; beside it η = {a}: {_quote(o, rival)}")
                 rows.append(dict(group="toy-ladder", setting=str(r["rung"]), d=int(r["d"]),
                                  rival=rival, arm=f"η = {arm}", metric="nAUC", delta=m, lo=lo, hi=hi,
-                                 interval=interval, n=n, fails=fails, other_arms=others))
+                                 interval=interval, n=int(r["n"]), fails=fails, other_arms=others))
     return rows
 
 

@@ -198,7 +198,10 @@ def test_section_gives_both_arms_with_failure_counts_and_the_controls_verdict():
     assert all(len(a["other_arms"]) == 1 and a["other_arms"][0]["arm"] == "η = η₀" for a in head)
     on32 = next(a for a in head if a["rival"] == "onpolicy" and a["d"] == 32)
     assert on32["other_arms"][0]["fails"] == {"onpolicy": 12, "gmc": 11}
-    assert "beside it η = η₀:" in on32["interval"] and "gmc 11/12" in on32["interval"]
+    assert len({a["interval"] for a in head}) == 1  # one text per rung: listed once in the report's note
+    assert "at η = η₀ (gmc − rival) d = 8: onpolicy +" in on32["interval"]
+    assert "failures onpolicy/is/gmc/grpo of 12, η = η₀/4: d = 8 12/0/0/0, d = 32 12/0/0/0; η = η₀: d = 8 " \
+           "12/0/11/0, d = 32 12/0/11/0" in on32["interval"]
     assert all(not a["other_arms"] for a in ans if a["arm"] == "η = η₀")
 
 
