@@ -98,7 +98,10 @@ def test_each_family_has_its_own_random_stream():
 
 # --- the tabular family -------------------------------------------------------------------------------------------
 
-TAB = [f.draw("tabular", s) for s in range(40)]
+@pytest.fixture(scope="module")
+def TAB():
+    # drawn inside the test session, not at import: mutmut forks each mutant from a process that imported this module
+    return [f.draw("tabular", s) for s in range(40)]
 
 
 def _VT(inst):
@@ -106,7 +109,7 @@ def _VT(inst):
     return V, T
 
 
-def test_tabular_draws_cover_exactly_the_documented_V_T_structures_and_coin():
+def test_tabular_draws_cover_exactly_the_documented_V_T_structures_and_coin(TAB):
     assert {_VT(i)[0] for i in TAB} == {3, 4, 5}
     assert {_VT(i)[1] for i in TAB} == {4, 5, 6}
     assert {("count of token 0" in i.description) for i in TAB} == {True, False}
@@ -114,7 +117,7 @@ def test_tabular_draws_cover_exactly_the_documented_V_T_structures_and_coin():
 
 
 @pytest.mark.parametrize("k", range(12))
-def test_tabular_instance_matches_its_description(k):
+def test_tabular_instance_matches_its_description(k, TAB):
     inst = TAB[k]
     V, T = _VT(inst)
     coin = ", paid as a coin flip R ~ Bernoulli(E R)" if inst.bernoulli else ""
@@ -215,5 +218,5 @@ def test_threshold_k_at_the_range_ends_is_accepted(k):
     assert inst.reward[k] == 1.0 and inst.reward[k - 1] == 0.0
 
 
-def test_contexts_of_an_instance_without_starts_is_one():
+def test_contexts_of_an_instance_without_starts_is_one(TAB):
     assert f.contexts(TAB[0]) == 1

@@ -458,3 +458,14 @@ def test_check_axes_accepts_a_valid_map():
 def test_check_axes_refuses(kw, match):
     with pytest.raises(ValueError, match=match):
         axes(**kw)
+
+
+@pytest.mark.parametrize("path", [sp.V1_PATH, sp.V4_PATH, sp.V5_PATH, sp.V6_PATH])
+def test_load_at_test_time_gives_the_protocol_loaded_at_import(path):
+    # mutmut forks each mutant from a process that imported this module: the module-level protocols are the
+    # unmutated code's, so a fresh load must equal them field by field (hash included)
+    fresh = sp.load_protocol(path)
+    old = {sp.V1_PATH: V1, sp.V4_PATH: V4, sp.V5_PATH: V5, sp.V6_PATH: V6}[path]
+    assert fresh == old and fresh.sha256 == old.sha256 and fresh.label == old.label
+    assert sp.load_protocol(path, quick=True).quick is True and fresh.quick is False
+    assert sp.load_protocol() == V5 and sp.DEFAULT_PATH == sp.V5_PATH
