@@ -135,15 +135,18 @@ def test_trl_seq_mask_matches_trl_on_rows_near_the_threshold(seed, N, T):
 
 # ----------------------------------------------------------------------------- verl: sequence IS + rejection
 def _seq_rs_expected(ell):
+    """verl's seq_sum_k1 band on −ℓ_i, the TIS cap C = 2, and the kept rows renormalised within the group (G/G_kept,
+    as verl's seq-mean divides by the rows its rejection keeps; issue 57 item 6)."""
     keep = (-ell >= -LOG2) & (-ell <= LOG2)
-    return np.where(keep, np.minimum(np.exp(np.clip(ell, -20, 20)), 2.0), 0.0)
+    renorm = ell.size / max(int(keep.sum()), 1)
+    return np.where(keep, np.minimum(np.exp(np.clip(ell, -20, 20)), 2.0) * renorm, 0.0)
 
 
 def test_verl_seq_rs_keeps_both_ends_of_its_band():
     ell = np.array([LOG2, down(LOG2), up(LOG2), -LOG2, up(-LOG2), down(-LOG2), 0.0, 1.0, -1.0, 25.0, -25.0])
     kept = [True, True, False, True, True, False, True, False, False, False, False]
     want = _seq_rs_expected(ell)
-    assert (want > 0).tolist() == kept and want[0] == 2.0 and want[3] == 0.5
+    assert (want > 0).tolist() == kept and want[0] == 2.0 * 11 / 5 and want[3] == 0.5 * 11 / 5
     m = est.get("verl_seq_rs", 0.2)
     for backend, w in (("numpy", m(ell)), ("numba", m.numba(ell)), ("torch", m.torch(torch.tensor(ell)).numpy())):
         np.testing.assert_allclose(w, want, rtol=2 * EPS, atol=0, err_msg=backend)

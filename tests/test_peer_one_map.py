@@ -80,8 +80,6 @@ class _Proto:
         return cls(dict(tensors))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 57 item 6: the learner's verl_seq_rs map keeps 1/G, verl renormalises "
-                   "by the kept rows (patch prepared, not landed: it moves the protocol's verl_seq_rs cells)")
 def test_verl_seq_rs_map_renormalises_kept_rows_as_verls_seq_mean():
     """On one group (verl's batch), the learner's ``(1/G) Σ_i w_i A_i ∇log π`` with the registry's ``verl_seq_rs``
     weights is verl 0.9.1's REINFORCE gradient after its ``decoupled_seq_is_rs`` correction at ``seq-mean-token-sum``

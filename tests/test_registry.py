@@ -95,8 +95,9 @@ def test_property_kit_reports_the_peers_membership_honestly():
         rep = check_weight_map(registry_map(name), eps=eps, max_examples=40)
         return rep.is_member
 
-    # verl_seq_rs: w ≤ ρ always, mean ≤ C = 2: a member exactly when 1 + ε ≥ 2
-    assert member("verl_seq_rs", 1.0) is True
+    # verl_seq_rs renormalises its kept rows within the group (G/G_kept, issue 57): a kept row beside a rejected one
+    # gets w > ρ, so it is a member at no ε (before: w ≤ ρ and mean ≤ C = 2, a member exactly when 1 + ε ≥ 2)
+    assert member("verl_seq_rs", 1.0) is False
     assert member("verl_seq_rs", 0.2) is False
     # verl_seq_tis: its floor e^{−20} exceeds ρ for ℓ < −20: never a member
     assert member("verl_seq_tis", 1.0) is False

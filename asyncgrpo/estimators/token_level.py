@@ -391,6 +391,14 @@ def policy_loss(name, logp_new, logp_old, adv, mask, *, eps=0.2, eps_low=None, e
             logw[live] = torch_backend.log_weights(name, ell[live].to(wide), eps, rmask[live], *tk)
             check_torch_output(name, "log w", logw, rmask)
             w_wide[live] = torch_backend.wide_weights(name, ell[live], eps, rmask[live], *tk).to(wide)
+        if registry.entry(name).rejects and mode != THEORY_MODE:
+            # a rejecting map renormalises its kept rows within the group (G/G_kept: THEORY's 1/N then is verl's
+            # seq-mean over the kept rows); verl's own modes renormalise over the whole batch instead (ν on the
+            # kept mask, below), so the in-group factor is divided out here
+            kept = rmask & (w_wide > 0)
+            undo = (kept.sum(dim=1, keepdim=True).clamp(min=1).to(wide)
+                    / rmask.sum(dim=1, keepdim=True).clamp(min=1).to(wide))
+            w_wide, logw = w_wide * undo, logw + torch.log(undo)
         logw = logw.reshape(N)[:, None].expand_as(tok_ell)
         w_wide = w_wide.reshape(N)[:, None].expand_as(tok_ell)
         nu_wide = _kept_normaliser(name, mode, mask, w_wide != 0, nu_wide, agg_kw)

@@ -12,16 +12,18 @@ name              ``k``                                                    verl 
 ================  =======================================================  ===========================
 ``verl_tok_tis``  ``min(exp(clamp(ℓ_{i,t}, ±20)), C)``                       ``decoupled_token_is``: C = 2
 ``verl_seq_tis``  ``w_i = min(exp(clamp(ℓ_i, ±20)), C)``                     ``decoupled_seq_is``: C = 2
-``verl_seq_rs``   ``w_i = min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}``  ``decoupled_seq_is_rs``: C = 2,
+``verl_seq_rs``   ``w_i = min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}·G/G_kept``  ``decoupled_seq_is_rs``: C = 2,
                                                                            ``seq_sum_k1`` ``"0.5_2.0"``
 ``verl_geo_rs``   ``1{log a ≤ −mean_t clamp(ℓ_{i,t}, ±20) ≤ log b}``        ``decoupled_geo_rs``:
                                                                            ``seq_mean_k1`` ``"0.999_1.001"``
 ================  =======================================================  ===========================
 
-``verl_seq_tis`` and ``verl_seq_rs`` are trajectory-level maps of ``ℓ_i = Σ_t ℓ_{i,t}``. verl's ``seq_sum_k1``
-rejection statistic clamps each token to ±20 before summing: the torch loss, which has the tokens, does the same
-(``torch_tokens``), so ``ℓ = [25, −20]`` keeps its row as in verl; the NumPy/Numba learners have only ``ℓ_i`` and
-clamp the sum (the two agree whenever every ``|ℓ_{i,t}| ≤ 20``, docs/estimators.md). All four ignore ε.
+``verl_seq_tis`` and ``verl_seq_rs`` are trajectory-level maps of ``ℓ_i = Σ_t ℓ_{i,t}``. ``verl_seq_rs`` renormalises
+its kept rows within the group (``G/G_kept``, ``G`` the rows with a token), as verl's seq-mean aggregation divides by
+the rows its rejection keeps, in NumPy, Numba and torch alike; its statistic is ``−ℓ_i`` (no clamp of the row sum).
+verl's ``seq_sum_k1`` clamps each token to ±20 before summing: the torch loss, which has the tokens, does the same
+(``torch_tokens``), so ``ℓ = [25, −20]`` keeps its row as in verl; a map of ``ℓ_i`` alone cannot (``ℓ_i = 5`` is
+rejected), so the learners agree with verl whenever every ``|ℓ_{i,t}| ≤ 20`` (docs/estimators.md). All four ignore ε.
 """
 from __future__ import annotations
 
@@ -64,40 +66,61 @@ def seq_tis_log_weights_torch(ell, eps, mask):
 
 
 # --------------------------------------------------------------------------- sequence IS + rejection (Seq-MIS)
+# One map in NumPy, Numba and torch (issue 57): the rejection statistic is verl's seq_sum_k1, −ℓ_i (no clamp of the
+# row sum), and the kept rows are renormalised within their group, w_i·G/G_kept, as verl's seq-mean renormalises
+# over the rows its rejection keeps: (1/G) Σ_i w_i A_i s_i is then verl's (1/G_kept) Σ_kept … on a group.
 def seq_rs_log_weights(ell, eps):
-    k1 = -np.clip(ell, -SAFETY_BOUND, SAFETY_BOUND)  # verl's seq_sum_k1 statistic, −log ρ_i
-    return np.where((k1 >= _SEQ_LO) & (k1 <= _SEQ_HI), seq_tis_log_weights(ell, eps), -np.inf)
+    keep = (-ell >= _SEQ_LO) & (-ell <= _SEQ_HI)  # verl's seq_sum_k1 statistic, −log ρ_i
+    n_kept = keep.sum(axis=-1, keepdims=True)
+    renorm = np.log(ell.shape[-1]) - np.log(np.maximum(n_kept, 1))
+    return np.where(keep, seq_tis_log_weights(ell, eps) + renorm, -np.inf)
 
 
 @njit(cache=True)
 def seq_rs_log_weights_nb(ell, eps, out):
+    n_kept = 0
     for i in range(ell.shape[0]):
-        k1 = -min(max(ell[i], -SAFETY_BOUND), SAFETY_BOUND)
-        if k1 >= _SEQ_LO and k1 <= _SEQ_HI:
-            out[i] = min(max(ell[i], -SAFETY_BOUND), LOG_IS)
+        if -ell[i] >= _SEQ_LO and -ell[i] <= _SEQ_HI:
+            n_kept += 1
+    renorm = math.log(ell.shape[0]) - math.log(max(n_kept, 1))
+    for i in range(ell.shape[0]):
+        if -ell[i] >= _SEQ_LO and -ell[i] <= _SEQ_HI:
+            out[i] = min(max(ell[i], -SAFETY_BOUND), LOG_IS) + renorm
         else:
             out[i] = -np.inf
+
+
+def _kept_renorm_torch(keep, real):
+    """``log(G_real/G_kept)`` per group ``[n, 1]`` (0 where nothing is kept)."""
+    import torch
+
+    n_real = real.sum(dim=-1, keepdim=True).clamp(min=1).to(torch.float64)
+    n_kept = (keep & real).sum(dim=-1, keepdim=True).clamp(min=1).to(torch.float64)
+    return torch.log(n_real) - torch.log(n_kept)
 
 
 def seq_rs_log_weights_torch(ell, eps, mask):
     import torch
 
-    k1 = -torch.clamp(ell, -SAFETY_BOUND, SAFETY_BOUND)
-    keep = (k1 >= _SEQ_LO) & (k1 <= _SEQ_HI)
-    return torch.where(keep, torch.clamp(ell, min=-SAFETY_BOUND, max=LOG_IS), torch.full_like(ell, -math.inf))
+    real = torch.ones_like(ell, dtype=torch.bool) if mask is None else mask.to(torch.bool)
+    keep = (-ell >= _SEQ_LO) & (-ell <= _SEQ_HI)
+    lw = torch.clamp(ell, min=-SAFETY_BOUND, max=LOG_IS) + _kept_renorm_torch(keep, real).to(ell.dtype)
+    return torch.where(keep, lw, torch.full_like(ell, -math.inf))
 
 
 def seq_rs_log_weights_tokens_torch(tok_ell, eps, tok_mask):
     """verl's Seq-MIS from the tokens ``[n, G, T]``: the rejection statistic ``k1 = −Σ_t clamp(ℓ_{i,t}, ±20)``
     (verl's ``seq_sum_k1`` clamps each token), the weight ``min(exp(clamp(Σ_t ℓ_{i,t}, ±20)), C)`` (verl's
-    sequence IS clamps the sum)."""
+    sequence IS clamps the sum), kept rows renormalised within the group as the map (``G_real/G_kept``). Equal to the
+    map of ``ℓ_i`` whenever every ``|ℓ_{i,t}| ≤ 20``; past that only the tokens can say what verl keeps."""
     import torch
 
     zero = torch.zeros_like(tok_ell)
     k1 = -torch.where(tok_mask, torch.clamp(tok_ell, -SAFETY_BOUND, SAFETY_BOUND), zero).sum(dim=-1)
     keep = (k1 >= _SEQ_LO) & (k1 <= _SEQ_HI)
     ell = torch.where(tok_mask, tok_ell, zero).sum(dim=-1)
-    return torch.where(keep, seq_tis_log_weights_torch(ell, eps, None), torch.full_like(ell, -math.inf))
+    lw = seq_tis_log_weights_torch(ell, eps, None) + _kept_renorm_torch(keep, tok_mask.any(dim=-1)).to(ell.dtype)
+    return torch.where(keep, lw, torch.full_like(ell, -math.inf))
 
 
 # --------------------------------------------------------------------------- token TIS
@@ -217,7 +240,7 @@ MAPS = (
               defaults={"rollout_is": "sequence", "rollout_is_threshold": IS_THRESHOLD},
               doc="verl's sequence-level truncated IS (Seq-TIS); = tis at ε = C − 1 = 1 for ℓ_i ≥ −20"),
     Estimator("verl_seq_rs", "trajectory", code=8,
-              formula="min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}, C = 2, a = 0.5, b = 2",
+              formula="min(exp(clamp(ℓ_i, ±20)), C)·1{log a ≤ −ℓ_i ≤ log b}·G/G_kept, C = 2, a = 0.5, b = 2",
               numpy=seq_rs_log_weights, numba=seq_rs_log_weights_nb, torch=seq_rs_log_weights_torch,
               torch_tokens=seq_rs_log_weights_tokens_torch, reports_clip=True, rejects=True, peer=_PEER, uses_eps=False,
               correction=True, metrics=seq_rs_metrics,
