@@ -186,7 +186,7 @@ REMOVES = {
 
 #: a rung without the ingredient that closes less than this share of what the rung with it closes at d = 0 (gmc's
 #: final normalised J) cannot show a flip: "inconclusive", not "necessary". Set on 2026-12-07 after the data
-#: (issue 54's controls); every ratio measured then lies below 0.31 or above 2.7, so any value in between classifies
+#: (issue 54's controls); the ratios it judged then were ≤ 0.30 or ≥ 2.15, so any value in (0.30, 2.15] classifies
 #: them alike (docs/bridge.md).
 LEARN_RATIO = 0.5
 
