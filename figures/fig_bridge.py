@@ -215,7 +215,7 @@ def _sign_check(tab, arms, d) -> str:
     return (f"Sign check over every rung and arm at d = {d}: downhill (< 0) and flips {len(down_flip)}; downhill "
             f"without a flip {len(down_none)}" + (f" ({', '.join(down_none)})" if down_none else "")
             + f"; flips while ≥ 0 {len(up_flip)}" + (f" ({', '.join(up_flip)})" if up_flip else "")
-            + ": " + ("every flip measured comes with a downhill push-down, but one also comes without a flip."
+            + ": " + ("every flip comes with a downhill push-down, but a downhill push-down also occurs without a flip."
                      if down_none and not up_flip else "the sign separates the rungs that flip from those that do not."
                      if not up_flip else "some flips come without a downhill push-down."))
 
