@@ -4,7 +4,7 @@ Per family (tabular, lm-like) and delay d ∈ {0, 8, 32}, on both step-size arms
 ``IQM(nAUC_gmc) − IQM(nAUC_rival)`` and the probability of improvement ``P(gmc > rival)``, each with a 95 %
 stratified-bootstrap interval over instances × held-out seeds (:mod:`simulate.protocol.aggregate`). These are the
 report's answer-table entries (groups ``tabular-family``, ``lm-like-family``) from which the headline is computed
-(figures/report/headline.py). The figure: performance profiles (fraction of runs with nAUC > τ) of gmc and
+(simulate/protocol/headline.py). The figure: performance profiles (fraction of runs with nAUC > τ) of gmc and
 every rival per family at d = 8 and d = 32, on the primary arm. The per-instance paired t-intervals go to the
 appendix.
 """

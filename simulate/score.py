@@ -9,7 +9,7 @@ Scoring a map means, in order:
    strongest corrections — gmc and v6's rival set (onpolicy, is, tis, tic, grpo, the verl and TRL corrections);
 3. per family and delay, on v6's primary arm: the map against each of them, the IQM difference of nAUC and the
    probability of improvement with 95 % stratified-bootstrap intervals (:mod:`simulate.protocol.aggregate`), and the
-   headline rule (:mod:`figures.report.headline`) applied to the map: "use the map" only if no rival is
+   headline rule (:mod:`simulate.protocol.headline`) applied to the map: "use the map" only if no rival is
    significantly ahead of it at any delay;
 4. a one-page markdown scorecard and its performance-profile figure.
 
@@ -66,7 +66,7 @@ def scorecard_entries(table, proto, name: str, rivals) -> dict[str, list[dict]]:
 
 def scorecard_markdown(name: str, proto, entries: dict, props: list[list[str]], figure: str | None) -> str:
     """The one-page scorecard (markdown)."""
-    from figures.report import headline
+    from simulate.protocol import headline
     from simulate.protocol import aggregate as ag
 
     rivals = list(dict.fromkeys(e["rival"] for es in entries.values() for e in es))
@@ -106,7 +106,6 @@ def _plot(table, proto, name: str, rivals, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from figures import style
     from simulate.protocol import aggregate as ag
     from simulate.protocol.families import parse_name
 
@@ -123,7 +122,7 @@ def _plot(table, proto, name: str, rivals, path: Path) -> None:
             for e in (*rivals, name):
                 X = ag.score_matrix(table, e, d, insts, proto.eval_seeds, eta_kind=proto.primary_arm, eps=eps, G=G)
                 ax.plot(taus, ag.performance_profile(X, taus), lw=2.2 if e == name else 0.9,
-                        color="black" if e == name else style.color(e), label=e)
+                        color="black" if e == name else None, label=e)
             ax.set_title(f"{fam} family, d = {d}", fontsize=8)
             ax.set_xlabel("τ (nAUC)")
     axes[0, 0].set_ylabel("fraction of runs > τ")

@@ -1,7 +1,7 @@
-"""The headline rule (figures/report/headline.py) on synthetic tables, written from docs/protocol.md's rule."""
+"""The headline rule (simulate/protocol/headline.py) on synthetic tables, written from docs/protocol.md's rule."""
 import pytest
 
-from figures.report import headline as hl
+from simulate.protocol import headline as hl
 
 RIVALS = ("onpolicy", "is", "tis")
 DELAYS = (0, 8, 32)

@@ -1,4 +1,4 @@
-"""The report's first screen: the headline (at most three lines, one rule: figures/report/headline.py), the
+"""The report's first screen: the headline (at most three lines, one rule: simulate/protocol/headline.py), the
 rival × delay table of protocol v6 (confirmatory), and the reconstruction caveat; and, for the appendix only, the
 exploratory table (earlier protocol versions, the ladder, the LM protocol v7, the regime map), which never feeds the
 headline.
@@ -296,8 +296,8 @@ def headline_settings(rep: dict, ents: list[dict] | None = None) -> list[tuple[s
 
 
 def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
-    """The headline: at most three lines, each from :func:`figures.report.headline.decide` on one setting."""
-    from figures.report import headline
+    """The headline: at most three lines, each from :func:`simulate.protocol.headline.decide` on one setting."""
+    from simulate.protocol import headline
 
     meta = v6_meta(rep)
     out = []

@@ -94,7 +94,7 @@ def answer_blocks(rep: dict, details_link: str) -> list:
     return [("h2", "The answer: what should a trainer with stale rollouts do?"),
             ("ul", answer.recommendation(rep, ents)),
             ("p", "**gmc − each rival** (protocol v6, confirmatory; the headline above is computed from this table "
-                  "by one rule, figures/report/headline.py):"),
+                  "by one rule, simulate/protocol/headline.py):"),
             ("table", header, rows),
             ("p", note),
             ("p", answer.CAVEAT + f" Every big table: {_link(Path(details_link).name, details_link)}."),

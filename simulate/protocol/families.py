@@ -32,7 +32,7 @@ import re
 
 import numpy as np
 
-__all__ = ["FAMILIES", "draw", "family_seeds", "parse_name", "is_family_name", "lm_like", "tabular",
+__all__ = ["FAMILIES", "draw", "family_seeds", "check_draws", "parse_name", "is_family_name", "lm_like", "tabular",
            "threshold_prompt_answer", "contexts"]
 
 #: The families and the report row their instances go to (figures/report/answer.py GROUPS).
@@ -181,3 +181,36 @@ def threshold_prompt_answer(name: str, C: int, V: int, T: int, k: int, m: int, s
 def contexts(inst) -> int:
     """Number of contexts (start states) of an instance: ``len(starts)``, or 1."""
     return 1 if inst.starts is None else int(len(inst.starts))
+
+
+def check_draws(proto, check, is_int, budget_limit: int) -> None:
+    """A protocol's v6 fields (``check(ok, field, valid)`` raises naming the field): ``families = {family = n}`` and
+    ``family_root`` draw the instances (:func:`family_seeds`); ``instances`` must be exactly those draws, in order
+    (a ``[quick]`` overlay: a subset), so no instance is chosen after its result is seen. Below version 6 the v6
+    fields must be absent."""
+    if proto.version < 6:
+        check(not proto.families and not proto.family_root and not proto.family_budget and not proto.rivals,
+              "families/family_root/family_budget/rivals", "absent below version 6")
+        return
+    check(isinstance(proto.family_root, str) and proto.family_root.strip() != "", "family_root",
+          "a non-empty string fixed before any run (the instances' seed root)")
+    check(isinstance(proto.families, dict) and proto.families and set(proto.families) <= set(FAMILIES), "families",
+          f"a table {{family = number of instances}} with families from {sorted(FAMILIES)}")
+    for fam, n in proto.families.items():
+        check(is_int(n) and 1 <= n <= 64, f"families.{fam}", f"an integer in [1, 64] (got {n!r})")
+    check(isinstance(proto.family_budget, dict) and set(proto.family_budget) == set(proto.families), "family_budget",
+          f"a table with one budget per family {sorted(proto.families)} (trajectories per context)")
+    for fam, b in proto.family_budget.items():
+        check(is_int(b) and 1 <= b <= budget_limit, f"family_budget.{fam}", f"an integer in [1, {budget_limit}]")
+    drawn = tuple(f"{fam}-{s}" for fam, n in proto.families.items() for s in family_seeds(proto.family_root, fam, int(n)))
+    if not proto.quick:
+        check(tuple(proto.instances) == drawn, "instances",
+              f"exactly the instances its family seeds draw, in order: {list(drawn)} (got {list(proto.instances)}); "
+              f"a protocol may not choose its instances")
+    else:
+        check(set(proto.instances) <= set(drawn), "quick.instances", f"a subset of the drawn instances {list(drawn)}")
+    check(isinstance(proto.rivals, tuple) and proto.rivals and set(proto.rivals) <= set(proto.estimators)
+          and "gmc" in proto.estimators and "gmc" not in proto.rivals, "rivals",
+          "a non-empty list of the protocol's estimators other than gmc (gmc must be an estimator)")
+    check(proto.primary_arm in proto.step_arms, "primary_arm", f"one of step_arms {list(proto.step_arms)}")
+    check(not proto.instance_settings, "instance_settings", "absent in version 6 (family_budget sets the budget)")

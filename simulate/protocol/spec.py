@@ -246,37 +246,10 @@ class Protocol:
                        f"(G·n_prompts); budget {self.budget_of(name)}, n_prompts {self.prompts_of(name)}, G {g})")
 
     def _check_families(self) -> None:
-        """v6: ``families = {family = n}`` and ``family_root`` draw the instances (:func:`families.family_seeds`);
-        ``instances`` must be exactly those draws, in order, so no instance is chosen after its result is seen."""
-        from simulate.protocol.families import FAMILIES, family_seeds
+        """v6: the instances are exactly the draws of ``family_root`` (:func:`families.check_draws`)."""
+        from simulate.protocol.families import check_draws
 
-        if self.version < 6:
-            _check(not self.families and not self.family_root and not self.family_budget and not self.rivals,
-                   "families/family_root/family_budget/rivals", "absent below version 6")
-            return
-        _check(isinstance(self.family_root, str) and self.family_root.strip() != "", "family_root",
-               "a non-empty string fixed before any run (the instances' seed root)")
-        _check(isinstance(self.families, dict) and self.families and set(self.families) <= set(FAMILIES), "families",
-               f"a table {{family = number of instances}} with families from {sorted(FAMILIES)}")
-        for fam, n in self.families.items():
-            _check(_int(n) and 1 <= n <= 64, f"families.{fam}", f"an integer in [1, 64] (got {n!r})")
-        _check(isinstance(self.family_budget, dict) and set(self.family_budget) == set(self.families), "family_budget",
-               f"a table with one budget per family {sorted(self.families)} (trajectories per context)")
-        for fam, b in self.family_budget.items():
-            _check(_int(b) and 1 <= b <= BUDGET_LIMIT, f"family_budget.{fam}", f"an integer in [1, {BUDGET_LIMIT}]")
-        drawn = tuple(f"{fam}-{s}" for fam, n in self.families.items()
-                      for s in family_seeds(self.family_root, fam, int(n)))
-        if not self.quick:
-            _check(tuple(self.instances) == drawn, "instances",
-                   f"exactly the instances its family seeds draw, in order: {list(drawn)} (got {list(self.instances)}); "
-                   f"a protocol may not choose its instances")
-        else:
-            _check(set(self.instances) <= set(drawn), "quick.instances", f"a subset of the drawn instances {list(drawn)}")
-        _check(isinstance(self.rivals, tuple) and self.rivals and set(self.rivals) <= set(self.estimators)
-               and "gmc" in self.estimators and "gmc" not in self.rivals, "rivals",
-               "a non-empty list of the protocol's estimators other than gmc (gmc must be an estimator)")
-        _check(self.primary_arm in self.step_arms, "primary_arm", f"one of step_arms {list(self.step_arms)}")
-        _check(not self.instance_settings, "instance_settings", "absent in version 6 (family_budget sets the budget)")
+        check_draws(self, _check, _int, BUDGET_LIMIT)
 
     def _family(self, instance: str) -> str | None:
         from simulate.protocol.families import is_family_name, parse_name
@@ -448,47 +421,4 @@ def _overlay_quick(proto: Protocol, quick_table: dict) -> Protocol:
     return proto
 
 
-def _ints(name: str, vals, lo: int, hi: float = math.inf) -> None:
-    import numbers
-
-    bad = [v for v in vals if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and lo <= v < hi)]
-    if bad:
-        rng = f"[{lo}, {'2³²' if hi == 2 ** 32 else hi})" if math.isfinite(hi) else f">= {lo}"
-        raise ValueError(f"{name} must be integers {rng} (no silent truncation), got {bad}")
-
-
-def check_axes(proto: Protocol, *, instances, delays, eta_factors, G, eps, estimators, seeds, tuned_delays=None) -> None:
-    """Refuse, before any cell runs, an axis that would silently change the map: an empty or repeated value
-    (a repeat doubles n and narrows the interval), a non-integer d, G or seed (no truncation of 2.5 to 2), a
-    G with ``G·n_prompts`` not dividing the budget (the run would be shorter), a non-positive or non-finite
-    η factor or ε, an unknown instance. Each error names the parameter and its valid range."""
-    from simulate.protocol.instances import INSTANCES
-
-    axes = dict(instances=instances, delays=delays, eta_factors=eta_factors, G=G, eps=eps, estimators=estimators,
-                seeds=seeds)
-    if tuned_delays is not None:
-        axes["tuned_delays"] = tuned_delays
-    for name, vals in axes.items():
-        vals = tuple(vals)
-        if not vals:
-            raise ValueError(f"{name} must hold at least one value, got {vals}")
-        if len(set(vals)) != len(vals):
-            raise ValueError(f"{name} must not repeat a value (a repeat doubles n), got {list(vals)}")
-    _ints("delays", delays, 0)
-    _ints("tuned_delays", tuned_delays or (), 0)
-    _ints("G", G, 1)
-    _ints("seeds", seeds, 0, 2 ** 32)
-    for inst in instances:
-        b, n = proto.budget_of(inst), proto.prompts_of(inst)
-        short = [g for g in G if b % (int(g) * n)]
-        if short:
-            raise ValueError(f"G must divide budget / n_prompts = {b} / {n} on instance {inst} (K = budget/(G·n_prompts) "
-                             f"steps), got {short}")
-    for name, vals in (("eta_factors", eta_factors), ("eps", eps)):
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in vals):
-            raise ValueError(f"{name} must be finite numbers > 0, got {list(vals)}")
-    from simulate.protocol.instances import is_registered
-
-    unknown = [i for i in instances if not is_registered(i)]
-    if unknown:
-        raise ValueError(f"instances: unknown {unknown}; known: {', '.join(INSTANCES)}")
+from simulate.protocol.axes import check_axes  # noqa: E402  (the regime map's axes, checked against a protocol)
