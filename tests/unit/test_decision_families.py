@@ -45,6 +45,15 @@ def test_family_seeds_refuse_bad_arguments(root, family, n, match):
         f.family_seeds(root, family, n)
 
 
+def test_family_errors_list_the_families():
+    with pytest.raises(ValueError, match=r"^family must be one of tabular, lm-like, got 'toy'$"):
+        f.family_seeds("r", "toy", 1)
+    with pytest.raises(ValueError, match=r"^family must be one of tabular, lm-like, got 'toy'$"):
+        f.draw("toy", 1)
+    with pytest.raises(ValueError, match=r"with family in tabular, lm-like and an integer seed >= 0, got 'toy-1'$"):
+        f.parse_name("toy-1")
+
+
 @pytest.mark.parametrize("name,want", [("lm-like-123", ("lm-like", 123)), ("tabular-0", ("tabular", 0)),
                                        ("tabular-007", ("tabular", 7)), ("lm-like-4294967295", ("lm-like", 2 ** 32 - 1))])
 def test_parse_name(name, want):
@@ -175,7 +184,45 @@ def test_lm_like_instance_matches_its_drawn_grid_point(seed):
 
 
 def test_lm_like_seeds_pick_the_documented_reward_kinds():
-    assert [_grid(s)["reward"] for s in (12, 4, 15)] == ["exact", "frac", "threshold"]
+    assert [_grid(s)["reward"] for s in (12, 4, 15, 28)] == ["exact", "frac", "threshold", "threshold"]
+
+
+def _inner(seed):
+    r = f._rng("lm-like", seed)
+    for v in f.LM_GRID.values():
+        r.integers(len(v))
+    return int(r.integers(2 ** 31))
+
+
+@pytest.mark.parametrize("seed", [12, 4])
+def test_lm_like_is_the_prompt_answer_task_of_its_grid_point_and_inner_seed(seed):
+    from simulate.bridge.rungs import prompt_answer
+
+    g = _grid(seed)
+    inst = f.draw("lm-like", seed)
+    want = prompt_answer("x", g["C"], g["V"], g["T"], reward=g["reward"], features=g["m"], seed=_inner(seed),
+                         warm=g["warm"])
+    np.testing.assert_array_equal(inst.next_state, want.next_state)
+    np.testing.assert_array_equal(inst.reward, want.reward)
+    np.testing.assert_array_equal(inst.features, want.features)
+    np.testing.assert_array_equal(inst.w_init, want.w_init)
+    per = 1 if g["reward"] == "frac" else 2  # frac: one state per context; exact: (dead, alive)
+    assert inst.next_state.shape[1] == g["C"] * per
+    assert (inst.step_reward is None) == (g["reward"] != "frac")
+
+
+def test_lm_like_threshold_needs_half_the_tokens_rounded_up():
+    g = _grid(28)
+    assert g["T"] == 6
+    inst = f.draw("lm-like", 28)
+    per = g["T"] + 1
+    np.testing.assert_array_equal(inst.reward[:per], [0, 0, 0, 1, 1, 1, 1])  # k = ceil(6/2) = 3
+    assert "(k = 3)" in inst.description
+    from simulate.bridge.rungs import answers
+
+    want = f.threshold_prompt_answer("x", g["C"], g["V"], g["T"], 3, g["m"], _inner(28), g["warm"])
+    np.testing.assert_array_equal(inst.w_init, want.w_init)
+    assert answers(g["C"], g["V"], g["T"], _inner(28), g["m"]).shape == (g["C"], g["T"])
 
 
 # --- threshold_prompt_answer --------------------------------------------------------------------------------------
@@ -204,6 +251,11 @@ def test_threshold_instance_states_rewards_and_features():
                 np.testing.assert_array_equal(phi[:, c * per + j, a, a * m:(a + 1) * m], h[c])
                 assert not phi[:, c * per + j, a, :a * m].any() and not phi[:, c * per + j, a, (a + 1) * m:].any()
     assert _J0(inst) < 0.3 <= _J(inst)
+    # the warm start fits every context's answer (the fit sees all starts), from the same instance
+    from simulate.bridge.rungs import supervised_init
+
+    np.testing.assert_array_equal(inst.w_init, supervised_init(inst, ans, target=0.3))
+    assert f.threshold_prompt_answer("t", C, V, T, k, m, seed=5, warm=0.3).description == ""
 
 
 @pytest.mark.parametrize("k", [0, 4, 2.0, -1])
@@ -220,3 +272,12 @@ def test_threshold_k_at_the_range_ends_is_accepted(k):
 
 def test_contexts_of_an_instance_without_starts_is_one(TAB):
     assert f.contexts(TAB[0]) == 1
+
+
+def test_threshold_warm_start_is_fitted_on_every_context():
+    # J over the four contexts, not context 0's alone: the stopping iterate differs here
+    from simulate.bridge.rungs import answers, supervised_init
+
+    inst = f.threshold_prompt_answer("t", 4, 6, 6, 3, 3, seed=0, warm=0.9)
+    np.testing.assert_array_equal(inst.w_init, supervised_init(inst, answers(4, 6, 6, 0, 3), target=0.9))
+    assert exact_J_grad_w(inst, inst.w_init)[0] >= 0.9
