@@ -97,8 +97,30 @@ def answer_blocks(rep: dict, details_link: str) -> list:
                   "by one rule, simulate/protocol/headline.py):"),
             ("table", header, rows),
             ("p", note),
+            *advice_blocks(rep),
             ("p", answer.CAVEAT + f" Every big table: {_link(Path(details_link).name, details_link)}."),
             ]
+
+
+def advice_blocks(rep: dict) -> list:
+    """One line per delay on the first screen: the ε, G, η each estimator's tuning picks at a fixed trajectory budget
+    and its held-out nAUC (fig_eps_G_advice; exploratory), pointing to the full table (both budget modes)."""
+    rows = next((m.get("advice") for m in rep["sidecars"] if m.get("advice")), None)
+    if not rows:
+        return []
+    import math
+
+    def one(r):
+        eps = "" if r["estimator"] == "grpo" else f"ε = {r['eps']:g}, "
+        return (f"{r['estimator']} {eps}G = {r['G']}, η ≈ 2^{math.log2(r['eta_median']):.0f}: {r['iqm']:.3f} "
+                f"[{r['lo']:.3f}, {r['hi']:.3f}]")
+
+    lines = [f"d = {d}: " + "; ".join(one(r) for r in rows if r["d"] == d and r["mode"] == "budget")
+             for d in dict.fromkeys(r["d"] for r in rows)]
+    return [("p", "**ε, G and η for your delay** (exploratory; protocol v6's LM-like draws, a fixed trajectory budget; "
+                  "held-out nAUC IQM [95 % stratified bootstrap]; the fixed-steps rows, which remove the confound that a "
+                  "small G also takes more steps, are in the section \"Choosing ε, G and η for your delay\" below): "
+                  + " · ".join(lines) + ".")]
 
 
 def claim_rows(rep: dict) -> list[list[str]]:
@@ -189,14 +211,15 @@ def detail_blocks(rep: dict) -> list:
          ("h2", "Claim statements"),
          ("table", ["claim", "statement", "symbolic check"],
           [[f"**{c}** {rep['theory'][c].get('title', '')}", rep["theory"][c]["statement"],
-            (vd.HOLDS + " (derived symbolically)") if rep["theory"][c].get("ok") else
+            (vd.SYMBOLIC + ": the derivation went through (sympy); a derivation is no measurement")
+            if rep["theory"][c].get("ok") else
             (vd.INCONCLUSIVE + " (derivation failed)") if rep["theory"][c].get("ok") is False else DASH]
            for c in CLAIM_IDS])]
     ev_rows = []
     for cid in CLAIM_IDS:
         th = rep["theory"][cid]
         ev_rows.append([f"**{cid}**", "theory (sympy)", "", th.get("summary") or th["result"], "",
-                        vd.HOLDS if th.get("ok") else DASH, "derived symbolically" if th.get("ok") else ""])
+                        vd.SYMBOLIC if th.get("ok") else DASH, "the derivation went through" if th.get("ok") else ""])
         for ev in rep["evidence"].get(cid, []):
             v = ev.get("verdict", "")
             k = vd.looseness(ev.get("measured"), ev.get("se"), ev.get("bound"))
