@@ -141,3 +141,42 @@ def test_threshold_reward_pays_one_iff_k_of_T_tokens_are_right():
             for t, a in enumerate(seq):
                 s = int(inst.next_state[t, s, a])
             assert inst.reward[s] == float(sum(a == b for a, b in zip(seq, ans[c])) >= k)
+
+
+DRAWS_GOLDEN = __import__("pathlib").Path(__file__).parent / "data" / "v6_draws.npz"
+
+
+def _draw_arrays(name):
+    from simulate.protocol.instances import get_instance
+
+    inst = get_instance(name)
+    out = {}
+    for k in ("next_state", "reward", "step_reward", "features", "starts", "w_init"):
+        v = getattr(inst, k)
+        if v is not None:
+            out[f"{name}/{k}"] = np.asarray(v)
+    return out
+
+
+def test_v6_draws_are_pinned(v6):
+    """The registered protocol's instances may not move with a later code change (a family generator, the ladder's
+    answers or warm start): every array of every draw equals the one recorded at registration (structure exactly,
+    the warm start to 1e-12 relative). Regenerate only with a new protocol version."""
+    gold = np.load(DRAWS_GOLDEN)
+    now = {k: v for name in v6.instances for k, v in _draw_arrays(name).items()}
+    assert sorted(now) == sorted(gold.files)
+    for k, v in now.items():
+        if k.endswith("/w_init"):
+            np.testing.assert_allclose(v, gold[k], rtol=1e-12, atol=1e-12, err_msg=k)
+        else:
+            np.testing.assert_array_equal(v, gold[k], err_msg=k)
+
+
+if __name__ == "__main__":  # python tests/test_protocol_v6.py --write (only when registering a new version)
+    import sys
+
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python tests/test_protocol_v6.py --write")
+    p = load_protocol(V6_PATH)
+    np.savez_compressed(DRAWS_GOLDEN, **{k: v for name in p.instances for k, v in _draw_arrays(name).items()})
+    print(f"wrote {DRAWS_GOLDEN}")
