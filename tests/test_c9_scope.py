@@ -204,3 +204,18 @@ def test_v4_d0_premise_needs_the_clopper_pearson_lower_bound_strictly_above_p0()
 
     assert 0 < lo < 1 and "out of scope" not in premise(lo)
     assert "out of scope" in premise(lo * (1 - 1e-9))
+
+
+def test_a_saturating_hand_written_mdp_names_saturated_with_the_measurement_in_every_row():
+    """Issue 58: an own MDP that saturates gets out-of-scope rows that say why (premise column filled), never NaN."""
+    import dataclasses
+
+    from simulate.instances import token_mdp
+    from simulate.protocol import run_c9
+    from simulate.protocol.spec import load_protocol
+
+    p = dataclasses.replace(load_protocol(quick=True), estimators=("onpolicy", "is", "tis", "tic", "gmc"))
+    _, comp = run_c9(instance=token_mdp(2, 2, state="count", reward="count_ge", k=1), protocol=p, progress=False)
+    assert len(comp) and set(comp.verdict) == {"out of scope"}
+    assert all(isinstance(x, str) and x.startswith("saturated: nAUC(onpolicy, d=0) = ") and "zero-gradient fraction"
+               in x for x in comp.premise)

@@ -353,8 +353,10 @@ def c9_instance_v2(table: pd.DataFrame, proto: Protocol) -> tuple[pd.DataFrame, 
     comp = pd.DataFrame(rows)
     if len(comp):
         comp["underpowered"] = (comp.verdict == vd.INCONCLUSIVE) & (comp.power < proto.power_target)
-        if sat["saturated"]:
+        if sat["saturated"]:  # every row says which premise failed, with its measurement (issue 58)
             comp["verdict"] = vd.OUT_OF_SCOPE
+            own = comp["premise"] if "premise" in comp else pd.Series([""] * len(comp), index=comp.index)
+            comp["premise"] = [x if isinstance(x, str) and x else sat["reason"] for x in own]
     sub = (comp.groupby("subclaim", sort=False)["verdict"].agg(lambda v: vd.combine(list(v))).reset_index()
            if len(comp) else pd.DataFrame(columns=["subclaim", "verdict"]))
     sub["regime"] = reg["regime"]
