@@ -48,7 +48,7 @@ def _write(out_dir: Path, report_path: Path, *, run_checks: bool):
     exclude: dict[str, str] = {}
     while True:
         rep = data.build(out_dir, quick=False, run_checks=run_checks, report_path=report_path,
-                         expected=data.expected_figures(), exclude=exclude)
+                         expected=data.expected_figures(), exclude=exclude, strict=True)
         try:
             main, details = render.blocks(rep), render.detail_blocks(rep)
             break
@@ -71,7 +71,8 @@ def _culprit(out_dir: Path, rep: dict, exclude: dict) -> str | None:
     """The first sidecar without which the report builds (symbolic checks skipped: only the layout is tried)."""
     for m in rep["sidecars"]:
         trial = data.build(out_dir, quick=False, run_checks=False, report_path=rep["report_path"],
-                           expected=data.expected_figures(), exclude={**exclude, m["figure"]: "probe"})
+                           expected=data.expected_figures(), exclude={**exclude, m["figure"]: "probe"},
+                           strict=True)
         try:
             render.blocks(trial), render.detail_blocks(trial)
         except Exception:  # noqa: BLE001 - still failing without it: not this one

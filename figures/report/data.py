@@ -101,6 +101,14 @@ LOADER_KEYS = ("_png", "_file", "_sealed", "_verified")
 _CODE_AT: dict[str, str | bool | None] = {}
 
 
+def _this_tree(meta: dict) -> bool:
+    """The sidecar's stamp is this working tree's: its commit is HEAD and its code hash the current one (a clean tree
+    with untracked code files hashes differently from its commit)."""
+    from sweep import code_version, git_commit
+
+    return meta.get("git_commit") == git_commit() and meta.get("code_version") == code_version()
+
+
 def code_at(commit: str) -> str | bool | None:
     """``sweep.code_version`` of ``commit``'s committed files (read from git, the working tree untouched): the code
     hash a clean-tree run at that commit stamps. ``False``: git does not know the commit; ``None``: no git here."""
@@ -196,13 +204,13 @@ REQUIRED = {**{stem: ("evidence",) for stem, rows in EXPECTED.items() if any(not
             "fig_regime_map": ("evidence", "comparisons"), "fig_llm_delay": ("evidence", "runs")}
 
 
-def _row_problem(ev: dict) -> str | None:
-    """Why one evidence row cannot be read (``None`` when it can): a verdict word outside the vocabulary, a number
-    that is not one, a label that is not text."""
+def _row_problem(ev: dict, strict: bool = False) -> str | None:
+    """Why one evidence row cannot be read (``None`` when it can): a number that is not one, a label that is not text,
+    and (``strict``) a verdict word outside the vocabulary (else the claim rows raise on it, as a figure's own bug)."""
     from simulate import verdicts as vd
 
     v = ev.get("verdict", "")
-    if not isinstance(v, str) or (v and v != INFO and not vd.is_verdict(v)):
+    if not isinstance(v, str) or (strict and v and v != INFO and not vd.is_verdict(v)):
         return f"verdict {v!r} is not a verdict word ({', '.join(vd.VERDICTS)}) nor {INFO!r}"
     for k in ("measured", "se", "bound"):
         x = ev.get(k)
@@ -214,7 +222,7 @@ def _row_problem(ev: dict) -> str | None:
     return None
 
 
-def structure_problems(meta) -> list[str]:
+def structure_problems(meta, strict: bool = False) -> list[str]:
     """Why a parsed sidecar cannot be read as one (empty when it can): the fields the report reads, their types,
     a well-formed stamp, and the seal when it has one."""
     if not isinstance(meta, dict):
@@ -231,11 +239,11 @@ def structure_problems(meta) -> list[str]:
         if not isinstance(ev, dict) or not isinstance(ev.get("claim"), str):
             out.append(f"evidence row {i} is not an object with a 'claim'")
             break
-        if why := _row_problem(ev):
+        if why := _row_problem(ev, strict):
             out.append(f"evidence row {i} ({ev['claim']}): {why}")
             break
     name = meta.get("figure")
-    for key in REQUIRED.get(name, ()) if isinstance(name, str) and _stamped(meta) else ():  # written by a figure run
+    for key in REQUIRED.get(name, ()) if strict and isinstance(name, str) and _stamped(meta) else ():  # a figure run's
         if not meta.get(key):  # absent or empty: the claim would be judged as if nothing had been measured
             out.append(f"'{key}' is missing or empty (a {name} sidecar always has it)")
     for key in ("sections", "answer", "appendix_tables"):
@@ -268,7 +276,7 @@ def _stamped(meta: dict) -> bool:
     return any(k in meta for k in ("git_commit", "code_version", "seal"))
 
 
-def read_sidecar(p: Path) -> tuple[dict | None, str | None]:
+def read_sidecar(p: Path, strict: bool = False) -> tuple[dict | None, str | None]:
     """``(meta, None)`` for a readable, well-formed sidecar, else ``(None, reason)``."""
     try:
         raw = p.read_bytes()
@@ -283,16 +291,20 @@ def read_sidecar(p: Path) -> tuple[dict | None, str | None]:
     except json.JSONDecodeError as exc:
         return None, (f"truncated JSON (ends at byte {len(raw)})" if exc.pos >= len(raw.rstrip()) - 1
                       else f"invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
-    bad = structure_problems(meta)
+    bad = structure_problems(meta, strict)
     return (None, "; ".join(bad)) if bad else (meta, None)
 
 
-def check_evidence(out_dir, expected=None, exclude: dict | None = None) -> tuple[list[dict], list[dict]]:
+def check_evidence(out_dir, expected=None, exclude: dict | None = None,
+                   strict: bool = False) -> tuple[list[dict], list[dict]]:
     """``(sidecars, problems)``: the readable, consistent sidecars of ``out_dir`` (name order) and one problem
     ``{"file", "reason", "rows"}`` per expected sidecar that is missing, unreadable, truncated, malformed, whose
     seal does not match its content, or whose protocol is not the one its siblings (or its registered file) name.
     ``expected``: sidecar stems that must be there (default :func:`expected_figures`; ``()``: none required); ``exclude``:
-    ``{stem: reason}`` of sidecars found damaged otherwise (the report raised reading them), left out the same way."""
+    ``{stem: reason}`` of sidecars found damaged otherwise (the report raised reading them), left out the same way;
+    ``strict`` (``python -m figures.report``): an evidence row's verdict word and the keys a full run's sidecar always
+    has (:data:`REQUIRED`) are checked here too (the library default leaves them to the claim rows, so that a test's
+    hand-made sidecar with a figure's name still reads)."""
     out_dir = Path(out_dir)
     expected = expected_figures() if expected is None else tuple(expected)
     sidecars, problems = [], []
@@ -309,7 +321,7 @@ def check_evidence(out_dir, expected=None, exclude: dict | None = None) -> tuple
     for p in sorted(out_dir.glob("*.json")):
         if p.stem in RENAMED and (p.parent / f"{RENAMED[p.stem]}.json").exists():
             continue
-        meta, why = read_sidecar(p)
+        meta, why = read_sidecar(p, strict)
         if why is None and p.stem in (exclude or {}):
             meta, why = None, exclude[p.stem]
         if why is not None:
@@ -341,6 +353,8 @@ def check_evidence(out_dir, expected=None, exclude: dict | None = None) -> tuple
             m["_verified"] = m["_sealed"]
             continue
         actual = code_at(m["git_commit"])
+        if actual != m.get("code_version") and _this_tree(m):  # just written here: untracked code files count too
+            actual = m.get("code_version")
         m["_verified"] = isinstance(actual, str) and actual == m.get("code_version")
         if actual is None:  # no git here: nothing to check against
             continue
@@ -426,19 +440,19 @@ def stamps(sidecars: list[dict]) -> list[dict]:
 
 def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict | None = None,
           run_checks: bool = True, report_path=None, provenance: dict | None = None, expected=None,
-          exclude: dict | None = None) -> dict:
+          exclude: dict | None = None, strict: bool = False) -> dict:
     """Collect everything the report prints. ``provenance`` = ``{"commit", "dirty"}`` captured when the
     run started (the run itself rewrites tracked figure files). ``expected``: the sidecars that must be there
-    (default every figure's, :func:`expected_figures`); a missing or damaged one is listed in ``evidence_problems`` and the
+    (default none: only those present are checked; ``python -m figures.report`` passes :func:`expected_figures`); a
+    missing or damaged one is listed in ``evidence_problems`` and the
     rows it judges in ``not_run``, never judged. ``stamps`` holds what made the sidecars (``code_version`` is theirs
     when they agree; ``rebuilt_by`` the code that rebuilt the report)."""
     from sweep import code_version, git_commit
 
-    if expected is None:  # a folder of the figures' sidecars: every one is expected; elsewhere (tests, a user's
-        # folder of their own figures) only the ones present
-        present = {q.stem for q in Path(out_dir).glob("*.json")} | {RENAMED.get(q.stem) for q in Path(out_dir).glob("*.json")}
-        expected = expected_figures() if present & set(expected_figures()) else ()
-    sidecars, problems = check_evidence(out_dir, expected=expected, exclude=exclude)
+    # by default only the sidecars present are checked (a --quick or --only run writes a subset, and the rows of the
+    # figures it did not run read as before); `python -m figures.report` expects every figure's (expected_figures())
+    sidecars, problems = check_evidence(out_dir, expected=() if expected is None else expected, exclude=exclude,
+                                        strict=strict)
     evidence = {c: [] for c in CLAIM_IDS}
     lm = []
     for meta in sidecars:

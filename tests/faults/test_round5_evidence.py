@@ -260,3 +260,22 @@ def test_protocol_v6_stamp_is_checked_against_its_registered_file(committed, tmp
     p.write_text(json.dumps(meta))
     (pb,) = data.check_evidence(d, expected=_present(d))[1]
     assert pb["file"] == p.name and "is not its registered file's" in pb["reason"]
+
+
+def test_an_unsealed_sidecar_just_written_by_this_tree_is_its_own_proof(tmp_path, monkeypatch):
+    """A clean-commit stamp whose code hash is this tree's (untracked code files change it) is not an edit."""
+    import subprocess
+
+    import sweep
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(sweep, "git_commit", lambda: head)
+    monkeypatch.setattr(sweep, "code_version", lambda *a, **k: "0123456789abcdef")
+    meta = {"figure": "fig_mine", "evidence": [], "git_commit": head, "code_version": "0123456789abcdef"}
+    (tmp_path / "fig_mine.json").write_text(json.dumps(meta))
+    sidecars, problems = data.check_evidence(tmp_path, expected=())
+    assert problems == [] and sidecars[0]["_verified"]
+    meta["code_version"] = "fedcba9876543210"  # another tree's, or an edit: checked against git, refused
+    (tmp_path / "fig_mine.json").write_text(json.dumps(meta))
+    (pb,) = data.check_evidence(tmp_path, expected=())[1]
+    assert "stamp mismatch" in pb["reason"]
