@@ -308,3 +308,37 @@ def test_dapo_without_num_items_in_batch_is_a_clear_error(tmp_path):
     tr.model.train()
     with pytest.raises(ValueError, match="num_items_in_batch"):
         tr.compute_loss(tr.model, inputs)
+
+
+def test_rollout_delay_trains_on_rollouts_exactly_d_updates_old(tmp_path):
+    """Issue 58: rollouts d = 8 optimizer steps old through the delay mechanism (TRL's own reuse cannot reach it):
+    the logged staleness max over the window equals 8, and every rollout's generating version is max(0, g − 8)."""
+    tr = _trainer(tmp_path, per_device=8, steps_per_generation=1, num_iterations=1, max_steps=10, rollout_delay=8)
+    tr.args.logging_steps = 10
+    versions = []
+    inner = tr._compute_loss
+
+    def spy(model, inputs):
+        versions.append((int(tr.state.global_step), int(inputs["generation_step"][0])))
+        return inner(model, inputs)
+
+    tr._compute_loss = spy
+    tr.train()
+    logs = [h for h in tr.state.log_history if "traj_is/staleness/max" in h]
+    assert len(logs) == 1 and logs[0]["traj_is/staleness/max"] == 8.0
+    assert logs[0]["traj_is/staleness/mean"] < 8.0  # the first 8 steps are younger: the max is not a mean
+    assert versions == [(g, max(0, g - 8)) for g in range(10)]
+    assert len(tr._versions) <= 9  # d + 1 copies at most
+
+
+def test_rollout_delay_and_config_checks_run_before_trls_setup(tmp_path):
+    from trl import GRPOConfig
+
+    with pytest.raises(ValueError, match="rollout_delay must be an integer"):
+        _trainer(tmp_path, rollout_delay=-1)
+    with pytest.raises(ValueError, match="rollout_delay must be an integer"):
+        _trainer(tmp_path, rollout_delay=2.0)
+    args = GRPOConfig(output_dir=str(tmp_path), beta=0.1, per_device_train_batch_size=8, num_generations=4,
+                      report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match="beta must be 0"):  # refused with no model at all: before TRL's setup
+        atrl.AsyncGRPOTrainer(model=None, reward_funcs=_reward, args=args)

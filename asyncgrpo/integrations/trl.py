@@ -38,7 +38,14 @@ What changes with respect to TRL's ``GRPOTrainer``:
   ``traj_is/chi2/mean`` (``(1/G)Σ(ρ_i − 1)²``, the group's estimate of ``χ²(π_θ‖μ)``),
   ``traj_is/ess/mean`` and ``traj_is/ess_frac/mean`` (``(Σw)²/Σw²`` and that over ``G``),
   ``traj_is/weight/{mean,max}``, ``traj_is/staleness/{mean,max}`` (optimizer steps between the
-  rollout's generation and its use).
+  weights that generated a rollout and its use; ``max`` is the maximum over the logging window, not a mean).
+- **Controlled delay** (``rollout_delay=d``): every generation is made by the policy ``d`` optimizer steps old (the
+  weights of version ``max(0, g − d)`` at step ``g``, kept as CPU copies of the last ``d + 1`` versions), so each
+  rollout is exactly ``d`` updates stale once ``g ≥ d`` (before, ``g``): the delays of an asynchronous actor–learner
+  (d = 8–32 in the report) that TRL's own batch reuse cannot reach — TRL's only staleness is reusing one generation
+  batch for ``steps_per_generation × num_iterations`` micro-steps, at most that minus one optimizer steps. The
+  behaviour log-probs are the delayed policy's, computed at generation. Single process, text only; memory: ``d + 1``
+  copies of the weights.
 
 TRL's own losses at any ``GRPOConfig`` setting (OPSM threshold, sapo temperatures, token-level luspo,
 ``top_entropy_quantile``, the vLLM IS correction): :func:`trl_policy_loss` (docs/integrations.md).
@@ -195,9 +202,15 @@ class AsyncGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args, estimator: str = "gmc", eps: float = 0.2, length_normalize: bool = False,
-                 loss_agg_mode: str | None = None, **kwargs):
+                 loss_agg_mode: str | None = None, rollout_delay: int = 0, **kwargs):
         if estimator not in est.ESTIMATORS:
             raise ValueError(f"estimator must be one of {', '.join(est.ESTIMATORS)} (trajectory level), got {estimator!r}")
+        if isinstance(rollout_delay, bool) or not isinstance(rollout_delay, int) or not 0 <= rollout_delay <= MAX_DELAY:
+            raise ValueError(f"rollout_delay must be an integer in [0, {MAX_DELAY}] (optimizer steps), got {rollout_delay!r}")
+        self.rollout_delay = rollout_delay
+        self._versions: dict[int, dict] = {}
+        # the GRPOConfig is checked before TRL's setup (which may load a reference model for beta != 0)
+        _check_config(kwargs.get("args", args[2] if len(args) > 2 else None))
         self.estimator = estimator
         self.eps = check_eps(eps)
         self.length_normalize = bool(length_normalize)
@@ -238,8 +251,36 @@ class AsyncGRPOTrainer(GRPOTrainer):
                 "batching follow that release's GRPOTrainer", ", ".join(TESTED_TRL_VERSIONS), _trl.__version__,
             )
 
-    # -- generation: tag every row with its group and the step it was generated at
+    # -- generation: tag every row with its group and the weights' version that generated it
     def _generate_and_score_completions(self, inputs):
+        if self.rollout_delay and self.model.training:
+            return self._generate_delayed(inputs)
+        out = self._generate_tagged(inputs, int(self.state.global_step))
+        return out
+
+    def _generate_delayed(self, inputs):
+        """Generate with the weights ``rollout_delay`` optimizer steps old, score the behaviour log-probs with them,
+        then restore the current weights."""
+        g = int(self.state.global_step)
+        self._versions.setdefault(g, _cpu_state(self.model))
+        for v in [v for v in self._versions if v < g - self.rollout_delay]:
+            del self._versions[v]  # only the last d + 1 versions are ever read
+        version = min(self._versions)  # max(0, g − d): the oldest kept
+        current = self._versions[g]
+        self.model.load_state_dict(self._versions[version])
+        try:
+            out = self._generate_tagged(inputs, version)
+            if out.get("old_per_token_logps") is None and out.get("sampling_per_token_logps") is None:
+                ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+                att = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+                with torch.no_grad():
+                    out["old_per_token_logps"], _, _ = self._get_per_token_logps_and_entropies(
+                        self.model, ids, att, out["completion_ids"].size(1))
+        finally:
+            self.model.load_state_dict(current)
+        return out
+
+    def _generate_tagged(self, inputs, version: int):
         out = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
         G = self.num_generations if mode == "train" else self.num_generations_eval
@@ -249,8 +290,17 @@ class AsyncGRPOTrainer(GRPOTrainer):
         device = out["completion_ids"].device
         out["group_ids"] = self._next_group_id + torch.arange(n, device=device) // G
         self._next_group_id += n // G
-        out["generation_step"] = torch.full((n,), int(self.state.global_step), device=device, dtype=torch.long)
+        out["generation_step"] = torch.full((n,), int(version), device=device, dtype=torch.long)
         return out
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """TRL's log, except that ``traj_is/staleness/max`` is the maximum over the logging window (TRL averages
+        every metric's list)."""
+        mode = "train" if self.model.training else "eval"
+        vals = self._metrics[mode].get(f"{METRIC_PREFIX}/staleness/max")
+        if vals:
+            self._metrics[mode][f"{METRIC_PREFIX}/staleness/max"] = [max(vals)]
+        super().log(logs, start_time)
 
     # -- batching: TRL's _prepare_inputs with a whole-group shuffle instead of a row shuffle
     def _prepare_inputs(self, generation_batch):
@@ -364,6 +414,29 @@ class AsyncGRPOTrainer(GRPOTrainer):
         # Every rank must join the gather (a collective), whatever its value.
         t = torch.tensor([value], dtype=torch.float64, device=self.accelerator.device)
         return float(self.accelerator.gather(t).mean())
+
+
+#: Largest ``rollout_delay`` (optimizer steps): the trainer keeps ``d + 1`` CPU copies of the weights.
+MAX_DELAY = 1024
+
+
+def _cpu_state(model) -> dict:
+    """A detached CPU copy of the model's weights (one version of the policy)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def _check_config(a) -> None:
+    """The GRPOConfig checks that do not need TRL's setup, run before it: a KL term (``beta != 0``) and a per-device
+    batch that does not hold whole groups are refused before TRL loads a reference model or a dataloader."""
+    if a is None:
+        return
+    beta = getattr(a, "beta", 0.0)
+    if beta not in (0, 0.0):
+        raise ValueError(f"beta must be 0 with a trajectory-level estimator (no KL term in ĝ), got {beta}")
+    bs, G = getattr(a, "per_device_train_batch_size", None), getattr(a, "num_generations", None)
+    if isinstance(bs, int) and isinstance(G, int) and G > 0 and bs % G:
+        raise ValueError(f"per_device_train_batch_size ({bs}) must be a multiple of num_generations ({G}) so that "
+                         f"every micro-batch holds whole groups")
 
 
 # --------------------------------------------------------------------------- a toy set-up (tests, examples)
