@@ -129,18 +129,37 @@ def _results(target: str, workdir: Path) -> dict[str, int | None] | None:
     return json.loads(meta.read_text())["exit_code_by_key"]
 
 
+_DIFFS = """import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+names, path = json.loads(sys.argv[1]), sys.argv[2]
+print(json.dumps({n: get_diff_for_mutant(n, path=path) for n in names}))
+"""
+
+
+def _diffs(target: str, workdir: Path, names) -> dict[str, str]:
+    """The diffs of ``names`` (mutmut's ``show``), read in one process and cached beside the results."""
+    cache = workdir / f"{_tag(target)}.diffs.json"
+    have = json.loads(cache.read_text()) if cache.exists() else {}
+    todo = sorted(set(names) - set(have))
+    if todo:
+        src = workdir / f"src-{_tag(target)}"
+        p = subprocess.run([sys.executable, "-c", _DIFFS, json.dumps(todo), target], cwd=src, env=_env(src, target),
+                           capture_output=True, text=True, check=True)
+        have.update(json.loads(p.stdout.strip().splitlines()[-1]))
+        cache.write_text(json.dumps(have))
+    return {n: have[n] for n in names}
+
+
 def _diff(target: str, workdir: Path, name: str) -> str:
-    src = workdir / f"src-{_tag(target)}"
-    p = subprocess.run([_bin("mutmut"), "show", name], cwd=src, env=_env(src, target), capture_output=True, text=True)
-    return p.stdout
+    return _diffs(target, workdir, [name])[name]
 
 
 def _write_survivors(target: str, workdir: Path) -> None:
+    (workdir / f"{_tag(target)}.diffs.json").unlink(missing_ok=True)  # a new run: new mutants
     res = _results(target, workdir) or {}
-    out = []
-    for name, code in sorted(res.items()):
-        if code is not None and code not in KILLED:
-            out.append(f"## {name} (exit {code})\n{_diff(target, workdir, name)}\n")
+    names = sorted(n for n, code in res.items() if code is not None and code not in KILLED)
+    diffs = _diffs(target, workdir, names)
+    out = [f"## {n} (exit {res[n]})\n{diffs[n]}\n" for n in names]
     (workdir / f"{_tag(target)}.survivors.txt").write_text("\n".join(out))
 
 
