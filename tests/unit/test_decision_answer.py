@@ -522,3 +522,159 @@ def test_constants_of_the_first_screen():
     assert an.DELAYS == (8, 32) and an.COLUMNS == ("onpolicy", "is", "tis/tic", "grpo", "best peer")
     assert an.CAVEAT.startswith("**Caveat.** The claims C1–C9 are this project's reconstruction")
     assert an.peer_corrections() == ("verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs", "trl_seq_mask")
+
+
+# --- against the mutmut survivors (issue 55): defaults of absent keys, full texts, both families, boundaries --------
+
+def noarm(**kw):
+    e = ent(**kw)
+    e.pop("arm", None)
+    return e
+
+
+def test_check_entry_messages_list_the_keys_and_groups():
+    e = ent()
+    del e["hi"]
+    with pytest.raises(ValueError, match=r"needs group, setting, d, rival, delta, lo, hi\)"):
+        an.check_entry(e)
+    with pytest.raises(ValueError, match="group must be one of tabular-family, lm-like-family, tabular, user-mdp, "
+                                         "toy-lm-faithful, toy-ladder, cpu-lm, gpu-lm, got 'toy'"):
+        an.check_entry(ent(group="toy"))
+
+
+def test_regroup_passes_an_unmoved_entry_through_and_keeps_every_field_of_a_moved_one():
+    groups = {"lm-faithful-exact": "toy-lm-faithful", "count-frac": "tabular"}
+    e = ent(setting="count-frac", arm="tuned η", n=3)
+    assert an._regroup(e, groups) is e
+    moved = an._regroup(ent(setting="lm-faithful-exact", arm="tuned η", n=3), groups)
+    assert moved == ent(group="toy-lm-faithful", setting="lm-faithful-exact", arm="tuned η", n=3)
+
+
+def test_entries_a_given_row_replaces_only_the_derived_row_of_its_own_arm():
+    given = ent(rival="tis", d=8, arm="common η", delta=0.3, lo=0.2, hi=0.4)
+    r = rep(sidecars=[dict(figure="f", answer=[given])], protocol=dict(primary=dict(d=8)),
+            c9=dict(comparisons=[_c9("gmc − tis (d=8, tuned η)", est=-0.1, lo=-0.2, hi=0.0)]))
+    out = an.entries(r)
+    assert [(e["rival"], e["arm"]) for e in out] == [("tis", "common η"), ("tis", "tuned η")]
+    r["sidecars"][0]["answer"] = [noarm(rival="tis", d=8, delta=0.3, lo=0.2, hi=0.4)]
+    assert len(an.entries(r)) == 2  # a row without an arm is not the tuned arm's
+
+
+def test_main_arm_of_rows_without_an_arm_is_empty():
+    assert an._main_arm([noarm(group="cpu-lm")], "cpu-lm") == ""
+
+
+def test_broken_arms_reads_a_missing_lr_factor_as_the_base_arm():
+    runs = [dict(d=0, failure="nan"), dict(d=8, failure="diverged"), dict(d=0, failure="none", lr_factor=2.0)]
+    assert an.broken_arms(dict(runs=runs)) == {1.0: "every run fails (2/2), the d = 0 control included (1/1)"}
+
+
+def test_cells_read_a_missing_arm_as_the_empty_arm_and_use_the_given_peers():
+    cs = an.cells([ent(rival="tis", arm="", delta=0.2, lo=0.1, hi=0.3), noarm(rival="tic", delta=0.1, lo=0.0, hi=0.2)],
+                  PEERS)
+    assert [e["rival"] for e in cs[("tabular", "tis/tic", 8)]] == ["tic"]
+    cs = an.cells([ent(rival="mypeer")], ("mypeer",))
+    assert ("tabular", "best peer", 8) in cs
+
+
+def test_derive_lm_pairs_seeds_at_the_same_delay_and_goes_on_after_a_rival_without_pairs():
+    runs = [dict(estimator="gmc", d=8, seed=s, auc=0.5) for s in (0, 1)]
+    runs += [dict(estimator="gmc", d=32, seed=s, auc=0.6) for s in (2, 3)]
+    runs += [dict(estimator="is", d=8, seed=s, auc=0.4) for s in (2, 3)]     # no gmc seed to pair at d = 8
+    runs += [dict(estimator="tis", d=8, seed=s, auc=0.3 + 0.01 * s) for s in (0, 1)]
+    out = an.derive_lm(rep(lm_meta=dict(runs=runs)))
+    assert [(e["d"], e["rival"], e["n"]) for e in out] == [(8, "tis", 2)]
+
+
+def test_derive_tabular_default_group_and_the_eps_tolerance_is_strict():
+    out = an.derive_tabular(rep(regime_map=dict(comparisons=[_rm()])))
+    assert out[0]["group"] == "tabular"
+    c9 = dict(comparisons=[_c9("gmc − tis (d=8, tuned η)", inst="nowhere")])
+    assert an.derive_tabular(rep(c9=c9, protocol=dict(primary=dict(d=8))))[0]["group"] == "tabular"
+    rm = dict(settings=dict(primary_G=8, primary_eps=0.0), comparisons=[_rm(eps=1e-12), _rm(eps=0.0, d=32)])
+    assert [e["d"] for e in an.derive_tabular(rep(regime_map=rm))] == [32]
+
+
+def test_exploratory_table_full_note_class_columns_and_armless_rows():
+    es = [noarm(group="cpu-lm", setting="tiny", metric="accuracy AUC", interval="IV-lm"),
+          noarm(group="cpu-lm", setting="tiny", rival="tis", delta=0.2, lo=0.1, hi=0.3),
+          ent(group="toy-ladder", setting="r6", rival="is", arm="tuned η"),
+          ent(group="toy-ladder", setting="r6", rival="is", d=32, arm="common η"),
+          ent(group="toy-ladder", setting="r7", rival="is", d=32, arm="x η")]
+    header, rows, note = an.exploratory_table(rep(), es)
+    lm = rows[1]
+    assert lm[0] == "tiny LM on CPU (2-digit sums) [accuracy AUC]"
+    assert lm[1] == "+0.100 [+0.050, +0.150]" and lm[5] == "+0.200 [+0.100, +0.300] (tis)"  # no arm bracket
+    ladder = rows[0]
+    assert ladder[4] == "+0.100 [+0.050, +0.150] [common η]"  # one_arm keeps one arm per cell
+    peers = ", ".join(an.peer_corrections())
+    assert note == (
+        "Exploratory: these rows come from protocol versions, instances and seeds chosen or seen before protocol "
+        "v6 (v5's instances, the ladder, the LM protocol v7); they never feed the headline. Positive: gmc better. "
+        "One setting: mean [interval]; several (tabular instances): range of the means over instances, ↑k / ↓k = "
+        "instances whose interval lies entirely above / below 0; a cell measured only on another step-size arm than "
+        "its row's names it in brackets. Intervals: tiny LM on CPU: IV-lm"
+        f". tis/tic and best peer ({peers}): the rival with the largest mean, named. —: not measured at that d.")
+
+
+def test_one_arm_default_and_given_peers():
+    es = [ent(rival="verl_seq_tis", arm="common η"), ent(rival="trl_seq_mask", arm="tuned η")]
+    assert an.one_arm(es) == [es[1]]
+    es = [ent(rival="verl_seq_tis", arm="common η"), ent(rival="mypeer", arm="tuned η")]
+    assert an.one_arm(es, ("verl_seq_tis", "mypeer")) == [es[1]]
+
+
+def test_headline_settings_and_table_read_the_entries_of_the_report_when_none_are_given():
+    es = _v6ents()
+    r = rep(sidecars=[dict(figure="f", v6=V6, answer=es)])
+    assert an.headline_settings(r)[0][1] == [e for e in es if e["group"] == "tabular-family"]
+    header, rows, _ = an.table(r)
+    assert header == ["gmc − rival", "tabular family, d = 8", "tabular family, d = 32", "LM-like family, d = 8",
+                      "LM-like family, d = 32", "LM on a GPU"]
+    assert rows[1] == ["tis"] + ["+0.100 [+0.050, +0.150]"] * 4 + ["not run"]
+
+
+def test_table_interval_comes_from_a_confirmatory_row_and_full_note():
+    es = [ent(group="toy-ladder", interval="EXPLORATORY-IV")] + [dict(e, interval="IVX") for e in _v6ents()]
+    meta = {k: v for k, v in V6.items() if k not in ("label", "name")}
+    _, _, note = an.table(rep(sidecars=[dict(figure="f", v6=meta)]), es)
+    assert note == (
+        "Protocol `v6` (confirmatory: instances drawn by seed, fresh seeds), tuned η. Each cell: the IQM difference of "
+        "nAUC, gmc − rival (positive: gmc better) [interval], and P = P(gmc > rival), rliable's probability of "
+        "improvement [interval]; intervals: IVX, over the family's instances × held-out seeds. not run: no results for "
+        "the setting; not measured: a rival missing at that d. The other step-size arm, per-instance paired "
+        "t-intervals and the exploratory rows (earlier protocols, the ladder, LM v7, the regime map): "
+        "REPORT-details.md.")
+
+
+def test_v6_meta_from_the_file_carries_its_hash():
+    from simulate.protocol.spec import V6_PATH, load_protocol
+
+    assert an.v6_meta(rep())["sha256"] == load_protocol(V6_PATH).sha256
+
+
+def test_exploratory_blocks_kinds_and_the_lm_like_family_other_arm():
+    r = rep(sidecars=[dict(figure="f", v6=V6, answer=[
+        ent(group="lm-like-family", setting="lm-like-1", arm="common η")])],
+        regime_map=dict(comparisons=[_cell_with_p(0.001)]))
+    b = an.exploratory_blocks(r)
+    assert [x[0] for x in b] == ["h2", "p", "p", "table"]
+    assert b[3][2][0][0] == "LM-like family (protocol v6, drawn instances)"
+
+
+def test_regime_line_counts_per_instance_and_lists_several_ahead():
+    cs = [_cell_with_p(1e-6, d=1), _cell_with_p(1e-6, d=2), _cell_with_p(1e-6, d=3), _cell_with_p(1e-6, d=4)]
+    line = an.regime_line(rep(regime_map=dict(comparisons=cs)))
+    assert "count-frac: ↑4 ↓0 of 4; surviving ahead: count-frac d = 1 (η×1, G = 8, ε = 0.2), count-frac d = 2 " in line
+    assert line.endswith("count-frac d = 4 (η×1, G = 8, ε = 0.2).")  # exactly four: no ellipsis
+
+
+def test_regime_line_without_a_cell_ahead_ends_at_the_per_instance_counts():
+    line = an.regime_line(rep(regime_map=dict(comparisons=[_cell_with_p(0.5)])))
+    assert line.endswith("Per instance: count-frac: ↑0 ↓0 of 1.")
+
+
+def test_regime_line_skips_a_cell_without_a_delay_and_keeps_n_two():
+    no_d = {k: v for k, v in _cell_with_p(1e-6).items() if k != "d"}
+    line = an.regime_line(rep(regime_map=dict(comparisons=[no_d, _cell_with_p(1e-6, n=2)])))
+    assert "(exploratory; 1 cells" in line and "ahead of onpolicy in 1 cells" in line
