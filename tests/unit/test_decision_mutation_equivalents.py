@@ -38,7 +38,10 @@ def test_each_mutmut_equivalent_entry_points_at_a_line_of_its_function(path, nam
     assert m, f"{name}: not a mutmut name of {module}"
     lines = _function_lines(path, m.group(1))
     assert line not in lines, f"{name}: the recorded line is the original, not a mutation"
-    if line != ")":  # an argument dropped from the end of a call leaves its closing line
+    swap = {"break": "continue", "continue": "break"}
+    if line in swap:  # break <-> continue
+        assert swap[line] in lines, f"{name}: {m.group(1)} has no {swap[line]!r} to swap"
+    elif line != ")":  # (an argument dropped from the end of a call leaves only its closing line)
         best = max(difflib.SequenceMatcher(None, line, ln).ratio() for ln in lines)
         assert best > 0.75, f"{name}: no line of {m.group(1)} is one edit from {line!r}"
     assert len(reason) > 20
