@@ -307,3 +307,81 @@ def test_answer_rows_skip_rivals_without_two_paired_seeds():
     df = df[~((df.estimator == "tic") & (df.seed > 0))]
     rows = an.answer_rows(df, PROTOCOL, "g", "s")
     assert "tic" not in {r["rival"] for r in rows} and len(rows) == 4
+
+
+# --- against the mutmut survivors (issue 55) -------------------------------------------------------------------------
+
+from simulate.llm.protocol import PROTOCOL_V4  # noqa: E402
+
+
+def test_failed_version_2_is_the_failure_mode_rule_and_version_3_too():
+    df = runs(skipped_steps=[0, 0], collapsed=[True, False], final_acc=[0.5, 0.1], initial_acc=[0.5, 0.5])
+    for v in (2, 3):
+        assert an.failed(df, dataclasses.replace(PROTOCOL_V2, version=v)).tolist() == [True, False]
+    v1 = dataclasses.replace(PROTOCOL_V2, version=1, collapse_fraction=0.1)
+    assert an.failed(df, v1).tolist() == [False, False]  # the protocol's own collapse_fraction, not the default
+
+
+def test_learning_gain_meets_a_target_it_equals_and_reads_only_the_shared_d0_baseline_runs():
+    p = dataclasses.replace(PROTOCOL, min_gain=0.45 - 0.3)
+    df = pd.DataFrame(dict(d=[0, 0, 0, 8], estimator=["onpolicy", "onpolicy", "gmc", "onpolicy"],
+                           initial_acc=[0.3] * 4, final_acc=[0.45, 0.45, 0.0, 0.0]))
+    g = an.learning_gain(df, p)
+    assert g["n"] == 2 and g["met"] is True and g["target"] == p.min_gain
+    assert set(an.learning_gain(df[df.d == 8].assign(estimator="gmc"), p)) == {"n", "mean", "lo", "hi", "target", "met"}
+    e = an.learning_gain(df.iloc[:0], p)
+    assert math.isnan(e["lo"]) and math.isnan(e["hi"]) and e["target"] == p.min_gain
+
+
+def test_regime_version_4_uses_the_interval_and_v3_threshold_is_one():
+    r = an.regime(_chi([0.5, 0.6, 0.7]), PROTOCOL_V4)
+    assert r["interval"] is not None and r["lo"] is not None
+    assert an.regime(_chi([1.5]), PROTOCOL_V3)["label"] == "far"
+    r = an.regime(_chi([0.5]), PROTOCOL)
+    assert "hi" in r and r["hi"] is None and r["lo"] is None
+    lvl = dataclasses.replace(PROTOCOL, regime_level=0.5)
+    wide, narrow = an.regime(_chi([0.5, 0.9, 0.7]), PROTOCOL), an.regime(_chi([0.5, 0.9, 0.7]), lvl)
+    assert narrow["hi"] < wide["hi"] and narrow["interval"].startswith("50% t-interval")
+
+
+def test_summarise_rows_sorted_two_runs_get_an_interval_and_the_level_is_used():
+    df = table(n=2)
+    s = an.summarise(df)
+    assert list(zip(s.estimator, s.d)) == sorted(zip(s.estimator, s.d))
+    assert s["lo"].notna().all() and s["gain_lo"].notna().all()
+    s90 = an.summarise(df, level=0.9)
+    assert (s90["hi"] - s90["lo"] <= s["hi"] - s["lo"] + 1e-15).all() and (s90["hi"] - s90["lo"] < s["hi"] - s["lo"]).any()
+    assert (s90["gain_hi"] - s90["gain_lo"] < s["gain_hi"] - s["gain_lo"]).any()
+
+
+def test_answer_rows_with_two_seeds_and_a_given_result():
+    df = table(n=2)
+    rows = an.answer_rows(df, PROTOCOL, "g", "s")
+    assert len(rows) == len(an.ANSWER_RIVALS) and all(r["n"] == 2 for r in rows)
+    res = dataclasses.replace(an.c9_result(df), comparisons=())
+    assert all("verdict" not in r for r in an.answer_rows(df, PROTOCOL, "g", "s", result=res))
+
+
+def test_c9_result_uses_the_protocols_alpha_and_failure_rule():
+    fails = {("is", 32, s) for s in range(3)}
+    df = table(fail=fails)
+    strict = dataclasses.replace(PROTOCOL, alpha=0.001)
+    r, r2 = an.c9_result(df), an.c9_result(df, strict)
+    assert r.rates[0].hi != r2.rates[0].hi
+    assert r.comparisons[0].alpha_level != r2.comparisons[0].alpha_level
+    v1 = dataclasses.replace(PROTOCOL_V2, version=1)
+    assert an.c9_result(df.assign(final_acc=0.0), v1).rates[0].failures == 4  # v1: final accuracy below half
+
+
+def test_c9_result_a_missing_comparison_does_not_stop_the_others_and_n_seeds_of_an_empty_table():
+    df = table()
+    df = df[~((df.estimator == "onpolicy") & (df.d == 32))]
+    r = an.c9_result(df)
+    assert len(r.comparisons) == len(PROTOCOL.comparisons()) - 2  # onpolicy vs gmc and onpolicy degrades
+    assert an.c9_result(df.iloc[:0]).n_seeds == 0
+
+
+def test_arm_results_pass_quick_on():
+    df = table()
+    assert [r.quick for r in an.arm_results(df)] == [False]
+    assert [r.quick for r in an.arm_results(df, quick=True)] == [True]
