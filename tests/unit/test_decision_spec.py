@@ -1,12 +1,146 @@
 """The protocol's validation (simulate/protocol/spec.py): every rule that fixes what a registered protocol may say,
 checked at its boundary from both sides on the committed v5 and v6 files (issue 55). A field outside its range must
 be refused with a message naming it; the nearest valid value must be accepted."""
+import json
 import math
+import os
 from dataclasses import replace
 
 import pytest
 
 from simulate.protocol import spec as sp
+
+#: Every refusal message the checks below provoke, in full (each names the field and its valid range).
+MESSAGES = {
+    'protocol field G must be a list of numbers or names (got ([1],))',
+    'protocol field G must be a list of numbers or names (got 3)',
+    'protocol field G must be a list without duplicates (got [8, 8])',
+    'protocol field G must be integers (got 8.0)',
+    'protocol field G must be integers (got True)',
+    'protocol field G must be integers >= 1',
+    'protocol field alpha must be (0, 0.5)',
+    'protocol field alpha must be a finite number',
+    'protocol field budget must be a multiple of every G (K = budget / G steps)',
+    'protocol field budget must be an integer >= 1',
+    'protocol field budget must be an integer in [1, 16777216]',
+    'protocol field budget must be integers (got 2048.0)',
+    'protocol field c5 must be estimators, d, eps from the grid, >= 2 G, steps >= 1',
+    'protocol field c5.G/c5.steps must be distinct integers >= 1',
+    'protocol field c5.G/c5.steps must be distinct integers >= 1 (G a list of them)',
+    'protocol field c5.d must be an integer',
+    'protocol field c5.eps must be a finite number',
+    'protocol field c5.estimators must be a list of estimator names',
+    'protocol field c5.slope_margin/flat_margin must be finite numbers >= 0',
+    "protocol field c5.slope_rule must be 'margin' or 'theory'",
+    'protocol field c5.steps must be an integer in [1, 1000000] (got 1000001)',
+    "protocol field c5.test_b must be 'run' or 'retired'",
+    'protocol field c5.test_b_v3_se must be a finite number > 0',
+    "protocol field c5.theory_regime must be 'delay-dominated', 'comparable' or 'variance-dominated'",
+    'protocol field collapse_drop must be (0, 1]',
+    'protocol field collapse_drop must be a finite number',
+    'protocol field delays must be a list of numbers or names (got ([1],))',
+    'protocol field delays must be a list of numbers or names (got 3)',
+    'protocol field delays must be a list without duplicates (got [0, 8, 0])',
+    'protocol field delays must be at least two integers >= 0 including 0',
+    'protocol field delays must be integers (got [0.0, 8.0])',
+    'protocol field eps must be a list of numbers or names (got ([1],))',
+    'protocol field eps must be a list of numbers or names (got 3)',
+    'protocol field eps must be a list without duplicates (got [0.2, 0.2])',
+    'protocol field eps must be finite numbers',
+    'protocol field eps must be numbers in (0, inf)',
+    'protocol field eps_estimators must be a subset of estimators',
+    'protocol field estimators must be a list of numbers or names (got ([1],))',
+    'protocol field estimators must be a list of numbers or names (got 3)',
+    "protocol field estimators must be a list that includes 'onpolicy' (the reference of the common η, the saturation guard and onpolicy-degrades; got ['is', 'tis', 'tic', 'gmc', 'snis', 'grpo', 'gspo', 'cispo', 'm2po', 'verl_seq_tis', 'verl_seq_rs', 'verl_tok_tis', 'verl_geo_rs', 'trl_seq_mask'])",
+    "protocol field estimators must be a list without duplicates (got ['onpolicy', 'is', 'tis', 'tic', 'gmc', 'snis', 'grpo', 'gspo', 'cispo', 'm2po', 'verl_seq_tis', 'verl_seq_rs', 'verl_tok_tis', 'verl_geo_rs', 'trl_seq_mask', 'onpolicy'])",
+    'protocol field estimators must be a subset of the registered estimators onpolicy, is, tis, tic, gmc, snis, verl_seq_tis, verl_seq_rs, grpo, gspo, cispo, m2po, verl_tok_tis, verl_geo_rs, trl_seq_mask, sapo, gpg, luspo',
+    'protocol field eta_lcb_level must be a number in [0.5, 1)',
+    'protocol field eta_log2 must be [lo, hi]',
+    'protocol field eta_log2 must be [lo, hi] with lo < hi a whole number of eta_step_log2 apart',
+    'protocol field eta_log2 must be finite numbers',
+    'protocol field eta_log2 must be log₂ η edges in [−64, 64] (got [-64.5, 0.0])',
+    "protocol field eta_log2_token must be [lo, hi] (required unless token_eta = 'length')",
+    'protocol field eta_log2_token must be [lo, hi] with lo < hi a whole number of eta_step_log2 apart',
+    'protocol field eta_log2_token must be log₂ η edges in [−64, 64] (got [0.0, 70.0])',
+    "protocol field eta_rule must be 'best' (largest tuning mean) or 'lcb' (largest lower bound)",
+    'protocol field eta_step_log2 must be a finite number',
+    'protocol field eta_step_log2 must be a number > 0',
+    'protocol field eval_seeds must be a list of numbers or names (got ([1],))',
+    'protocol field eval_seeds must be a list of numbers or names (got 3)',
+    'protocol field eval_seeds must be a list without duplicates (got [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1015, 1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023, 1000])',
+    'protocol field eval_seeds must be integers (got [1000.0, 1001.0, 1002.0, 1003.0, 1004.0, 1005.0, 1006.0, 1007.0, 1008.0, 1009.0, 1010.0, 1011.0, 1012.0, 1013.0, 1014.0, 1015.0, 1016.0, 1017.0, 1018.0, 1019.0, 1020.0, 1021.0, 1022.0, 1023.0])',
+    'protocol field eval_seeds must be integers (got [True, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1015, 1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023])',
+    'protocol field eval_seeds must be integers in [0, 2³²) (got [4294967296, 5000])',
+    'protocol field failure_p0 must be (0, 1)',
+    'protocol field failure_p0 must be a finite number',
+    "protocol field families must be a table {family = number of instances} with families from ['lm-like', 'tabular']",
+    'protocol field families.tabular must be an integer in [1, 64] (got 0)',
+    'protocol field families.tabular must be an integer in [1, 64] (got 6.0)',
+    'protocol field families.tabular must be an integer in [1, 64] (got 65)',
+    'protocol field families/family_root/family_budget/rivals must be absent below version 6',
+    "protocol field family_budget must be a table with one budget per family ['lm-like', 'tabular'] (trajectories per context)",
+    'protocol field family_budget.tabular must be an integer in [1, 16777216]',
+    "protocol field family_root must be a non-empty string fixed before any run (the instances' seed root)",
+    'protocol field heldout_margin must be a finite number >= 0',
+    'protocol field instance_settings must be a table of per-instance tables',
+    'protocol field instance_settings must be absent below version 5',
+    'protocol field instance_settings must be absent in version 6 (family_budget sets the budget)',
+    "protocol field instance_settings.count-frac must be a table with keys from ['budget', 'n_prompts'] (got {'steps': 2})",
+    "protocol field instance_settings.count-frac must be a table with keys from ['budget', 'n_prompts'] (got {})",
+    'protocol field instance_settings.count-frac must be budget and n_prompts with G·n_prompts dividing the budget for every G (K = budget / (G·n_prompts); budget 2048, n_prompts 3, G 8)',
+    'protocol field instance_settings.count-frac.n_prompts must be an integer >= 1 (got 0)',
+    'protocol field instance_settings.count-frac.n_prompts must be an integer >= 1 (got 2.0)',
+    'protocol field instance_settings.nope must be a table named after a registered instance (count-frac, count-frac-bernoulli, prev-random-1, prev-random-2, feature-loglinear, count-long-bernoulli, feature-lm-bernoulli, lm-faithful-exact)',
+    'protocol field instances must be a list of numbers or names (got ([1],))',
+    'protocol field instances must be a list of numbers or names (got 3)',
+    "protocol field instances must be a list without duplicates (got ['count-frac', 'count-frac-bernoulli', 'prev-random-1', 'prev-random-2', 'feature-loglinear', 'count-long-bernoulli', 'feature-lm-bernoulli', 'lm-faithful-exact', 'count-frac'])",
+    "protocol field instances must be exactly the instances its family seeds draw, in order: ['tabular-610698483', 'tabular-937884340', 'tabular-43463626', 'tabular-1220912659', 'tabular-3044651708', 'tabular-3866799075', 'lm-like-1257968113', 'lm-like-190112057', 'lm-like-3043287042', 'lm-like-1928633480', 'lm-like-1222638374', 'lm-like-362598903'] (got ['lm-like-362598903', 'lm-like-1222638374', 'lm-like-1928633480', 'lm-like-3043287042', 'lm-like-190112057', 'lm-like-1257968113', 'tabular-3866799075', 'tabular-3044651708', 'tabular-1220912659', 'tabular-43463626', 'tabular-937884340', 'tabular-610698483']); a protocol may not choose its instances",
+    "protocol field instances must be exactly the instances its family seeds draw, in order: ['tabular-610698483', 'tabular-937884340', 'tabular-43463626', 'tabular-1220912659', 'tabular-3044651708', 'tabular-3866799075', 'lm-like-1257968113', 'lm-like-190112057', 'lm-like-3043287042', 'lm-like-1928633480', 'lm-like-1222638374', 'lm-like-362598903'] (got ['tabular-610698483', 'tabular-937884340', 'tabular-43463626', 'tabular-1220912659', 'tabular-3044651708', 'tabular-3866799075', 'lm-like-1257968113', 'lm-like-190112057', 'lm-like-3043287042', 'lm-like-1928633480', 'lm-like-1222638374']); a protocol may not choose its instances",
+    "protocol field instances must be registered instances (count-frac, count-frac-bernoulli, prev-random-1, prev-random-2, feature-loglinear, count-long-bernoulli, feature-lm-bernoulli, lm-faithful-exact) or family draws <family>-<seed>; unknown: ['nope']",
+    'protocol field learning_gap must be a finite number',
+    'protocol field learning_gap must be a number in (0, 1]',
+    'protocol field local_chi2 must be a finite number',
+    'protocol field local_chi2 must be a number > 0',
+    'protocol field lockin_grad_rel must be a number > 0',
+    'protocol field lockin_nJ must be a number in (0, 1]',
+    'protocol field margin must be a finite number',
+    'protocol field margin must be a number >= 0',
+    'protocol field max_widen must be an integer >= 0',
+    'protocol field max_widen must be an integer in [0, 32]',
+    "protocol field metric must be 'nauc'",
+    'protocol field min_fraction must be a finite number',
+    'protocol field min_fraction must be a number in (0, 1]',
+    'protocol field n_prompts must be a divisor of budget / G for every G (K = budget / (G·n_prompts) steps; budget 2048, G [8], n_prompts 3)',
+    'protocol field n_prompts must be a divisor of budget / G for every G (K = budget / (G·n_prompts) steps; budget 2048, G [8], n_prompts 512)',
+    'protocol field n_prompts must be an integer >= 1',
+    "protocol field name must be letters, digits, '.', '_' or '-' (it names cache folders; no '/'), 1 to 80 characters",
+    'protocol field neighbour_step_log2 must be a finite number',
+    'protocol field neighbour_step_log2 must be a number > 0 (the next grid point up)',
+    "protocol field normalise must be 'path' (J*) or 'class' (J_class)",
+    'protocol field power_target must be a finite number',
+    'protocol field power_target must be a number in (0, 1)',
+    'protocol field primary must be a cell of the grid (d in delays, G in G, eps in eps)',
+    'protocol field primary must be integer G and d, a finite eps',
+    "protocol field primary_arm must be one of step_arms ['tuned', 'common']",
+    "protocol field quick.instances must be a subset of the drawn instances ['tabular-610698483', 'tabular-937884340', 'tabular-43463626', 'tabular-1220912659', 'tabular-3044651708', 'tabular-3866799075', 'lm-like-1257968113', 'lm-like-190112057', 'lm-like-3043287042', 'lm-like-1928633480', 'lm-like-1222638374', 'lm-like-362598903']",
+    'protocol field rate_premise_d0 must be true or false',
+    "protocol field rivals must be a non-empty list of the protocol's estimators other than gmc (gmc must be an estimator)",
+    'protocol field saturation_nauc must be a number in (0, 1]',
+    'protocol field saturation_zero must be a number in (0, 1]',
+    'protocol field sensitivity_step_log2 must be a finite number < 0 (the sensitivity η is below the chosen one)',
+    "protocol field step_arms must be a subset of ['tuned', 'common'] that includes 'tuned'",
+    "protocol field token_eta must be 'grid' (own grid) or 'length' (T·η)",
+    'protocol field tune_seeds must be a list of numbers or names (got ([1],))',
+    'protocol field tune_seeds must be a list of numbers or names (got 3)',
+    'protocol field tune_seeds must be a list without duplicates (got [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0])',
+    'protocol field tune_seeds must be a list without duplicates (got [True, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])',
+    'protocol field tune_seeds must be integers (got [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0])',
+    'protocol field tune_seeds must be integers in [0, 2³²) (got [-1, 2])',
+    'protocol field window_delta must be a finite number',
+    'protocol field window_delta must be a number >= 0',
+    'protocol field zero_tol must be a finite number >= 0 (or absent: exact equality, v1–v3)',
+    'protocol field zero_tol must be set in a version-4 protocol (a number >= 0)',
+}
 
 V5 = sp.load_protocol(sp.V5_PATH)
 V6 = sp.load_protocol(sp.V6_PATH)
@@ -15,8 +149,14 @@ V1 = sp.load_protocol(sp.V1_PATH)
 
 
 def bad(proto, field, **kw):
-    with pytest.raises(ValueError, match=f"protocol field {field}"):
+    with pytest.raises(ValueError, match=f"protocol field {field}") as ei:
         replace(proto, **kw)
+    msg = str(ei.value)
+    if os.environ.get("SPEC_MESSAGES_RECORD"):
+        with open(os.environ["SPEC_MESSAGES_RECORD"], "a") as fh:
+            fh.write(json.dumps(msg) + "\n")
+    else:  # the whole message, so that the valid range it names is pinned too
+        assert msg in MESSAGES, f"unexpected message: {msg!r}"
 
 
 def ok(proto, **kw):
