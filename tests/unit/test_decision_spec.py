@@ -571,6 +571,27 @@ def test_quick_overlay_v1_keeps_the_c5_group_sizes_of_the_quick_grid():
 
 # --- check_axes -------------------------------------------------------------------------------------------------------
 
+#: check_axes' refusals in full.
+AXES_MESSAGES = {
+    'G must be integers >= 1 (no silent truncation), got [0]',
+    'G must divide budget / n_prompts = 2048 / 1 on instance count-frac (K = budget/(G·n_prompts) steps), got [3]',
+    'G must divide budget / n_prompts = 6144 / 8 on instance lm-faithful-exact (K = budget/(G·n_prompts) steps), got [5]',
+    'delays must be integers >= 0 (no silent truncation), got [-1]',
+    'delays must be integers >= 0 (no silent truncation), got [2.5]',
+    'delays must hold at least one value, got ()',
+    'eps must be finite numbers > 0, got [True]',
+    'eps must be finite numbers > 0, got [inf]',
+    'eta_factors must be finite numbers > 0, got [-1.0]',
+    'eta_factors must be finite numbers > 0, got [0.0]',
+    "instances: unknown ['nope']; known: count-frac, count-frac-bernoulli, prev-random-1, prev-random-2, feature-loglinear, count-long-bernoulli, feature-lm-bernoulli, lm-faithful-exact",
+    'seeds must be integers [0, 2³²) (no silent truncation), got [-1]',
+    'seeds must be integers [0, 2³²) (no silent truncation), got [4294967296]',
+    'seeds must not repeat a value (a repeat doubles n), got [1, 1]',
+    'tuned_delays must be integers >= 0 (no silent truncation), got [True]',
+    'tuned_delays must hold at least one value, got ()',
+    'tuned_delays must not repeat a value (a repeat doubles n), got [8, 8]',
+}
+
 AX = dict(instances=["count-frac"], delays=[0, 8], eta_factors=[1.0], G=[8], eps=[0.2], estimators=["gmc"], seeds=[1, 2])
 
 
@@ -596,8 +617,13 @@ def test_check_axes_accepts_a_valid_map():
     (dict(instances=["nope"]), r"instances: unknown \['nope'\]"),
 ])
 def test_check_axes_refuses(kw, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as ei:
         axes(**kw)
+    if os.environ.get("SPEC_MESSAGES_RECORD"):
+        with open(os.environ["SPEC_MESSAGES_RECORD"], "a") as fh:
+            fh.write(json.dumps(str(ei.value)) + "\n")
+    else:
+        assert str(ei.value) in AXES_MESSAGES, f"unexpected message: {str(ei.value)!r}"
 
 
 @pytest.mark.parametrize("path", [sp.V1_PATH, sp.V4_PATH, sp.V5_PATH, sp.V6_PATH])
