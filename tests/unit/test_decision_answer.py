@@ -678,3 +678,13 @@ def test_regime_line_skips_a_cell_without_a_delay_and_keeps_n_two():
     no_d = {k: v for k, v in _cell_with_p(1e-6).items() if k != "d"}
     line = an.regime_line(rep(regime_map=dict(comparisons=[no_d, _cell_with_p(1e-6, n=2)])))
     assert "(exploratory; 1 cells" in line and "ahead of onpolicy in 1 cells" in line
+
+
+@pytest.mark.xfail(strict=True, raises=KeyError, reason="bug (issue 55 report): exploratory_blocks lists a v6 row "
+                   "without an arm as 'the other arm' and renders e['arm'], though check_entry allows a row without "
+                   "one and the first table reads it as the primary arm's")
+def test_exploratory_blocks_accept_a_v6_row_without_an_arm():
+    r = rep(sidecars=[dict(figure="f", v6=V6, answer=[noarm(group="tabular-family", setting="tabular-1")])])
+    assert an.table(r)[1][0][1] == "+0.100 [+0.050, +0.150]"  # the first table reads it as the primary arm's
+    blocks = an.exploratory_blocks(r)
+    assert all(b[0] != "table" for b in blocks)  # not shown again as another arm
