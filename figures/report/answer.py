@@ -291,7 +291,8 @@ def headline_settings(rep: dict, ents: list[dict] | None = None) -> list[tuple[s
         n = len((meta.get("families") or {}).get(g.removesuffix("-family"), []))
         name = GROUPS[g].split(" (")[0]
         label = f"{name[0].upper() + name[1:]} (v6, {n or '?'} drawn, nAUC IQM, {arm})"
-        out.append((label, confirmatory(ents, meta, g), delays))
+        damaged = (rep.get("not_run") or {}).get(f"answer:{g}")  # its sidecar is missing or damaged: no entries
+        out.append((label, [] if damaged else confirmatory(ents, meta, g), delays))
     return out
 
 
@@ -326,8 +327,9 @@ def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[li
     delays = [int(d) for d in meta["delays"]]
     cols = []
     for g, short in FIRST_TABLE:
-        if not confirmatory(ents, meta, g):
-            cols.append((short, None, None))
+        damaged = (rep.get("not_run") or {}).get(f"answer:{g}")  # issue 56: never judged from damaged evidence
+        if damaged or not confirmatory(ents, meta, g):
+            cols.append((short, None, damaged or "not run"))
             continue
         cols += [(f"{short}, d = {d}", g, d) for d in delays]
     header = ["gmc − rival", *[c[0] for c in cols]]
@@ -336,7 +338,7 @@ def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[li
         row = [r]
         for _lbl, g, d in cols:
             if g is None:
-                row.append("not run")
+                row.append(d)
                 continue
             e = next((x for x in confirmatory(ents, meta, g) if x["rival"] == r and int(x["d"]) == d), None)
             row.append(_cell(e))

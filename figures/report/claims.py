@@ -18,7 +18,7 @@ import math
 import re
 import statistics
 
-from figures.report.data import DASH, INFO, VERDICT_FIGURE, f, finite, signed
+from figures.report.data import DASH, INFO, NOT_RUN_PREFIX, VERDICT_FIGURE, f, finite, not_run_record, signed
 from figures.stats import fmt
 from simulate import verdicts as vd
 
@@ -332,7 +332,11 @@ def c2(rep: dict) -> tuple[str, str, str, str | None]:
 
 
 def record(rep: dict, label: str) -> dict:
-    """One verdict-table row as ``{verdict, key, note, falsifier}``; the falsifier is ``None`` for a non-test word."""
+    """One verdict-table row as ``{verdict, key, note, falsifier}``; the falsifier is ``None`` for a non-test word. A
+    row whose evidence is missing or damaged is not judged (:func:`figures.report.data.not_run_record`)."""
+    missing = not_run_record(rep, label)
+    if missing is not None:
+        return missing
     if label in ("C3", "C8"):
         out = exact(rep, label)
     elif label == "C2":
@@ -354,7 +358,8 @@ def checked(rep: dict, label: str) -> dict:
     """:func:`record` after :func:`simulate.verdicts.check_claim_row`: a test word without its falsifier, or a
     non-test word without its reason, raises ``ValueError``."""
     r = record(rep, label)
-    vd.check_claim_row(label, r["verdict"], r["falsifier"], r["note"])
+    if not r["verdict"].startswith(NOT_RUN_PREFIX):  # not judged at all: no word to check
+        vd.check_claim_row(label, r["verdict"], r["falsifier"], r["note"])
     return r
 
 

@@ -205,9 +205,6 @@ def test_a_not_run_verdict_cell_is_a_defined_state_for_the_text_check():
     assert check.problems(table.replace("not run (evidence missing:", "not run (whatever:")) != []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 56: the verdict table reads rep['not_run'] once claims.record consults "
-                                       "figures.report.data.not_run_record (hook for the owner of claims.py); remove "
-                                       "this marker then")
 def test_the_verdict_table_itself_reads_not_run(committed, tmp_path):
     d = tmp_path / "out"
     shutil.copytree(committed, d)
