@@ -281,3 +281,11 @@ def test_compare_passes_its_seed_to_both_bootstraps():
     assert (c["poi"], c["poi_lo"], c["poi_hi"]) == ag.stratified_bootstrap(ag.poi, X, Y, 100, 7)
     assert (c["lo"], c["hi"]) != ag.stratified_bootstrap(ag.iqm_diff, X, Y, 100, 53)[1:]
     assert (c["poi_lo"], c["poi_hi"]) != ag.stratified_bootstrap(ag.poi, X, Y, 100, 53)[1:]
+
+
+def test_score_matrix_selectors_are_keyword_only_and_the_leading_arguments_positional_or_keyword():
+    t = _table()
+    with pytest.raises(TypeError):
+        ag.score_matrix(t, "gmc", 8, ["a"], [1], "common")
+    X = ag.score_matrix(table=t, estimator="gmc", d=8, instances=["a"], seeds=[1], G=8, eps=0.2)
+    assert X.shape == (1, 1)
