@@ -88,6 +88,7 @@ MESSAGES = {
     "protocol field instance_settings.count-frac must be a table with keys from ['budget', 'n_prompts'] (got {'steps': 2})",
     "protocol field instance_settings.count-frac must be a table with keys from ['budget', 'n_prompts'] (got {})",
     'protocol field instance_settings.count-frac must be budget and n_prompts with G·n_prompts dividing the budget for every G (K = budget / (G·n_prompts); budget 2048, n_prompts 3, G 8)',
+    'protocol field instance_settings.count-frac must be budget and n_prompts with G·n_prompts dividing the budget for every G (K = budget / (G·n_prompts); budget 48, n_prompts 5, G 8)',
     'protocol field instance_settings.count-frac.n_prompts must be an integer >= 1 (got 0)',
     'protocol field instance_settings.count-frac.n_prompts must be an integer >= 1 (got 2.0)',
     'protocol field instance_settings.nope must be a table named after a registered instance (count-frac, count-frac-bernoulli, prev-random-1, prev-random-2, feature-loglinear, count-long-bernoulli, feature-lm-bernoulli, lm-faithful-exact)',
@@ -635,3 +636,43 @@ def test_load_at_test_time_gives_the_protocol_loaded_at_import(path):
     assert fresh == old and fresh.sha256 == old.sha256 and fresh.label == old.label
     assert sp.load_protocol(path, quick=True).quick is True and fresh.quick is False
     assert sp.load_protocol() == V5 and sp.DEFAULT_PATH == sp.V5_PATH
+
+
+# --- loading, against the mutmut survivors (issue 55) ---------------------------------------------------------------
+
+def _without_quick(text):
+    return text[:text.index("[quick]")] if "[quick]" in text else text
+
+
+def test_a_file_without_a_quick_table_loads(tmp_path):
+    p = sp.load_protocol(_write(tmp_path, _without_quick(sp.V5_PATH.read_text())))
+    assert p.quick is False and p.eval_seeds == V5.eval_seeds
+    assert sp.load_protocol(_write(tmp_path, _without_quick(sp.V5_PATH.read_text())), quick=True).quick is True
+
+
+def test_the_hash_is_not_a_field_of_the_file(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['sha256'\]"):
+        sp.load_protocol(_write(tmp_path, 'sha256 = "abc"\n' + sp.V5_PATH.read_text()))
+
+
+def test_c5_table_required_below_v6_and_validated_in_v6(tmp_path):
+    text = sp.V5_PATH.read_text()
+    start = text.index("[c5]")
+    end = text.index("\n[", start + 1)
+    with pytest.raises(ValueError, match=r"must be a table \[c5\]"):
+        sp.load_protocol(_write(tmp_path, text[:start] + text[end + 1:]))
+    v6 = _without_quick(sp.V6_PATH.read_text())
+    c5 = '\n[c5]\nsteps = 64\nestimators = ["gmc", "tic"]\nG = [2, 4]\nd = 8\neps = 0.2\nslope_margin = 0.1\n' \
+         'flat_margin = 0.02\n'
+    assert sp.load_protocol(_write(tmp_path, v6 + c5)).c5["G"] == [2, 4]
+    with pytest.raises(ValueError, match=r"\[c5\] has unknown key"):
+        sp.load_protocol(_write(tmp_path, v6 + c5 + "bogus = 1\n"))
+
+
+def test_quick_overlay_of_scalar_fields():
+    q = sp._overlay_quick(V5, {"budget": 4096, "G": [8]})
+    assert q.budget == 4096 and q.G == (8,)
+
+
+def test_instance_settings_message_names_the_instance_budget():
+    bad(V5, "instance_settings.count-frac", instance_settings={"count-frac": {"n_prompts": 5, "budget": 48}})
