@@ -89,7 +89,7 @@ TARGETS: dict[str, list[str]] = {
                        ("verl_rollout_corr", ["verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs"]))},
     # issue 55: the code that draws conclusions, against its unit tests (tests/unit/test_decision_*.py, seconds each)
     # and the file's own fast tests.
-    "figures/report/headline.py": ["tests/unit/test_decision_headline*.py", "tests/test_headline.py"],
+    "simulate/protocol/headline.py": ["tests/unit/test_decision_headline*.py", "tests/test_headline.py"],
     "simulate/protocol/aggregate.py": ["tests/unit/test_decision_aggregate*.py"],
     "simulate/protocol/families.py": ["tests/unit/test_decision_families*.py"],
     "figures/report/answer.py": ["tests/unit/test_decision_answer*.py"],

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from figures.report import headline as hl
+from simulate.protocol import headline as hl
 
 R = ("onpolicy", "is", "tis")
 D = (8, 32)
