@@ -208,6 +208,56 @@ def test_registration_with_verl():
         av.register_policy_losses()
     for n in av.LOSS_NAMES:
         assert ca.get_policy_loss_fn(n) is av.trajectory_policy_loss
+    for n in av.PPO_LOSS_NAMES:
+        assert ca.get_policy_loss_fn(n) is av.trajectory_policy_loss_ppo
+
+
+class _ActorCfg(dict):
+    """The fields of verl's ActorConfig its PPO losses read (attribute and ``.get`` access, as verl's config)."""
+
+    __getattr__ = dict.__getitem__
+
+
+@pytest.mark.parametrize("mode", av.VERL_AGG_MODES)
+def test_gmc_with_a_trust_region_through_verls_own_dispatch_equals_verls_weighted_vanilla(mode):
+    """Issue 58: ``gmc_ppo`` called through verl 0.9.1's ``get_policy_loss_fn`` on a verl-shaped batch (token-level
+    advantages, right-padded mask, uid-grouped weights as ``rollout_is_weights``) equals verl's own ``vanilla``
+    PPO-clip loss with those weights (dual clip included), loss and gradient; and the clip binds (a ratio outside
+    the band changes the loss from the unclipped ``gmc``'s)."""
+    pv = _verl()
+    ca, _, _ = pv.load()
+    with pv.patched():
+        av.register_policy_losses()
+    data, _ = verl_batch(seed=3)
+    b = data.batch
+    av.add_trajectory_weights(data, "gmc", 0.2)
+    mask = b["response_mask"]
+    g = torch.Generator().manual_seed(7)
+    new = (b["old_log_probs"] + 0.6 * torch.randn(b["old_log_probs"].shape, generator=g, dtype=torch.float64))
+    cfg = _ActorCfg(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0,
+                    global_batch_info={})
+    lp1, lp2, lp3 = (new.clone().requires_grad_(True) for _ in range(3))
+    ours, _ = ca.get_policy_loss_fn("gmc_ppo")(b["old_log_probs"], lp1, b["advantages"], mask, loss_agg_mode=mode,
+                                                config=cfg, rollout_is_weights=b["rollout_is_weights"])
+    ref, _ = ca.get_policy_loss_fn("vanilla")(b["old_log_probs"], lp2, b["advantages"], mask, loss_agg_mode=mode,
+                                               config=cfg, rollout_is_weights=b["rollout_is_weights"])
+    g1, = torch.autograd.grad(ours, lp1)
+    g2, = torch.autograd.grad(ref, lp2)
+    rel = 1e-7 if mode == "seq-mean-token-mean" else 1e-12  # verl's T_i + 1e-8
+    torch.testing.assert_close(g1, g2, rtol=rel, atol=1e-12)
+    plain, _ = ca.get_policy_loss_fn("gmc")(b["old_log_probs"], lp3, b["advantages"], mask, loss_agg_mode=mode,
+                                             config=cfg, rollout_is_weights=b["rollout_is_weights"])
+    g3, = torch.autograd.grad(plain, lp3)
+    assert not torch.allclose(g1, g3)  # the trust region changes the update where the ratio left the band
+
+
+def test_ppo_clip_needs_the_clip_ratio():
+    data, _ = verl_batch()
+    b = data.batch
+    av.add_trajectory_weights(data, "gmc", 0.2)
+    with pytest.raises(ValueError, match="clip_ratio"):
+        av.trajectory_policy_loss_ppo(b["old_log_probs"], b["old_log_probs"], b["advantages"], b["response_mask"],
+                                      config=_ActorCfg(global_batch_info={}), rollout_is_weights=b["rollout_is_weights"])
 
 
 @pytest.mark.parametrize("mode", av.VERL_AGG_MODES)

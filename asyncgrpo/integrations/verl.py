@@ -24,7 +24,12 @@ work is split the way verl splits its own rollout correction:
 
 The weights are those of the policy at the start of the step: with several PPO mini-batches or
 epochs per step, later updates use weights that are stale by those inner updates (as verl's own
-``rollout_is_weights`` are). No PPO clip is applied: the weight map replaces it.
+``rollout_is_weights`` are). No PPO clip is applied by ``"gmc"`` and the other plain names: the weight map
+replaces it. **With a trust region**: the names ``"<estimator>_ppo"`` (``"gmc_ppo"``, …; one flag,
+``ppo_clip=True``) apply the weight to verl's PPO-clip loss instead, ``sg(w_i)·max(−A r, −A clip(r, 1−c_low,
+1+c_high))`` with verl's dual clip for ``A < 0`` and ``r = π_θ/π_old`` per token, the clip ranges read from the actor
+config (``clip_ratio``, ``clip_ratio_low``/``high``, ``clip_ratio_c``) as verl's ``vanilla`` loss reads them: the
+weight corrects the behaviour → old-policy mismatch, the clip bounds each update (decoupled PPO).
 
 verl's own corrections at any setting (``algorithm.rollout_correction``'s options, presets, bypass mode, three
 policies): :func:`verl_policy_loss` (:mod:`asyncgrpo.integrations._peer_verl`, docs/integrations.md).
@@ -38,6 +43,7 @@ is pure torch and needs no verl.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from typing import Any
 
@@ -50,8 +56,10 @@ from asyncgrpo.estimators.token_level import policy_loss
 from asyncgrpo.integrations._peer_verl import RolloutCorrection, global_batch_kwargs, verl_policy_loss
 from asyncgrpo.validation import check_eps, check_mask, check_real_array
 
-#: Names registered with verl's ``register_policy_loss`` (one per registry estimator).
+#: Names registered with verl's ``register_policy_loss`` (one per registry estimator) and their PPO-clip variants.
 LOSS_NAMES: tuple[str, ...] = est.ESTIMATORS
+PPO_SUFFIX = "_ppo"
+PPO_LOSS_NAMES: tuple[str, ...] = tuple(n + PPO_SUFFIX for n in est.ESTIMATORS)
 #: verl's loss aggregation modes that :func:`trajectory_policy_loss` honours, as verl 0.9.1's ``agg_loss``
 #: (``seq-mean-token-sum-norm`` divides by the kept rows, then by ``loss_scale_factor``); verl 0.9's new
 #: ``token-sum`` is refused rather than guessed.
@@ -222,7 +230,8 @@ def _per_sequence(x: torch.Tensor, mask: torch.Tensor, name: str) -> torch.Tenso
 
 def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
                            response_mask: torch.Tensor, loss_agg_mode: str = "token-mean", config=None,
-                           rollout_is_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+                           rollout_is_weights: torch.Tensor | None = None, ppo_clip: bool = False
+                           ) -> tuple[torch.Tensor, dict[str, Any]]:
     """verl policy loss ``−Σ_{i,t} ν_{i,t} A_i sg(w_i) log π_θ(a_{i,t}|s_{i,t})`` (verl's signature).
 
     ``rollout_is_weights`` (``[bs, T]``, from :func:`compute_trajectory_weights`) carries ``w_i``;
@@ -232,6 +241,8 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     (``batch_num_tokens`` for ``token-mean``, ``global_batch_size`` for the ``seq-mean-*`` modes)
     (and ``loss_scale_factor`` for ``seq-mean-token-sum-norm``) and multiplied by its ``dp_size``, as verl 0.9.1's
     ``agg_loss`` does; a count left ``None`` is the local one, and is required when ``dp_size > 1`` (verl raises).
+    ``ppo_clip=True``: the weighted PPO-clip loss (module docstring; the ``"<name>_ppo"`` registrations), i.e. the
+    toolkit's ``"grpo"`` loss with advantages ``A_i·sg(w_i)`` (``w_i ≥ 0`` commutes with the clip's max and min).
     """
     if rollout_is_weights is None:
         raise ValueError(
@@ -251,7 +262,11 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     dp_size, kwargs = global_batch_kwargs(getattr(config, "global_batch_info", None) if config is not None else None,
                                           loss_agg_mode)
     coef = (adv * w).to(torch.promote_types(log_prob.dtype, torch.float32))
-    loss = policy_loss("onpolicy", log_prob, old_log_prob, coef, mask, loss_agg_mode=loss_agg_mode, **kwargs)
+    if ppo_clip:
+        loss = policy_loss("grpo", log_prob, old_log_prob, coef, mask, loss_agg_mode=loss_agg_mode,
+                           **_clip_ranges(config), **kwargs)
+    else:
+        loss = policy_loss("onpolicy", log_prob, old_log_prob, coef, mask, loss_agg_mode=loss_agg_mode, **kwargs)
     loss = loss * dp_size
     rows = mask.any(dim=1)
     metrics = {
@@ -261,8 +276,37 @@ def trajectory_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, a
     return loss, metrics
 
 
+def _clip_ranges(config) -> dict[str, float]:
+    """``eps_low``, ``eps_high``, ``clip_ratio_c`` from verl's actor config, as verl's ``vanilla`` loss reads them
+    (``clip_ratio_low``/``high`` default to ``clip_ratio``; ``clip_ratio_c`` to 3.0); a missing ``clip_ratio`` is an
+    error naming it (the trust region needs its ε)."""
+    def get(k, default=None):
+        if config is None:
+            return default
+        if isinstance(config, dict):
+            return config.get(k, default)
+        return getattr(config, k, default)
+
+    c = get("clip_ratio")
+    if c is None:
+        raise ValueError("ppo_clip needs the actor config's clip_ratio (verl's PPO ε), got none")
+    lo, hi, cc = get("clip_ratio_low"), get("clip_ratio_high"), get("clip_ratio_c", 3.0)
+    out = dict(eps_low=float(c if lo is None else lo), eps_high=float(c if hi is None else hi), clip_ratio_c=float(cc))
+    for k, v in out.items():
+        if not (math.isfinite(v) and v > 0) or (k == "clip_ratio_c" and v <= 1):
+            raise ValueError(f"{k} must be a finite number > {1 if k == 'clip_ratio_c' else 0}, got {v!r}")
+    return out
+
+
+def trajectory_policy_loss_ppo(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode: str = "token-mean",
+                               config=None, rollout_is_weights=None):
+    """:func:`trajectory_policy_loss` with ``ppo_clip=True`` (verl's signature): registered as ``"<name>_ppo"``."""
+    return trajectory_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config,
+                                  rollout_is_weights, ppo_clip=True)
+
+
 # --------------------------------------------------------------------------- verl wiring (needs verl)
-def register_policy_losses(names: tuple[str, ...] = LOSS_NAMES) -> tuple[str, ...]:
+def register_policy_losses(names: tuple[str, ...] = LOSS_NAMES + PPO_LOSS_NAMES) -> tuple[str, ...]:
     """Register :func:`trajectory_policy_loss` with verl under each of ``names``; returns them.
 
     The loss applies whatever trajectory weights the trainer put in ``rollout_is_weights``; the
@@ -271,9 +315,10 @@ def register_policy_losses(names: tuple[str, ...] = LOSS_NAMES) -> tuple[str, ..
     from verl.trainer.ppo.core_algos import register_policy_loss
 
     for n in names:
-        if n not in est.ESTIMATORS:
-            raise ValueError(f"names must be registry estimators ({', '.join(est.ESTIMATORS)}), got {n!r}")
-        register_policy_loss(n)(trajectory_policy_loss)
+        if n not in est.ESTIMATORS and n not in PPO_LOSS_NAMES:
+            raise ValueError(f"names must be registry estimators ({', '.join(est.ESTIMATORS)}) or their "
+                             f"'{PPO_SUFFIX}' variants, got {n!r}")
+        register_policy_loss(n)(trajectory_policy_loss_ppo if n in PPO_LOSS_NAMES else trajectory_policy_loss)
     return tuple(names)
 
 
@@ -328,7 +373,7 @@ def _autoregister() -> None:
 _autoregister()
 
 __all__ = [
-    "LOSS_NAMES", "VERL_AGG_MODES", "group_index", "trajectory_log_ratios", "compute_trajectory_weights",
+    "LOSS_NAMES", "PPO_LOSS_NAMES", "VERL_AGG_MODES", "group_index", "trajectory_policy_loss_ppo", "trajectory_log_ratios", "compute_trajectory_weights",
     "add_trajectory_weights", "trajectory_policy_loss", "register_policy_losses", "wrap_rollout_correction",
     "install_trainer_hook", "verl_policy_loss", "RolloutCorrection",
 ]
