@@ -207,11 +207,11 @@ def update(change=None):
         fig = draw(df, c["eps"], c["G"], c["d"])
         if out is not None:
             plt.show(fig)
-        elif not last:  # without widgets the figure is static: show it once
-            display(fig)
-        plt.close(fig)
         t2 = time.perf_counter()
         print(f"update: exact curves {t1 - t0:.2f} s + drawing {t2 - t1:.2f} s = {t2 - t0:.2f} s")
+    if not last:  # the default state is also a plain cell output: a static viewer (GitHub, nbconvert) shows it
+        display(fig)
+    plt.close(fig)
     last.update(c, seconds=t2 - t0, compute_seconds=t1 - t0, table=df, n_updates=last.get("n_updates", 0) + 1)
 
 
@@ -332,8 +332,11 @@ def run_mc_cell(_=None):
         if mc_out is not None:
             mc_out.clear_output(wait=True)
         fig = draw_mc(t, c)
-        plt.show(fig) if mc_out is not None else display(fig)
-        plt.close(fig)
+        if mc_out is not None:
+            plt.show(fig)
+    if "mc" not in last:  # the default run is also a plain cell output (static viewers)
+        display(fig)
+    plt.close(fig)
     last["mc"] = t
     return t
 
@@ -387,11 +390,14 @@ def update_map(change=None):
         if map_out is not None:
             map_out.clear_output(wait=True)
         fig, _ = frm.plot(data, G=int(c["G"]), eps=float(c["eps"]))
-        plt.show(fig) if map_out is not None else display(fig)
-        plt.close(fig)
+        if map_out is not None:
+            plt.show(fig)
         b = m.boundary[["arm", "eta_factor", "gmc_ahead", "onpolicy_ahead"]]
         display(b)
         print(f"map: {m.computed} cells computed, {m.cached} from the cache, {time.perf_counter() - t0:.1f} s")
+    if not map_last:  # the default map is also a plain cell output (static viewers)
+        display(fig)
+    plt.close(fig)
     map_last.update(c, map=m, boundary=m.boundary, n_updates=map_last.get("n_updates", 0) + 1)
 
 
@@ -401,3 +407,53 @@ if widgets is not None:
     display(widgets.VBox([widgets.HBox(list(MW.values())), map_out]))
 update_map()
 map_last["boundary"]
+
+# %% [markdown]
+# ## My delay: which correction, and which ε, G and η?
+#
+# Set `MY_DELAY` to your asynchronous delay (optimizer steps between the weights that generated a rollout and the
+# update that uses it). The cell reads the committed report's sidecars — protocol v6's table (confirmatory: gmc
+# against every rival on drawn instances) and the ε/G/η advice (exploratory) — at the measured delay nearest to
+# yours, and prints the recommendation with its rivals. Nothing is recomputed here; `make run` remakes the sidecars.
+
+# %%
+import json
+from pathlib import Path
+
+MY_DELAY = 8
+import figures
+
+OUT = Path(figures.__file__).parent / "out"  # the committed report's sidecars
+
+
+def my_delay(d: int, out: Path = OUT) -> None:
+    """Print v6's rival table and the ε/G/η advice at the measured delay nearest to ``d``."""
+    from simulate.protocol import headline
+
+    v6 = json.loads((out / "fig_protocol_v6.json").read_text()) if (out / "fig_protocol_v6.json").exists() else None
+    adv = json.loads((out / "fig_eps_G_advice.json").read_text()) if (out / "fig_eps_G_advice.json").exists() else None
+    if v6 is None:
+        print("protocol v6's sidecar is not there: run `make run` (or python -m figures --only fig_protocol_v6)")
+        return
+    meta = v6["v6"]
+    dd = min(meta["delays"], key=lambda x: abs(x - d))
+    arm = {"tuned": "tuned η", "common": "common η"}[meta["primary_arm"]]
+    print(f"your delay d = {d} → the nearest measured d = {dd} ({meta['label']}, {arm})")
+    for group in ("tabular-family", "lm-like-family"):
+        es = [e for e in v6["answer"] if e["group"] == group and e["arm"] == arm]
+        dec = headline.decide(es, meta["rivals"], meta["delays"])
+        print("  " + headline.line(group.replace("-family", " family"), dec))
+        for e in sorted((e for e in es if e["d"] == dd), key=lambda e: e["delta"]):
+            print(f"    gmc − {e['rival']:<13} {e['delta']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]  "
+                  f"P(gmc > rival) {e['poi']:.2f} [{e['poi_lo']:.2f}, {e['poi_hi']:.2f}]")
+    if adv:
+        da = min({r["d"] for r in adv["advice"]}, key=lambda x: abs(x - d))
+        print(f"ε, G, η at d = {da} (exploratory; LM-like draws; held-out nAUC IQM [95 % bootstrap]):")
+        for r in adv["advice"]:
+            if r["d"] == da:
+                eps = "" if r["estimator"] == "grpo" else f"ε = {r['eps']:g}, "
+                print(f"  {r['mode']:<6} {r['estimator']:<5} {eps}G = {r['G']}, K = {r['K']}, η ≈ {r['eta_median']:.3g}: "
+                      f"{r['iqm']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]")
+
+
+my_delay(MY_DELAY)

@@ -164,6 +164,11 @@ def test_eps_G_notebook_executes_and_its_sliders_update(kernel_name, tmp_path):
     assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json") for o in outputs), "no widget shown"
     captured = _widget_outputs(nb)
     assert _has_png(captured), "the sliders' Output widget holds no figure"
+    # issue 58: with widgets too, every default figure is a plain cell output (GitHub and nbconvert show no widget)
+    for marker in ("update()  # headless", "measured = run_mc_cell()", "update_map()\nmap_last"):
+        cell = next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+        assert _has_png(cell.outputs), f"the cell with {marker!r} has no plain image output"
+    assert any("your delay d = 8" in o.get("text", "") for o in outputs), "the my-delay cell printed nothing"
     text = "".join(o.get("text", "") for o in captured)
     assert "update: exact curves" in text and "map: " in text
     assert (tmp_path / "results" / "cells").is_dir()  # the Monte Carlo cell went through the sweep engine

@@ -313,6 +313,8 @@ def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
 def _cell(e: dict | None) -> str:
     if e is None:
         return "not measured"
+    if e["lo"] == e["hi"] == 0.0 and e.get("poi_lo") == e.get("poi_hi") == 0.5:
+        return "0 (identical runs)"  # d = 0: ρ = 1, the trajectory maps reproduce onpolicy run for run
     txt = f"{signed(e['delta'])} [{signed(e['lo'])}, {signed(e['hi'])}]"
     if finite(e.get("poi")):
         txt += f"; P {e['poi']:.2f} [{e['poi_lo']:.2f}, {e['poi_hi']:.2f}]"
@@ -350,8 +352,9 @@ def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[li
             f"seeds), {arm}. Each cell: the IQM difference of nAUC, gmc − rival (positive: gmc better) [interval], and "
             f"P = P(gmc > rival), rliable's probability of improvement [interval]; intervals: {interval}, over the "
             "family's instances × held-out seeds. not run: no results for the setting; not measured: a rival missing "
-            "at that d. The other step-size arm, per-instance paired t-intervals and the exploratory rows (earlier "
-            "protocols, the ladder, LM v7, the regime map): REPORT-details.md.")
+            "at that d; 0 (identical runs): every seed's run equal (d = 0, where ρ = 1). The other step-size arm, "
+            "per-instance paired t-intervals and the exploratory rows (earlier protocols, the ladder, LM v7, the regime "
+            "map): REPORT-details.md.")
     return header, rows, note
 
 

@@ -42,6 +42,8 @@ RULE = ("**How verdicts are decided** (one rule, simulate/verdicts.py). Every in
         "arm: `out of scope`, with the measurement. Across instances: `holds` on ≥ 3/4 of the in-scope instances and "
         "refuted on none, `refuted` on a strict majority, otherwise `inconclusive`. Qualifiers are in the note column.")
 LABELS = {"C4": " (bound)", "C4-rate": " (rate)"}
+#: Figures whose sections are exploratory (chosen or seen before protocol v6): rendered in the appendix only.
+EXPLORATORY_SECTIONS = ("fig_bridge",)
 
 
 def _head(rep: dict) -> list:
@@ -174,10 +176,12 @@ def blocks(rep: dict) -> list:
     first = sorted((m for m in rep["sidecars"] if m["figure"] in (REGIME_FIGURE, LM_FIGURE)),
                    key=lambda m: m["figure"] != REGIME_FIGURE)
     if first:
-        b.append(("h2", "Where gmc helps: regime map and LM"))
+        b.append(("h2", "Exploratory figures: the regime map (protocol v5's instances) and the LM (LM protocol v7)"))
         for meta in first:
             b += _figure(meta, rep)
     for meta in rep["sidecars"]:
+        if meta["figure"] in EXPLORATORY_SECTIONS:
+            continue  # the appendix's (answer.exploratory_blocks): exploratory text never sits beside the answer
         for s in meta.get("sections") or []:
             b += _section(s)
     b += [("h2", "Verdicts"),
@@ -236,6 +240,10 @@ def detail_blocks(rep: dict) -> list:
         b += [("h2", "Key findings, long form"), ("ul", kf)]
     b += training.training_blocks(rep)
     b += answer.exploratory_blocks(rep)
+    for meta in rep["sidecars"]:
+        if meta["figure"] in EXPLORATORY_SECTIONS:
+            for s in meta.get("sections") or []:
+                b += _section(s)
     for meta in rep["sidecars"]:
         for t in meta.get("appendix_tables") or []:
             b += [("details", t.get("title", meta["figure"]), t["columns"], _cells(t["rows"]))]
