@@ -103,7 +103,7 @@ def c9_table(res) -> dict:
         rows.append([sub, agg.get(sub, ""), ", ".join(f"{w} {n}" for w, n in cnt.most_common())])
     return dict(title=f"C9's sub-claims on protocol v6's {m.shape[1]} drawn instances (primary cell; rules of "
                       f"docs/protocol.md; counts of the per-instance verdicts)",
-                columns=["sub-claim", "verdict (aggregate)", "per-instance counts of each word"], rows=rows)
+                columns=["C9 sub-claim", "verdict (aggregate)", "per-instance counts of each word"], rows=rows)
 
 
 def plot(res, delays=PROFILE_DELAYS):
