@@ -642,9 +642,9 @@ def test_table_interval_comes_from_a_confirmatory_row_and_full_note():
         "Protocol `v6` (confirmatory: instances drawn by seed, fresh seeds), tuned η. Each cell: the IQM difference of "
         "nAUC, gmc − rival (positive: gmc better) [interval], and P = P(gmc > rival), rliable's probability of "
         "improvement [interval]; intervals: IVX, over the family's instances × held-out seeds. not run: no results for "
-        "the setting; not measured: a rival missing at that d. The other step-size arm, per-instance paired "
-        "t-intervals and the exploratory rows (earlier protocols, the ladder, LM v7, the regime map): "
-        "REPORT-details.md.")
+        "the setting; not measured: a rival missing at that d; 0 (identical runs): every seed's run equal (d = 0, "
+        "where ρ = 1). The other step-size arm, per-instance paired t-intervals and the exploratory rows (earlier "
+        "protocols, the ladder, LM v7, the regime map): REPORT-details.md.")
 
 
 def test_v6_meta_from_the_file_carries_its_hash():
@@ -688,3 +688,11 @@ def test_exploratory_blocks_accept_a_v6_row_without_an_arm():
     assert an.table(r)[1][0][1] == "+0.100 [+0.050, +0.150]"  # the first table reads it as the primary arm's
     blocks = an.exploratory_blocks(r)
     assert all(b[0] != "table" for b in blocks)  # not shown again as another arm
+
+
+def test_cell_of_identical_runs_at_d0():
+    e = ent(delta=0.0, lo=0.0, hi=0.0, poi=0.5, poi_lo=0.5, poi_hi=0.5)
+    assert an._cell(e) == "0 (identical runs)"
+    assert an._cell(dict(e, poi_lo=0.4)) == "+0.000 [+0.000, +0.000]; P 0.50 [0.40, 0.50]"
+    assert an._cell(dict(e, hi=1e-9, delta=0.0)) == "+0.000 [+0.000, +0.000]; P 0.50 [0.50, 0.50]"
+    assert an._cell(ent(delta=0.0, lo=0.0, hi=0.0)) == "+0.000 [+0.000, +0.000]"  # no P: not the d = 0 identity
