@@ -696,3 +696,15 @@ def test_cell_of_identical_runs_at_d0():
     assert an._cell(dict(e, poi_lo=0.4)) == "+0.000 [+0.000, +0.000]; P 0.50 [0.40, 0.50]"
     assert an._cell(dict(e, hi=1e-9, delta=0.0)) == "+0.000 [+0.000, +0.000]; P 0.50 [0.50, 0.50]"
     assert an._cell(ent(delta=0.0, lo=0.0, hi=0.0)) == "+0.000 [+0.000, +0.000]"  # no P: not the d = 0 identity
+
+
+def test_damaged_evidence_is_never_judged():
+    es = _v6ents()
+    why = "not run (evidence missing: fig_protocol_v6)"
+    r = rep(sidecars=[dict(figure="f", v6=V6)], not_run={"answer:tabular-family": why})
+    hs = an.headline_settings(r, es)
+    assert hs[0][1] == [] and len(hs[1][1]) == 4
+    header, rows, _ = an.table(r, es)
+    assert header == ["gmc − rival", "tabular family", "LM-like family, d = 8", "LM-like family, d = 32", "LM on a GPU"]
+    assert rows[0] == ["onpolicy", why, "+0.100 [+0.050, +0.150]", "+0.100 [+0.050, +0.150]", "not run"]
+    assert an.recommendation(r, es)[0].endswith("not run: no results yet → no recommendation.")
