@@ -385,3 +385,17 @@ def test_arm_results_pass_quick_on():
     df = table()
     assert [r.quick for r in an.arm_results(df)] == [False]
     assert [r.quick for r in an.arm_results(df, quick=True)] == [True]
+
+
+def test_c9_result_quick_and_full_variants():
+    df = table()
+    df = pd.concat([df, df[df.d == 32].assign(d=8)])
+    q = an.c9_result(df, quick=True)
+    assert q.d_max == PROTOCOL.variant(quick=True).d_max == 8 and q.quick is True
+    assert an.c9_result(df, full=True).d_max == 32
+    with pytest.raises(ValueError, match="no --full variant"):
+        an.c9_result(df, PROTOCOL_V2, full=True)
+    with pytest.raises(ValueError, match="exclude each other"):
+        an.c9_result(df, quick=True, full=True)
+    with pytest.raises(ValueError, match="no --full variant"):
+        an.arm_results(df, PROTOCOL_V2, full=True)
