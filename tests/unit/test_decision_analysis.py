@@ -399,3 +399,10 @@ def test_c9_result_quick_and_full_variants():
         an.c9_result(df, quick=True, full=True)
     with pytest.raises(ValueError, match="no --full variant"):
         an.arm_results(df, PROTOCOL_V2, full=True)
+
+
+def test_failure_modes_read_object_columns_as_numbers():
+    # a metrics table read back from JSON can hold object columns (None for a missing value)
+    m = metrics([0.5, 0.7, 0.9, 1.0], [1.0, 1.0, 1.0, 0.0], chi2=[0.1, 0.2, 0.3, 0.4], ess_w=[4, 8, 2, 2])
+    want = an.failure_modes(0.2, m, tail=1, skipped_steps=0)
+    assert an.failure_modes(0.2, m.astype(object), tail=1, skipped_steps=0) == want
