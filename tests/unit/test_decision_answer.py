@@ -708,3 +708,7 @@ def test_damaged_evidence_is_never_judged():
     assert header == ["gmc − rival", "tabular family", "LM-like family, d = 8", "LM-like family, d = 32", "LM on a GPU"]
     assert rows[0] == ["onpolicy", why, "+0.100 [+0.050, +0.150]", "+0.100 [+0.050, +0.150]", "not run"]
     assert an.recommendation(r, es)[0].endswith("not run: no results yet → no recommendation.")
+
+
+def test_main_arm_without_tuned_is_the_first_arm_seen():
+    assert an._main_arm([ent(arm="common η"), ent(arm="x η")], "tabular") == "common η"
