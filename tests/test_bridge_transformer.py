@@ -233,5 +233,6 @@ def test_fig_bridge_section_reports_the_transformer_rung_from_its_table():
                           ["0-tabular"]).assign(arm="η₀")
     sec, _ = section(ladder, ["0-tabular"], tab_t)
     assert text in sec["paragraphs"]
-    got = [row for row in sec["tables"][0]["rows"] if row[1] == tr.RUNG]
-    assert [row[2] for row in got] == [8, 32] and got[1][4] == "12/12" and got[1][6] == "—"
+    # the ladder table (issue 54: rung, d, gmc − onpolicy at each arm, failures onpolicy/gmc): the transformer rung's rows
+    got = [row for row in sec["tables"][0]["rows"] if row[0] == f"{tr.RUNG} (LM η)"]
+    assert [row[1] for row in got] == [8, 32] and got[1][-1] == "12/0" and got[0][-1] == "0/0"

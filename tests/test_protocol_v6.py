@@ -147,7 +147,7 @@ DRAWS_GOLDEN = __import__("pathlib").Path(__file__).parent / "data" / "v6_draws.
 
 
 def _draw_arrays(name):
-    from simulate.protocol.instances import get_instance
+    from simulate.protocol.catalog import get_instance
 
     inst = get_instance(name)
     out = {}

@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+from figures.report.names import CLAIM_IDS, DASH, INFO, TRAINING_IDS
+
 #: Figures renamed (issue 34: numbering 1–5); an old sidecar is ignored once its new one exists beside it.
 RENAMED = {"fig6_eps_G_heatmap": "fig4_eps_G_heatmap", "fig7_delay": "fig5_delay"}
 
@@ -158,7 +160,6 @@ REQUIRED = {**{stem: ("evidence",) for stem, rows in EXPECTED.items() if any(not
 def _row_problem(ev: dict, strict: bool = False) -> str | None:
     """Why one evidence row cannot be read (``None`` when it can): a number that is not one, a label that is not text,
     and (``strict``) a verdict word outside the vocabulary (else the claim rows raise on it, as a figure's own bug)."""
-    from figures.report.data import INFO  # data imports this module: read at call time
     from simulate import verdicts as vd
 
     v = ev.get("verdict", "")
@@ -257,7 +258,6 @@ def check_evidence(out_dir, expected=None, exclude: dict | None = None,
     ``strict`` (``python -m figures.report``): an evidence row's verdict word and the keys a full run's sidecar always
     has (:data:`REQUIRED`) are checked here too (the library default leaves them to the claim rows, so that a test's
     hand-made sidecar with a figure's name still reads)."""
-    from figures.report.data import CLAIM_IDS, TRAINING_IDS  # data imports this module: read at call time
     out_dir = Path(out_dir)
     expected = expected_figures() if expected is None else tuple(expected)
     sidecars, problems = [], []
@@ -353,7 +353,6 @@ def not_run_record(rep: dict, label: str) -> dict | None:
     """The verdict-table record ``{verdict, key, note, falsifier}`` of a row whose evidence is missing or damaged
     (``None`` when it is whole): its verdict reads ``not run (evidence missing: <file>, <reason>)``, never a word
     judged from what is left. For ``figures.report.claims`` (verdict rows) and ``answer`` (``answer:<group>``)."""
-    from figures.report.data import DASH  # data imports this module: read at call time
     t = (rep.get("not_run") or {}).get(label)
     return None if t is None else {"verdict": t, "key": DASH, "note": "evidence missing or damaged: not judged",
                                    "falsifier": None}

@@ -8,7 +8,8 @@
 
 Verdict words and statistics come from :mod:`simulate.verdicts`.
 """
-from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance
+from simulate.protocol.catalog import get_instance
+from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp
 from simulate.protocol.run import ProtocolResult, run_c5, run_c9, run_protocol
 from simulate.protocol.spec import Protocol, load_protocol
 

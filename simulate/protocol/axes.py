@@ -3,10 +3,6 @@ seeds): refused before any cell runs, each error naming the parameter and its va
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from simulate.protocol.spec import Protocol
 
 
 def _ints(name: str, vals, lo: int, hi: float = math.inf) -> None:
@@ -18,7 +14,7 @@ def _ints(name: str, vals, lo: int, hi: float = math.inf) -> None:
         raise ValueError(f"{name} must be integers {rng} (no silent truncation), got {bad}")
 
 
-def check_axes(proto: Protocol, *, instances, delays, eta_factors, G, eps, estimators, seeds, tuned_delays=None) -> None:
+def check_axes(proto, *, instances, delays, eta_factors, G, eps, estimators, seeds, tuned_delays=None) -> None:
     """Refuse, before any cell runs, an axis that would silently change the map: an empty or repeated value
     (a repeat doubles n and narrows the interval), a non-integer d, G or seed (no truncation of 2.5 to 2), a
     G with ``G·n_prompts`` not dividing the budget (the run would be shorter), a non-positive or non-finite
@@ -48,7 +44,7 @@ def check_axes(proto: Protocol, *, instances, delays, eta_factors, G, eps, estim
     for name, vals in (("eta_factors", eta_factors), ("eps", eps)):
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in vals):
             raise ValueError(f"{name} must be finite numbers > 0, got {list(vals)}")
-    from simulate.protocol.instances import is_registered
+    from simulate.protocol.catalog import is_registered
 
     unknown = [i for i in instances if not is_registered(i)]
     if unknown:

@@ -40,7 +40,8 @@ import pandas as pd
 from scipy import stats
 
 from simulate import delays as dl
-from simulate.protocol.instances import TrainingInstance, get_instance
+from simulate.protocol.catalog import get_instance
+from simulate.protocol.instances import TrainingInstance
 from simulate.protocol.spec import Protocol
 from simulate.training import TrainConfig, run_many
 

@@ -33,7 +33,7 @@ from simulate.instances.products import phi_t_g, phi_w
 from simulate.training import count_frac_mdp
 from simulate.training.contexts import J_grad_starts_nb
 
-__all__ = ["TrainingInstance", "INSTANCES", "get_instance", "is_registered", "from_mdp", "prev_token_mdp", "exact_J_grad_w",
+__all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_token_mdp", "exact_J_grad_w",
            "token_state_features", "class_optimum"]
 
 
@@ -364,27 +364,13 @@ INSTANCES = {
 _BUILT: dict[str, TrainingInstance] = {}
 
 
-def is_registered(name) -> bool:
-    """Whether ``name`` is a registered instance or a family draw ``<family>-<seed>`` (protocol v6)."""
-    from simulate.protocol.families import is_family_name
-
-    return isinstance(name, str) and (name in INSTANCES or is_family_name(name))
-
-
 def get_instance(name: str | TrainingInstance) -> TrainingInstance:
-    """The registered instance ``name`` or the family draw ``<family>-<seed>`` (:mod:`simulate.protocol.families`),
-    built once per process, or ``name`` itself if it is an instance."""
+    """The registered instance ``name`` (built once per process), or ``name`` itself if it is one. Family draws
+    ``<family>-<seed>`` (protocol v6) resolve through :func:`simulate.protocol.catalog.get_instance`."""
     if isinstance(name, TrainingInstance):
         return name
-    if not is_registered(name):
-        raise ValueError(f"instance must be one of {', '.join(INSTANCES)}, a family draw <family>-<seed> "
-                         f"(simulate.protocol.families), or a TrainingInstance, got {name!r}")
     if name not in INSTANCES:
-        from simulate.protocol.families import draw, parse_name
-
-        if name not in _BUILT:
-            _BUILT[name] = draw(*parse_name(name))
-        return _BUILT[name]
+        raise ValueError(f"instance must be one of {', '.join(INSTANCES)} (or a TrainingInstance), got {name!r}")
     if name not in _BUILT:
         _BUILT[name] = INSTANCES[name]()
     return _BUILT[name]

@@ -23,7 +23,8 @@ import pandas as pd
 from simulate.protocol import cells as pc
 from simulate.protocol.c5 import c5_verdicts, fixed_eta
 from simulate.protocol.c9 import c9_verdicts, saturation
-from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp, get_instance, is_registered
+from simulate.protocol.catalog import get_instance, is_registered
+from simulate.protocol.instances import INSTANCES, TrainingInstance, from_mdp
 from simulate.protocol.spec import DEFAULT_PATH, Protocol, load_protocol
 
 __all__ = ["ProtocolResult", "run_protocol", "run_c9", "run_c5", "sweep_cell", "sweep_fixed_cell", "common_etas", "run_pinned",

@@ -134,7 +134,8 @@ class Protocol:
         _check("onpolicy" in self.estimators, "estimators",
                f"a list that includes 'onpolicy' (the reference of the common η, the saturation guard and "
                f"onpolicy-degrades; got {list(self.estimators)})")
-        from simulate.protocol.instances import INSTANCES, is_registered
+        from simulate.protocol.catalog import is_registered
+        from simulate.protocol.instances import INSTANCES
 
         self._check_families()
         unknown = [i for i in self.instances if not is_registered(i)]
@@ -261,7 +262,7 @@ class Protocol:
         ``instance_settings`` entry, else ``n_prompts``."""
         if self._family(instance) is not None:
             from simulate.protocol.families import contexts
-            from simulate.protocol.instances import get_instance
+            from simulate.protocol.catalog import get_instance
 
             return contexts(get_instance(instance))
         return int(self.instance_settings.get(instance, {}).get("n_prompts", self.n_prompts))
