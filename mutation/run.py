@@ -91,7 +91,7 @@ TARGETS: dict[str, list[str]] = {
     # and the file's own fast tests.
     "simulate/protocol/headline.py": ["tests/unit/test_decision_headline*.py", "tests/test_headline.py"],
     "simulate/protocol/aggregate.py": ["tests/unit/test_decision_aggregate*.py"],
-    "simulate/protocol/families.py": ["tests/unit/test_decision_families*.py"],
+    "simulate/protocol/families.py": ["tests/unit/test_decision_families*.py", "tests/unit/test_decision_spec*.py"],
     "figures/report/answer.py": ["tests/unit/test_decision_answer*.py"],
     "simulate/protocol/spec.py": ["tests/unit/test_decision_spec*.py"],
     "simulate/llm/analysis.py": ["tests/unit/test_decision_analysis*.py"],

@@ -107,9 +107,10 @@ def test_each_family_has_its_own_random_stream():
 
 # --- the tabular family -------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def TAB():
-    # drawn inside the test session, not at import: mutmut forks each mutant from a process that imported this module
+    # drawn in each test that reads it (not at import, nor once per module): mutmut forks each mutant from a process
+    # that imported this module and runs only the tests it saw call the mutated function
     return [f.draw("tabular", s) for s in range(40)]
 
 
@@ -126,8 +127,8 @@ def test_tabular_draws_cover_exactly_the_documented_V_T_structures_and_coin(TAB)
 
 
 @pytest.mark.parametrize("k", range(12))
-def test_tabular_instance_matches_its_description(k, TAB):
-    inst = TAB[k]
+def test_tabular_instance_matches_its_description(k):
+    inst = f.draw("tabular", k)
     V, T = _VT(inst)
     coin = ", paid as a coin flip R ~ Bernoulli(E R)" if inst.bernoulli else ""
     assert inst.name == f"tabular-{k}" and inst.report_group == "tabular" and f.contexts(inst) == 1
@@ -270,8 +271,8 @@ def test_threshold_k_at_the_range_ends_is_accepted(k):
     assert inst.reward[k] == 1.0 and inst.reward[k - 1] == 0.0
 
 
-def test_contexts_of_an_instance_without_starts_is_one(TAB):
-    assert f.contexts(TAB[0]) == 1
+def test_contexts_of_an_instance_without_starts_is_one():
+    assert f.contexts(f.draw("tabular", 0)) == 1
 
 
 def test_threshold_warm_start_is_fitted_on_every_context():

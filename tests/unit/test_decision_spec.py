@@ -462,8 +462,8 @@ def test_v6_budget_of_a_family_draw_is_per_context():
     tab = next(i for i in V6.instances if i.startswith("tabular-"))
     lm = next(i for i in V6.instances if i.startswith("lm-like-"))
     assert V6.prompts_of(tab) == 1 and V6.budget_of(tab) == 1024 and V6.steps(tab, 8) == 128
+    from simulate.protocol.catalog import get_instance
     from simulate.protocol.families import contexts
-    from simulate.protocol.instances import get_instance
 
     C = contexts(get_instance(lm))
     assert V6.prompts_of(lm) == C and V6.budget_of(lm) == 512 * C and V6.steps(lm, 8) == 64
