@@ -406,3 +406,84 @@ def test_failure_modes_read_object_columns_as_numbers():
     m = metrics([0.5, 0.7, 0.9, 1.0], [1.0, 1.0, 1.0, 0.0], chi2=[0.1, 0.2, 0.3, 0.4], ess_w=[4, 8, 2, 2])
     want = an.failure_modes(0.2, m, tail=1, skipped_steps=0)
     assert an.failure_modes(0.2, m.astype(object), tail=1, skipped_steps=0) == want
+
+
+# --- against the second round of mutmut survivors (issue 55) ----------------------------------------------------------
+
+def test_turning_points_entries_and_the_protocols_alpha_and_p0():
+    df = table(n=4, gap=0.05, fail={("is", 32, 0), ("is", 32, 1)})
+    turns = an.turning_points(df)
+    comp = turns[0]["per_d"][0]
+    assert set(comp) == {"d", "estimate", "lo", "hi", "n", "verdict"} and comp["n"] == 4 and comp["d"] == 32
+    rate = next(t for t in turns if t["claim"] == "is unstable")["per_d"][0]
+    assert set(rate) == {"d", "estimate", "lo", "hi", "n", "verdict", "failures"}
+    assert rate["n"] == 4 and rate["failures"] == 2 and rate["estimate"] == 0.5
+    strict = dataclasses.replace(PROTOCOL, alpha=0.001)
+    t2 = an.turning_points(df, strict)
+    assert t2[0]["per_d"][0]["lo"] < comp["lo"]
+    assert next(t for t in t2 if t["claim"] == "is unstable")["per_d"][0]["lo"] < rate["lo"]
+
+
+def test_turning_points_skip_a_delay_without_runs_and_go_on():
+    df = table(n=4)
+    df = pd.concat([df, df[df.d == 32].assign(d=8)])
+    df = df[~((df.estimator == "is") & (df.d == 8))]
+    p = dataclasses.replace(PROTOCOL, delays=(0, 8, 32))
+    t = next(x for x in an.turning_points(df, p) if x["claim"] == "is unstable")
+    assert [e["d"] for e in t["per_d"]] == [32]
+
+
+def test_turning_points_premise_of_the_given_protocol():
+    fails = {("onpolicy", 0, s) for s in range(3)}
+    df = table(fail=fails)
+    off = dataclasses.replace(PROTOCOL, rate_premise_d0=False)
+    t_on = next(x for x in an.turning_points(df) if x["claim"] == "gmc stable")
+    t_off = next(x for x in an.turning_points(df, off) if x["claim"] == "gmc stable")
+    assert t_on["per_d"][0]["verdict"] == vd.OUT_OF_SCOPE and t_off["per_d"][0]["verdict"] != vd.OUT_OF_SCOPE
+    assert all(r.verdict != vd.OUT_OF_SCOPE for r in an.c9_result(df, off).rates)
+
+
+def test_c9_verdict_passes_quick():
+    df = table()
+    df = pd.concat([df, df[df.d == 32].assign(d=8)])
+    assert an.c9_verdict(df, quick=True) == "\n".join(an.c9_result(df, quick=True).lines)
+    assert an.c9_verdict(df, quick=True).startswith("quick: not a verdict")
+
+
+def test_answer_rows_read_the_verdicts_of_the_given_protocol():
+    df = table(gap=0.1)
+    df = pd.concat([df, df[df.d == 32].assign(d=8)])
+    p8 = dataclasses.replace(PROTOCOL, delays=(0, 8))
+    rows = an.answer_rows(df, p8, "g", "s")
+    assert all(r.get("verdict") == vd.HOLDS for r in rows if r["d"] == 8)
+
+
+def test_lock_in_scale_is_the_first_gradient():
+    # g0 = 2: the tail must be ≤ 0.01·2 = 0.02 (not 0.01/2)
+    assert an.failure_modes(0.5, metrics([0.6, 0.6], [2.0, 0.015]), 1, 0)["locked_in"] is True
+
+
+def test_summarise_columns_and_two_run_table_cells():
+    s = an.summarise(table(n=2))
+    assert list(s.columns) == ["lr_factor", "estimator", "d", "n", "mean", "lo", "hi", "gain_mean", "gain_lo", "gain_hi"]
+    txt = an.table(table(n=2))
+    assert "(n=1)" not in txt and "over 2 seeds" in txt
+
+
+def test_table_arms_main_first_then_ascending():
+    df = pd.concat([table(n=2).assign(lr_factor=f) for f in (3.0, 1.0, 0.5)])
+    heads = [ln for ln in an.table(df).splitlines() if ln.startswith("== step-size arm")]
+    assert heads == ["== step-size arm η×1 ==", "== step-size arm η×0.5 ==", "== step-size arm η×3 =="]
+
+
+def test_c9_result_two_paired_seeds_are_enough():
+    r = an.c9_result(table(n=2))
+    assert len(r.comparisons) == len(PROTOCOL.comparisons()) and r.skipped == ()
+
+
+def test_failed_is_a_boolean_series_for_integer_flags():
+    df = runs(skipped_steps=[0, 0], collapsed=[1, 0], locked_in=[0, 0])
+    out = an.failed(df, PROTOCOL)
+    assert out.dtype == bool and out.tolist() == [True, False]
+    df = runs(skipped_steps=[0, 0], collapsed=[0, 0], locked_in=[0, 1])
+    assert an.failed(df, PROTOCOL).dtype == bool
