@@ -487,3 +487,8 @@ def test_failed_is_a_boolean_series_for_integer_flags():
     assert out.dtype == bool and out.tolist() == [True, False]
     df = runs(skipped_steps=[0, 0], collapsed=[0, 0], locked_in=[0, 1])
     assert an.failed(df, PROTOCOL).dtype == bool
+
+
+def test_failure_modes_of_a_run_without_a_logged_step():
+    out = an.failure_modes(0.2, metrics([], []), 1, 0)
+    assert out["failure"] == "none" and math.isnan(out["chi2_learn_med"]) and math.isnan(out["ess_early"])
