@@ -2,6 +2,7 @@
 checked at its boundary from both sides on the committed v5 and v6 files (issue 55). A field outside its range must
 be refused with a message naming it; the nearest valid value must be accepted."""
 import json
+import re
 import math
 import os
 from dataclasses import replace
@@ -676,3 +677,35 @@ def test_quick_overlay_of_scalar_fields():
 
 def test_instance_settings_message_names_the_instance_budget():
     bad(V5, "instance_settings.count-frac", instance_settings={"count-frac": {"n_prompts": 5, "budget": 48}})
+
+
+# --- against the mutmut survivors, round two --------------------------------------------------------------------------
+
+def test_quick_c5_G_message_and_smallest_sizes():
+    assert sp._overlay_quick(V5, {"c5_G": [1, 2]}).c5["G"] == [1, 2]
+    with pytest.raises(ValueError, match=r"^protocol field quick\.c5_G must be at least two distinct integers >= 1 "
+                                         r"\(got \[0, 2\]\)$"):
+        sp._overlay_quick(V5, {"c5_G": [0, 2]})
+
+
+def test_table_keys_message_lists_every_valid_key():
+    with pytest.raises(ValueError, match=re.escape("protocol table [primary] has unknown key(s) ['x']; valid: ['d', 'y']")):
+        sp._table_keys({"primary": {"d": 1, "x": 2}}, "primary", {"d"}, {"y"})
+
+
+def test_quick_must_be_a_table(tmp_path):
+    text = _without_quick(sp.V5_PATH.read_text())
+    with pytest.raises(ValueError, match=r"^protocol field quick must be a table \[quick\] of overrides, got 1$"):
+        sp.load_protocol(_write(tmp_path, "quick = 1\n" + text))
+
+
+def test_every_registered_version_loads_at_test_time():
+    assert [sp.load_protocol(p).version for p in (sp.V1_PATH, sp.V2_PATH, sp.V3_PATH, sp.V4_PATH, sp.V5_PATH, sp.V6_PATH)] \
+        == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match=r"^protocol field version must be 1, 2, 3, 4, 5 or 6$"):
+        replace(V5, version=7)
+
+
+def test_instance_settings_divide_the_instances_own_budget():
+    p = ok(V5, instance_settings={"count-frac": {"budget": 2400, "n_prompts": 3}})
+    assert p.steps("count-frac", 8) == 100
