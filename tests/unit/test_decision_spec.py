@@ -138,6 +138,8 @@ MESSAGES = {
     'protocol field tune_seeds must be a list without duplicates (got [True, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])',
     'protocol field tune_seeds must be integers (got [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0])',
     'protocol field tune_seeds must be integers in [0, 2³²) (got [-1, 2])',
+    'protocol field tune_seeds/eval_seeds must be at least 2 seeds each',
+    'protocol field tune_seeds/eval_seeds must be disjoint sets (tuning seeds must not be evaluation seeds)',
     'protocol field window_delta must be a finite number',
     'protocol field window_delta must be a number >= 0',
     'protocol field zero_tol must be a finite number >= 0 (or absent: exact equality, v1–v3)',
@@ -148,6 +150,7 @@ V5 = sp.load_protocol(sp.V5_PATH)
 V6 = sp.load_protocol(sp.V6_PATH)
 V4 = sp.load_protocol(sp.V4_PATH)
 V1 = sp.load_protocol(sp.V1_PATH)
+V2 = sp.load_protocol(sp.V2_PATH)
 
 
 def bad(proto, field, **kw):
@@ -709,3 +712,19 @@ def test_every_registered_version_loads_at_test_time():
 def test_instance_settings_divide_the_instances_own_budget():
     p = ok(V5, instance_settings={"count-frac": {"budget": 2400, "n_prompts": 3}})
     assert p.steps("count-frac", 8) == 100
+
+
+def test_more_boundaries():
+    assert ok(V5, budget=1, G=(1,), instance_settings={}, c5=c5(G=[1, 2]), primary=dict(eps=0.2, G=1, d=8)).budget == 1
+    bad(V2, "lockin_nJ", lockin_nJ=5.0)
+    from simulate.training.config import REGISTERED_ESTIMATORS
+    assert ok(V5, estimators=tuple(REGISTERED_ESTIMATORS)).estimators == tuple(REGISTERED_ESTIMATORS)
+    assert ok(V5, c5=c5(estimators=list(V5.estimators))).c5["estimators"] == list(V5.estimators)
+    assert ok(V5, eta_log2=(0.125, 1.125)).eta_log2 == (0.125, 1.125)   # whole steps apart, not at whole steps
+    bad(V5, "c5.G/c5.steps", c5=c5(G=[2.5, 4]))
+    assert isinstance(V5.steps("count-frac", 8), int)
+
+
+def test_seed_set_messages_in_full():
+    bad(V5, "tune_seeds/eval_seeds", tune_seeds=(7,))
+    bad(V5, "tune_seeds/eval_seeds", tune_seeds=(1, 2), eval_seeds=(2, 3))
