@@ -34,7 +34,7 @@ def _function_lines(path: str, func: str) -> list[str]:
 def test_each_mutmut_equivalent_entry_points_at_a_line_of_its_function(path, name, line, reason):
     assert (ROOT / path).is_file(), path
     module = path.removesuffix(".py").replace("/", ".")
-    m = re.fullmatch(rf"{re.escape(module)}\.x_(\w+?)__mutmut_\d+", name)
+    m = re.fullmatch(rf"{re.escape(module)}\.x(?:_|ǁ\w+ǁ)(\w+?)__mutmut_\d+", name)  # function, or class ǁ method
     assert m, f"{name}: not a mutmut name of {module}"
     lines = _function_lines(path, m.group(1))
     assert line not in lines, f"{name}: the recorded line is the original, not a mutation"
