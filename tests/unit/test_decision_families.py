@@ -282,3 +282,21 @@ def test_threshold_warm_start_is_fitted_on_every_context():
     inst = f.threshold_prompt_answer("t", 4, 6, 6, 3, 3, seed=0, warm=0.9)
     np.testing.assert_array_equal(inst.w_init, supervised_init(inst, answers(4, 6, 6, 0, 3), target=0.9))
     assert exact_J_grad_w(inst, inst.w_init)[0] >= 0.9
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_tabular_draw_follows_the_documented_order_of_draws(seed):
+    # V, T, structure, coin, then (bigram) the rewards' seed, all from the family's own stream
+    from simulate.protocol.instances import bigram_rewards
+
+    r = np.random.default_rng([seed, sum(map(ord, "tabular"))])
+    V, T = int(r.choice([3, 4, 5])), int(r.choice([4, 5, 6]))
+    structure = str(r.choice(["count", "bigram"]))
+    bern = bool(r.integers(2))
+    inst = f.draw("tabular", seed)
+    assert inst.next_state.shape[0] == T and inst.next_state.shape[2] == V and bool(inst.bernoulli) is bern
+    if structure == "count":
+        assert "count of token 0" in inst.description and inst.step_reward is None
+    else:
+        assert "previous token" in inst.description
+        np.testing.assert_array_equal(inst.step_reward, bigram_rewards(V, T, int(r.integers(2 ** 31))))

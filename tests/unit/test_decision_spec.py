@@ -728,3 +728,12 @@ def test_more_boundaries():
 def test_seed_set_messages_in_full():
     bad(V5, "tune_seeds/eval_seeds", tune_seeds=(7,))
     bad(V5, "tune_seeds/eval_seeds", tune_seeds=(1, 2), eval_seeds=(2, 3))
+
+
+def test_v6_family_size_and_budget_range_ends_are_accepted():
+    from simulate.protocol.families import family_seeds
+
+    fams = {"tabular": 64, "lm-like": 1}
+    inst = tuple(f"{fam}-{s}" for fam, n in fams.items() for s in family_seeds(V6.family_root, fam, n))
+    p = ok(V6, families=fams, instances=inst, family_budget={"tabular": 1, "lm-like": 1})
+    assert p.families["tabular"] == 64 and p.family_budget["tabular"] == 1
