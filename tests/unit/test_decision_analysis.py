@@ -492,3 +492,13 @@ def test_failed_is_a_boolean_series_for_integer_flags():
 def test_failure_modes_of_a_run_without_a_logged_step():
     out = an.failure_modes(0.2, metrics([], []), 1, 0)
     assert out["failure"] == "none" and math.isnan(out["chi2_learn_med"]) and math.isnan(out["ess_early"])
+
+
+def test_turning_points_quantities_delays_from_one_and_quick():
+    df = table(n=2)
+    df = pd.concat([df, df[df.d == 32].assign(d=1), df[df.d == 32].assign(d=8)])
+    p = dataclasses.replace(PROTOCOL, delays=(0, 1, 32))
+    turns = an.turning_points(df, p)
+    assert turns[0]["quantity"] == "Δauc" and turns[-1]["quantity"] == "failure rate"
+    assert [e["d"] for e in turns[0]["per_d"]] == [1, 32] and turns[0]["per_d"][0]["n"] == 2
+    assert [e["d"] for e in an.turning_points(df, quick=True)[0]["per_d"]] == [8]
