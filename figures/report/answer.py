@@ -368,8 +368,9 @@ def exploratory_blocks(rep: dict) -> list:
     if rl:
         b.append(("p", rl))
     meta = v6_meta(rep)
+    # an entry without an arm is read as the primary arm's, as the first table reads it (confirmatory)
     other = [e for e in entries(rep) if e["group"] in ("tabular-family", "lm-like-family")
-             and e.get("arm", "") != _arm_word(meta)]
+             and e.get("arm", "") not in (_arm_word(meta), "")]
     if other:
         b += [("p", "Protocol v6 on its other step-size arm (η tuned at d = 0 by onpolicy, shared by every estimator):"),
               ("table", ["setting", "d", "rival", "arm", "gmc − rival (IQM) [interval]; P [interval]"],
@@ -384,8 +385,10 @@ def regime_line(rep: dict) -> str:
     from scipy import stats
 
     rm = rep.get("regime_map") or {}
+    # a cell whose interval does not hold its estimate (lo ≤ estimate ≤ hi) is malformed: no p-value can come from it
     cs = [c for c in rm.get("comparisons") or [] if c.get("comparison") == "gmc − onpolicy" and int(c.get("d", 0)) > 0
-          and finite(c.get("lo")) and finite(c.get("hi")) and finite(c.get("estimate")) and int(c.get("n") or 0) >= 2]
+          and finite(c.get("lo")) and finite(c.get("hi")) and finite(c.get("estimate")) and int(c.get("n") or 0) >= 2
+          and float(c["lo"]) <= float(c["estimate"]) <= float(c["hi"])]
     if not cs:
         return ""
     ps = []

@@ -680,9 +680,6 @@ def test_regime_line_skips_a_cell_without_a_delay_and_keeps_n_two():
     assert "(exploratory; 1 cells" in line and "ahead of onpolicy in 1 cells" in line
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason="bug (issue 55 report): exploratory_blocks lists a v6 row "
-                   "without an arm as 'the other arm' and renders e['arm'], though check_entry allows a row without "
-                   "one and the first table reads it as the primary arm's")
 def test_exploratory_blocks_accept_a_v6_row_without_an_arm():
     r = rep(sidecars=[dict(figure="f", v6=V6, answer=[noarm(group="tabular-family", setting="tabular-1")])])
     assert an.table(r)[1][0][1] == "+0.100 [+0.050, +0.150]"  # the first table reads it as the primary arm's
@@ -712,3 +709,13 @@ def test_damaged_evidence_is_never_judged():
 
 def test_main_arm_without_tuned_is_the_first_arm_seen():
     assert an._main_arm([ent(arm="common η"), ent(arm="x η")], "tabular") == "common η"
+
+
+def test_regime_line_skips_a_cell_whose_interval_does_not_hold_its_estimate():
+    """An inverted interval (lo > hi) has no p-value: it is never counted as significant (issue 55 report)."""
+    good = dict(instance="a", d=8, G=8, eps=0.2, eta_factor=1.0, comparison="gmc − onpolicy", estimate=0.5, lo=0.45,
+                hi=0.55, n=24)
+    bad = dict(good, instance="b", lo=0.55, hi=0.45)
+    r = rep(regime_map=dict(comparisons=[good, bad], settings=dict(instances=["a", "b"], delays=[8])))
+    line = an.regime_line(r)
+    assert "1 cells with d ≥ 1" in line and "ahead of onpolicy in 1 cells" in line and "b:" not in line
