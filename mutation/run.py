@@ -50,52 +50,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = Path(__file__).resolve().parent / "equivalent.txt"
 
-#: source file -> the test files that exercise it (only these run against its mutants).
-TARGETS: dict[str, list[str]] = {
-    # The kernels run as plain Python here (NUMBA_DISABLE_JIT, see above), where math.exp overflows
-    # with OverflowError instead of inf: tests that push `is` past ℓ ≈ 709.78 through a kernel are
-    # left out, and the hypothesis-driven three-backend test is too slow to run once per mutant.
-    "asyncgrpo/estimators/reference.py": ["tests/test_core_contracts.py", "tests/faults/test_functionals_faults.py"],
-    "asyncgrpo/estimators/kernels.py": [
-        "tests/test_core_contracts.py",
-        "tests/test_estimators.py::test_numba_batch_and_group_functionals_match_reference",
-    ],
-    "asyncgrpo/functionals.py": [
-        "tests/test_core_contracts.py", "tests/faults/test_functionals_faults.py", "tests/faults/test_api_types.py",
-    ],
-    "asyncgrpo/validation.py": ["tests/test_core_contracts.py", "tests/faults/test_api_types.py"],
-    "simulate/delays.py": ["tests/test_core_contracts.py", "tests/test_delays.py"],
-    "simulate/verdicts.py": ["tests/test_core_contracts.py", "tests/test_verdicts.py"],
-    # issue 39: the C6 overlap measurement, the protocol's C9 scope logic, the registry and the peers' maps.
-    # A test that trains, or pushes a map's math.exp past ℓ ≈ 709.78, cannot run without the JIT: left out
-    # (pytest's --deselect) where the file runs JIT-less. A pattern with * takes every test file it matches.
-    "simulate/training/overlap.py": ["tests/test_mutation_overlap.py", "tests/test_c6_overlap.py"],
-    "simulate/protocol/c9.py": ["tests/unit/test_decision_c9*.py", "tests/test_protocol.py", "tests/test_protocol_v4.py",
-                                "tests/test_*c9*.py"],
-    "asyncgrpo/estimators/registry.py": [
-        "tests/test_mutation_registry.py", "tests/test_registry.py", "tests/test_mutation_peers.py",
-        "--deselect=tests/test_registry.py::test_parity_suite_on_every_registered_estimator[is]",
-        "--deselect=tests/test_registry.py::test_every_peer_runs_in_the_learner",
-        "--deselect=tests/test_registry.py::test_a_peer_runs_through_a_protocol_cell",
-        "--deselect=tests/test_registry.py::test_an_estimator_from_a_temporary_module_reaches_the_learner_kit_and_parity",
-    ],
-    **{f"asyncgrpo/estimators/maps/{m}.py": [
-        "tests/test_mutation_peers.py", "tests/test_peer_corrections.py", "tests/test_peer_losses.py",
-        "tests/test_peer_parity_trl.py", "tests/test_peer_parity_verl.py",  # issue 36: against the installed peers
-        *(f"tests/test_registry.py::test_parity_suite_on_every_registered_estimator[{n}]" for n in names),
-        "--deselect=tests/test_peer_losses.py::test_sapo_weight_is_finite_in_log_space_and_differs_from_verl_only_below_minus_20",
-        "--deselect=tests/test_peer_losses.py::test_peer_losses_run_in_the_learner_and_are_not_corrections",
-    ] for m, names in (("trl_opsm", ["trl_seq_mask"]), ("luspo", ["luspo"]), ("gpg", ["gpg"]), ("sapo", ["sapo"]),
-                       ("verl_rollout_corr", ["verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs"]))},
-    # issue 55: the code that draws conclusions, against its unit tests (tests/unit/test_decision_*.py, seconds each)
-    # and the file's own fast tests.
-    "simulate/protocol/headline.py": ["tests/unit/test_decision_headline*.py", "tests/test_headline.py"],
-    "simulate/protocol/aggregate.py": ["tests/unit/test_decision_aggregate*.py"],
-    "simulate/protocol/families.py": ["tests/unit/test_decision_families*.py", "tests/unit/test_decision_spec*.py"],
-    "figures/report/answer.py": ["tests/unit/test_decision_answer*.py"],
-    "simulate/protocol/spec.py": ["tests/unit/test_decision_spec*.py"],
-    "simulate/llm/analysis.py": ["tests/unit/test_decision_analysis*.py"],
-}
+from targets import TARGETS  # noqa: E402  (mutation/targets.py: the file → tests table, shared with mutmut_run)
+
 #: Targets run with the JIT on (module docstring): no kernel in the file, and tests that train.
 JIT_ON = {"simulate/training/overlap.py", "simulate/protocol/c9.py",
           # issue 55: their unit tests draw family instances (a warm start by exact-J gradient descent, kernels)

@@ -417,43 +417,7 @@ map_last["boundary"]
 # yours, and prints the recommendation with its rivals. Nothing is recomputed here; `make run` remakes the sidecars.
 
 # %%
-import json
-from pathlib import Path
+from figures.report.for_delay import for_delay
 
 MY_DELAY = 8
-import figures
-
-OUT = Path(figures.__file__).parent / "out"  # the committed report's sidecars
-
-
-def my_delay(d: int, out: Path = OUT) -> None:
-    """Print v6's rival table and the ε/G/η advice at the measured delay nearest to ``d``."""
-    from simulate.protocol import headline
-
-    v6 = json.loads((out / "fig_protocol_v6.json").read_text()) if (out / "fig_protocol_v6.json").exists() else None
-    adv = json.loads((out / "fig_eps_G_advice.json").read_text()) if (out / "fig_eps_G_advice.json").exists() else None
-    if v6 is None:
-        print("protocol v6's sidecar is not there: run `make run` (or python -m figures --only fig_protocol_v6)")
-        return
-    meta = v6["v6"]
-    dd = min(meta["delays"], key=lambda x: abs(x - d))
-    arm = {"tuned": "tuned η", "common": "common η"}[meta["primary_arm"]]
-    print(f"your delay d = {d} → the nearest measured d = {dd} ({meta['label']}, {arm})")
-    for group in ("tabular-family", "lm-like-family"):
-        es = [e for e in v6["answer"] if e["group"] == group and e["arm"] == arm]
-        dec = headline.decide(es, meta["rivals"], meta["delays"])
-        print("  " + headline.line(group.replace("-family", " family"), dec))
-        for e in sorted((e for e in es if e["d"] == dd), key=lambda e: e["delta"]):
-            print(f"    gmc − {e['rival']:<13} {e['delta']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]  "
-                  f"P(gmc > rival) {e['poi']:.2f} [{e['poi_lo']:.2f}, {e['poi_hi']:.2f}]")
-    if adv:
-        da = min({r["d"] for r in adv["advice"]}, key=lambda x: abs(x - d))
-        print(f"ε, G, η at d = {da} (exploratory; LM-like draws; held-out nAUC IQM [95 % bootstrap]):")
-        for r in adv["advice"]:
-            if r["d"] == da:
-                eps = "" if r["estimator"] == "grpo" else f"ε = {r['eps']:g}, "
-                print(f"  {r['mode']:<6} {r['estimator']:<5} {eps}G = {r['G']}, K = {r['K']}, η ≈ {r['eta_median']:.3g}: "
-                      f"{r['iqm']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]")
-
-
-my_delay(MY_DELAY)
+print("\n".join(for_delay(MY_DELAY)))

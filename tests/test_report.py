@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from figures.report import answer, check, render
+from figures.report import answer, check, lm_runs, render
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "figures" / "out"
@@ -105,9 +105,9 @@ def test_answer_table_with_no_data_still_renders_and_bad_entries_name_the_field(
 def test_broken_lm_arm_is_out_of_scope_not_a_verdict():
     runs = [dict(estimator=e, d=d, lr_factor=3.0, failure="collapsed") for e in ("onpolicy", "gmc") for d in (0, 32)]
     runs += [dict(estimator="gmc", d=0, lr_factor=1.0, failure="none")]
-    assert list(answer.broken_arms({"runs": runs})) == [3.0]
+    assert list(lm_runs.broken_arms({"runs": runs})) == [3.0]
     runs[0]["failure"] = "none"  # the d = 0 control learns: the arm is not broken
-    assert answer.broken_arms({"runs": runs}) == {}
+    assert lm_runs.broken_arms({"runs": runs}) == {}
 
 
 # ----------------------------------------------------------------------------- the text checks

@@ -3,7 +3,7 @@ short "Key findings" list and the appendix: C9 on the tabular instances, gmc −
 the regime map's boundary, the mechanism at the primary cell, and the LM row."""
 from __future__ import annotations
 
-from figures.report import answer
+from figures.report import lm_runs
 from figures.report.claims import row
 from figures.report.data import f, n, per_G
 from simulate import verdicts as vd
@@ -152,7 +152,7 @@ def _lm_finding(rep: dict) -> str:
         txt += " Smallest d at which each part holds / is refuted (per-d paired t, no multiplicity correction): " + "; ".join(
             f"{t['claim']} {n(t.get('first_holds'))} / {n(t.get('first_refuted'))}" for t in turns) + "."
     arms = [a for a in meta.get("arms") or [] if float(a.get("lr_factor", 1.0)) != 1.0]
-    broken = answer.broken_arms(meta)
+    broken = lm_runs.broken_arms(meta)
     for a in arms:
         fac = float(a["lr_factor"])
         word = f"{vd.OUT_OF_SCOPE} (broken arm: {broken[fac]})" if fac in broken else a.get("verdict")

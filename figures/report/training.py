@@ -4,7 +4,7 @@ the main report (:func:`main_blocks`), big ones to the appendix REPORT-details.m
 Qualifiers (underpowered, broken arm) go to a note column, never into a verdict cell."""
 from __future__ import annotations
 
-from figures.report import answer
+from figures.report import lm_runs
 from figures.report.data import f, n, per_G
 from figures.report.findings import _mechanism
 from simulate import verdicts as vd
@@ -159,7 +159,7 @@ def training_blocks(rep: dict) -> list:
                     + (f"; protocol hash `{meta.get('protocol_hash')}`" if meta.get("protocol_hash") else "")
                     + ". Each part has its own verdict; a part about one estimator (e.g. 'is unstable') says nothing "
                       "about gmc, so no single LM word is headlined. Failed runs at d = 32 (of n, base η): "
-                    + answer.lm_failures(rep, 32) + "."),
+                    + lm_runs.lm_failures(rep, 32) + "."),
               ("table", ["quantity", "at", "estimate", "verdict", "interval and rule"],
                # the estimate alone: its interval (t, at the comparison's Holm level) is in the note, so no
                # second, differently computed interval can disagree with the verdict
@@ -191,7 +191,7 @@ def training_blocks(rep: dict) -> list:
                    ["η factor", "part", "first d holds", "first d refuted"],
                    [[f(float(t.get("lr_factor", 1.0))), t["claim"], n(t.get("first_holds")), n(t.get("first_refuted"))]
                     for t in turns])]
-        broken = answer.broken_arms(meta)
+        broken = lm_runs.broken_arms(meta)
         for a in meta.get("arms") or []:
             fac = float(a.get("lr_factor", 1.0))
             if fac != 1.0 and a.get("lines"):

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from figures.report import answer as an
+from figures.report import lm_runs
 
 PEERS = ("verl_seq_tis", "trl_seq_mask")
 V6 = dict(name="training-claims-v6", label="v6@abc", rivals=["onpolicy", "tis"], delays=[8, 32], primary_arm="tuned",
@@ -501,9 +502,9 @@ def test_lm_failures_counts_failed_runs_per_estimator_at_the_base_step_size():
     runs = [dict(estimator="onpolicy", d=32, failure="diverged"), dict(estimator="onpolicy", d=32, failure="nan"),
             dict(estimator="gmc", d=32, failure="none"), dict(estimator="gmc", d=32, failure="none", lr_factor=1.0),
             dict(estimator="gmc", d=32, failure="nan", lr_factor=2.0), dict(estimator="gmc", d=8, failure="nan")]
-    assert an.lm_failures(rep(lm_meta=dict(runs=runs)), 32) == "onpolicy 2/2, gmc 0/2"
-    assert an.lm_failures(rep(lm_meta=dict(runs=runs)), 8) == "gmc 1/1"
-    assert an.lm_failures(rep(), 8) == ""
+    assert lm_runs.lm_failures(rep(lm_meta=dict(runs=runs)), 32) == "onpolicy 2/2, gmc 0/2"
+    assert lm_runs.lm_failures(rep(lm_meta=dict(runs=runs)), 8) == "gmc 1/1"
+    assert lm_runs.lm_failures(rep(), 8) == ""
 
 
 def test_broken_arms_are_arms_where_every_run_fails_the_control_included():
@@ -511,9 +512,9 @@ def test_broken_arms_are_arms_where_every_run_fails_the_control_included():
             dict(d=0, failure="none", lr_factor=2.0), dict(d=8, failure="nan", lr_factor=2.0),
             dict(d=8, failure="nan", lr_factor=8.0),                       # no d = 0 control: not broken
             dict(d=0, failure="nan"), dict(d=8, failure="nan"), dict(d=8, lr_factor=1.0)]  # a run without failure: ok
-    out = an.broken_arms(dict(runs=runs))
+    out = lm_runs.broken_arms(dict(runs=runs))
     assert out == {4.0: "every run fails (2/2), the d = 0 control included (1/1)"}
-    assert an.broken_arms(None) == {} and an.broken_arms({}) == {}
+    assert lm_runs.broken_arms(None) == {} and lm_runs.broken_arms({}) == {}
 
 
 def test_constants_of_the_first_screen():
@@ -566,7 +567,7 @@ def test_main_arm_of_rows_without_an_arm_is_empty():
 
 def test_broken_arms_reads_a_missing_lr_factor_as_the_base_arm():
     runs = [dict(d=0, failure="nan"), dict(d=8, failure="diverged"), dict(d=0, failure="none", lr_factor=2.0)]
-    assert an.broken_arms(dict(runs=runs)) == {1.0: "every run fails (2/2), the d = 0 control included (1/1)"}
+    assert lm_runs.broken_arms(dict(runs=runs)) == {1.0: "every run fails (2/2), the d = 0 control included (1/1)"}
 
 
 def test_cells_read_a_missing_arm_as_the_empty_arm_and_use_the_given_peers():
