@@ -36,7 +36,7 @@ def _curves(t, seeds):
         for G, gg in g.groupby("G"):
             insts = sorted(gg.instance.unique())
             X = ag.score_matrix(gg, e, d, insts, seeds, eta_kind="tuned")
-            _, lo, hi = ag.stratified_bootstrap(ag.iqm_diff, X, np.zeros_like(X), reps=500)
+            _, lo, hi = ag.iqm_interval(X, reps=500)
             pts.append((int(G), float(metrics.aggregate_iqm(X)), lo, hi))
         out[(mode, int(d), e, float(eps))] = sorted(pts)
     return out

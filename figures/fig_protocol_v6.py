@@ -47,32 +47,25 @@ def run(quick: bool = False, sweep_opts: dict | None = None):
 
 def family_instances(proto) -> dict[str, list[str]]:
     """``{family: [instance, …]}`` of the protocol's instances, in order."""
-    from simulate.protocol.families import parse_name
+    from simulate.protocol.families import by_family
 
-    out: dict[str, list[str]] = {}
-    for i in proto.instances:
-        out.setdefault(parse_name(i)[0], []).append(i)
-    return out
+    return by_family(proto.instances)
 
 
 def answer_rows(res) -> list[dict]:
     """gmc − rival per family × d × arm: IQM difference (``delta``, ``lo``, ``hi``) and probability of improvement
-    (``poi``, ``poi_lo``, ``poi_hi``), stratified bootstrap over instances × held-out seeds."""
+    (``poi``, ``poi_lo``, ``poi_hi``), stratified bootstrap over instances × held-out seeds
+    (:func:`simulate.protocol.aggregate.family_comparisons`)."""
     p = res.protocol
-    eps, G = float(p.primary["eps"]), int(p.primary["G"])
     out = []
-    for fam, insts in family_instances(p).items():
-        for arm in p.step_arms:
-            for d in p.delays:
-                X = ag.score_matrix(res.table, "gmc", d, insts, p.eval_seeds, eta_kind=arm, eps=eps, G=G)
-                for r in p.rivals:
-                    Y = ag.score_matrix(res.table, r, d, insts, p.eval_seeds, eta_kind=arm, eps=eps, G=G)
-                    c = ag.compare(X, Y)
-                    out.append(dict(group=FAMILY_GROUPS[fam], setting=f"{fam} family ({len(insts)} drawn instances)",
-                                    d=int(d), rival=r, arm=ARMS[arm], metric="nAUC IQM", delta=c["delta"], lo=c["lo"],
-                                    hi=c["hi"], poi=c["poi"], poi_lo=c["poi_lo"], poi_hi=c["poi_hi"],
-                                    n=c["n_seeds"] * c["n_instances"], interval=ag.INTERVAL, protocol=p.label,
-                                    primary=arm == p.primary_arm))
+    for arm in p.step_arms:
+        for c in ag.family_comparisons(res.table, p, "gmc", p.rivals, arm):
+            fam, n_inst = c["family"], c["n_instances"]
+            out.append(dict(group=FAMILY_GROUPS[fam], setting=f"{fam} family ({n_inst} drawn instances)",
+                            d=c["d"], rival=c["rival"], arm=ARMS[arm], metric="nAUC IQM", delta=c["delta"], lo=c["lo"],
+                            hi=c["hi"], poi=c["poi"], poi_lo=c["poi_lo"], poi_hi=c["poi_hi"],
+                            n=c["n_seeds"] * n_inst, interval=ag.INTERVAL, protocol=p.label,
+                            primary=arm == p.primary_arm))
     return out
 
 

@@ -44,23 +44,12 @@ def property_rows(name: str, eps: float) -> list[list[str]]:
 def scorecard_entries(table, proto, name: str, rivals) -> dict[str, list[dict]]:
     """``{family: [entry]}``: ``name − rival`` per family × d on ``proto``'s primary arm (IQM difference and
     probability of improvement, stratified bootstrap; the entries the headline rule reads)."""
-    from simulate.protocol import aggregate as ag
-    from simulate.protocol.families import parse_name
+    from simulate.protocol.aggregate import family_comparisons
 
-    eps, G = float(proto.primary["eps"]), int(proto.primary["G"])
-    fams: dict[str, list[str]] = {}
-    for i in proto.instances:
-        fams.setdefault(parse_name(i)[0], []).append(i)
     out: dict[str, list[dict]] = {}
-    for fam, insts in fams.items():
-        for d in proto.delays:
-            X = ag.score_matrix(table, name, d, insts, proto.eval_seeds, eta_kind=proto.primary_arm, eps=eps, G=G)
-            for r in rivals:
-                Y = ag.score_matrix(table, r, d, insts, proto.eval_seeds, eta_kind=proto.primary_arm, eps=eps, G=G)
-                c = ag.compare(X, Y)
-                out.setdefault(fam, []).append(dict(rival=r, d=int(d), delta=c["delta"], lo=c["lo"], hi=c["hi"],
-                                                    poi=c["poi"], poi_lo=c["poi_lo"], poi_hi=c["poi_hi"],
-                                                    n_instances=len(insts)))
+    for c in family_comparisons(table, proto, name, rivals):
+        out.setdefault(c["family"], []).append({k: c[k] for k in ("rival", "d", "delta", "lo", "hi", "poi", "poi_lo",
+                                                                   "poi_hi", "n_instances")})
     return out
 
 
@@ -107,12 +96,10 @@ def _plot(table, proto, name: str, rivals, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from simulate.protocol import aggregate as ag
-    from simulate.protocol.families import parse_name
+    from simulate.protocol.families import by_family
 
     eps, G = float(proto.primary["eps"]), int(proto.primary["G"])
-    fams: dict[str, list[str]] = {}
-    for i in proto.instances:
-        fams.setdefault(parse_name(i)[0], []).append(i)
+    fams = by_family(proto.instances)
     ds = [d for d in proto.delays if d > 0] or list(proto.delays)
     fig, axes = plt.subplots(len(fams), len(ds), figsize=(3.3 * len(ds), 2.6 * len(fams)), squeeze=False)
     taus = np.linspace(-0.25, 1.25, 121)

@@ -92,8 +92,7 @@ def recommend(table: pd.DataFrame, eval_seeds) -> list[dict]:
                 sel = t[np.isclose(t.eps, eps) & (t.G == G)]
                 insts = sorted(sel.instance.unique())
                 X = ag.score_matrix(sel, e, d, insts, eval_seeds, eta_kind="tuned")
-                # the interval of IQM(X) itself: the IQM difference against a zero matrix, on the same resamples
-                _, lo, hi = ag.stratified_bootstrap(ag.iqm_diff, X, np.zeros_like(X))
+                _, lo, hi = ag.iqm_interval(X)
                 etas = sel.groupby("instance").eta_tuned.first()
                 out.append(dict(d=int(d), mode=mode, estimator=e, eps=float(eps), G=int(G),
                                 iqm=float(metrics.aggregate_iqm(X)), lo=lo, hi=hi,

@@ -113,3 +113,27 @@ def performance_profile(X: np.ndarray, taus: np.ndarray) -> np.ndarray:
     """Fraction of runs (all seeds × instances) with score > τ, for each τ (Agarwal et al.'s performance profile)."""
     x = np.asarray(X, dtype=np.float64).ravel()
     return np.array([float(np.mean(x > t)) for t in np.asarray(taus, dtype=np.float64)])
+
+
+def family_comparisons(table: pd.DataFrame, proto, subject: str, rivals, arm: str | None = None) -> list[dict]:
+    """``subject − rival`` per family × delay × rival of a version-6 protocol's run table on one step-size arm
+    (default the primary): :func:`compare` on the score matrices over the family's draws × held-out seeds, with
+    ``family``, ``d``, ``rival`` and ``n_instances`` added. The one loop the report's table and ``simulate score`` read."""
+    from simulate.protocol.families import by_family
+
+    arm = proto.primary_arm if arm is None else arm
+    eps, G = float(proto.primary["eps"]), int(proto.primary["G"])
+    out = []
+    for fam, insts in by_family(proto.instances).items():
+        for d in proto.delays:
+            X = score_matrix(table, subject, d, insts, proto.eval_seeds, eta_kind=arm, eps=eps, G=G)
+            for r in rivals:
+                Y = score_matrix(table, r, d, insts, proto.eval_seeds, eta_kind=arm, eps=eps, G=G)
+                out.append(dict(compare(X, Y), family=fam, d=int(d), rival=r, n_instances=len(insts)))
+    return out
+
+
+def iqm_interval(X: np.ndarray, reps: int = BOOT_REPS, seed: int = BOOT_SEED) -> tuple[float, float, float]:
+    """``(IQM(X), lo, hi)``: one score matrix's IQM and its stratified-bootstrap interval (the IQM difference against a
+    zero matrix on the same resamples: ``IQM(X) − 0`` is ``IQM(X)`` exactly)."""
+    return stratified_bootstrap(iqm_diff, X, np.zeros_like(np.asarray(X, dtype=np.float64)), reps, seed)

@@ -214,3 +214,11 @@ def check_draws(proto, check, is_int, budget_limit: int) -> None:
           "a non-empty list of the protocol's estimators other than gmc (gmc must be an estimator)")
     check(proto.primary_arm in proto.step_arms, "primary_arm", f"one of step_arms {list(proto.step_arms)}")
     check(not proto.instance_settings, "instance_settings", "absent in version 6 (family_budget sets the budget)")
+
+
+def by_family(instances) -> dict[str, list[str]]:
+    """``{family: [instance, …]}`` of family draws ``<family>-<seed>``, in the given order."""
+    out: dict[str, list[str]] = {}
+    for i in instances:
+        out.setdefault(parse_name(i)[0], []).append(i)
+    return out
