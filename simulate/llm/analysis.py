@@ -373,27 +373,42 @@ ANSWER_RIVALS: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "grpo")
 ANSWER_DELAYS: tuple[int, ...] = (8, 32)
 
 
-def answer_rows(df: pd.DataFrame, protocol: LMProtocol, group: str, setting: str, result: C9Result | None = None) -> list[dict]:
-    """The report's answer rows: ``gmc − rival`` in ``protocol.metric`` at ``d ∈`` :data:`ANSWER_DELAYS`,
-    paired over seeds, with the 95 % paired t-interval (:func:`simulate.verdicts.t_interval` of the
-    per-seed differences). At ``d_max`` the verdict is the registered Holm family's (``gmc not worse than
-    X``); at other delays it is left out (a per-d test is a map, not a verdict). ``result``: the reported
-    C9 result when it is not the table's own (v5: after the consensus rule)."""
+def answer_rows(df: pd.DataFrame, protocol: LMProtocol, group: str, setting: str, result: C9Result | None = None,
+                quick: bool = False) -> list[dict]:
+    """The report's answer rows: ``gmc − rival`` in ``protocol.metric``, paired over seeds, with the 95 % paired
+    t-interval (:func:`simulate.verdicts.t_interval` of the per-seed differences). Versions < 8: the rivals
+    :data:`ANSWER_RIVALS` at :data:`ANSWER_DELAYS`; from v8 every estimator of the protocol at every delay, ``d = 0``
+    from the shared baseline run (every map coincides there, so ``gmc − X`` is exactly 0 on every seed), and each row
+    marked ``confirmatory``. At ``d_max`` the verdict is the registered Holm family's (``gmc not worse than X``); at
+    other delays it is left out (a per-d test is a map, not a verdict). ``result``: the reported C9 result when it is
+    not the table's own (v5: after the consensus rule). ``quick``: a path check, never marked confirmatory."""
     res = c9_result(df, protocol) if result is None else result
     holm = {c.name: c.verdict for c in res.comparisons}
+    v8 = protocol.version >= 8
+    rivals = tuple(x for x in protocol.estimators if x != "gmc") if v8 else ANSWER_RIVALS
+    metric = "accuracy AUC" if protocol.metric == "auc" else "final accuracy"
     out = []
-    for d in ANSWER_DELAYS:
-        for x in ANSWER_RIVALS:
-            a, b = _paired(df, protocol.metric, ("gmc", d)), _paired(df, protocol.metric, (x, d))
-            common = a.index.intersection(b.index)
-            if len(common) < 2:
-                continue
-            m, lo, hi = vd.t_interval((a[common] - b[common]).to_numpy(float), 0.95)
-            row = dict(group=group, setting=setting, d=int(d), rival=x, arm="",
-                       metric="accuracy AUC" if protocol.metric == "auc" else "final accuracy",
-                       delta=m, lo=lo, hi=hi, interval=f"95 % paired t, {len(common)} seeds", n=int(len(common)))
+    for d in (sorted(protocol.delays) if v8 else ANSWER_DELAYS):
+        for x in rivals:
+            row = dict(group=group, setting=setting, d=int(d), rival=x, arm="", metric=metric)
+            if d == 0 and v8:  # one shared run stands for every map (module docstring of simulate.llm.protocol)
+                n = int(_paired(df, protocol.metric, (protocol.baseline, 0)).size)
+                if n < 2:
+                    continue
+                row.update(delta=0.0, lo=0.0, hi=0.0, n=n,
+                           interval=f"d = 0: one shared {protocol.baseline} run per seed ({n} seeds); every map "
+                                    "coincides there (ρ = 1)")
+            else:
+                a, b = _paired(df, protocol.metric, ("gmc", d)), _paired(df, protocol.metric, (x, d))
+                common = a.index.intersection(b.index)
+                if len(common) < 2:
+                    continue
+                m, lo, hi = vd.t_interval((a[common] - b[common]).to_numpy(float), 0.95)
+                row.update(delta=m, lo=lo, hi=hi, interval=f"95 % paired t, {len(common)} seeds", n=int(len(common)))
             verdict = holm.get(f"gmc not worse than {x} at d={d}") if d == protocol.d_max else None
             if verdict:
                 row["verdict"] = verdict
+            if v8 and protocol.confirmatory and not quick:
+                row["confirmatory"] = True
             out.append(row)
     return out

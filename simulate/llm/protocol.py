@@ -36,136 +36,26 @@ normalised accuracy below ``lockin_nJ`` with the last steps' gradient norm at mo
 of the first step's). Version 1 (the first committed report) counted a run unstable if it skipped an
 update or ended below ``collapse_fraction`` of its warm-start accuracy, with ``p0 = 0.5``.
 
-**Version 3** (issue 25; :data:`PROTOCOL`, fixed before any of its runs was looked at). What changes
-and why:
+**Versions.** Each registered version is a frozen instance below (:data:`PROTOCOLS`), reproducible under its hash;
+what each changed and why (v3: six delays and a step-size arm; v4: a task where RL learns, perturbation check; v5:
+pinned kernels and the consensus rule; v6: a weaker warm start and 16 seeds; v7: float64 from a frozen warm start;
+v8: fresh seeds drawn by hash, the full rival set, confirmatory) is in docs/llm.md, one section per version, and
+the text each version was registered with is in this file's git history.
 
-- *Delays* ``d ∈ {0, 2, 4, 8, 16, 32}`` instead of ``{0, 8, 32}``: the claim is about large delays, and
-  a reader needs to see *where* the ordering turns, not one point. The Holm family and the rate checks
-  stay at ``d_max = 32`` (the registered verdicts); at every other ``d`` the same comparisons and rates
-  are computed without multiplicity correction and reported as *turning points* (the smallest ``d``
-  at which each sub-claim's one-sided level-``α`` interval lies wholly above / below its threshold): a
-  map of the sweep, not a verdict.
-- *Step-size arm*: the sweep again at ``η·arm_lr_factor`` (×3) on ``arm_seeds`` (6 seeds, the first
-  six of the main arm, so the arms pair by seed too) at ``arm_delays = (0, 8, 32)``: every delay the
-  registered comparisons and rates use (``0`` and ``d_max``) plus the middle one. It gets the same
-  comparisons and rates, reported per arm; the claim's verdict is the main arm's (the arm has half the
-  seeds, so its ``inconclusive`` is expected more often and is not a contradiction). Its purpose is to
-  show whether a stability conclusion survives a 3× larger step, not to re-decide C9. With 6 seeds
-  ``gmc stable`` cannot hold in the arm (0/6 failures: 90 % Clopper–Pearson upper limit 0.39 > p₀); the
-  arm can refute it or find ``is`` unstable. ``--full`` runs the arm on 12 seeds at every delay.
-  Why not every delay by default: one seed's forest of 31 runs costs ~70 CPU-s on this machine's
-  cores, so 12 + 6 full forests are ~1270 CPU-s, over the 10-minute budget on 2 cores; the arm at
-  three delays costs ~45 % of a full forest.
-- *Groups per step* ``n_prompts = 8`` (``G = 8`` unchanged, 64 trajectories per step) instead of 16:
-  the sweep grows from 156 to 558 runs and the LM part of ``make run`` has a 10-minute budget on 2 cores
-  (issue 25). The group size ``G`` — the quantity the group-level maps act on — is unchanged, and the
-  per-step gradient gets noisier, which makes a difference between estimators harder, not easier, to
-  show. Everything else (``K = 40`` updates, η, the warm start, ``n_eval``, the margin, ``α``, ``p₀``, the
-  failure definition) is v2's.
-- *Rate premise*: the tabular protocol's v3 rule (``rate_premise_d0``, adopted so that the LM row keeps
-  "the same verdict rule"): ``is unstable`` / ``gmc stable`` at ``d`` are ``out of scope`` when the shared
-  ``d = 0`` runs already fail in more than ``p₀`` of the seeds (a failure at ``d`` is then not the delay's).
-- *Exact sharing* (no change in any number, :mod:`simulate.llm.tree`): the runs of one seed and step
-  size are computed as trees whose common prefixes (every ``k ≤ d`` samples the warm start) are run
-  once, and batches drawn from the warm start are drawn once per seed.
+**Version 8** (issue 53; :data:`PROTOCOL`; registered before any v8 run). v7's runs and rules with:
 
-``--full`` (``full_seeds``: 24 seeds in the main arm, 12 in the step-size arm) is the same protocol on
-more seeds, for a machine with time; its verdicts use the same rule.
-
-**Version 4** (issue 35; :data:`PROTOCOL_V4`). v3's row barely learnt (accuracy AUC ≈ 0.50 at ``d = 0`` from
-a 0.48 warm start), so it measured collapse-avoidance, not learning, and two of its statements flipped
-with the CPU's SIMD kernels. What changes and why:
-
-- *A task where RL learns*: the warm start runs 800 steps instead of 400 (held-out accuracy 0.555), the
-  RL step size ramps up linearly over the first ``warmup_steps = 10`` updates (AdamW's first updates move
-  every weight by ~η whatever the gradient's signal-to-noise, and undid part of the warm start), and the
-  advantages are group-normalised (``adv_norm``, GRPO's option). Chosen from exploratory runs of the
-  ``d = 0`` learner alone (onpolicy, seeds 0–6, final held-out accuracy − warm start +0.135 … +0.25,
-  2026-12-04); no comparison between estimators was looked at before this version was fixed.
-  ``min_gain = 0.15`` is the target the sidecar reports against (mean gain of the ``d = 0`` runs with its
-  95 % t-interval); it decides no verdict.
-- *Delays* ``(0, 2, 8, 32)`` and *no step-size arm* (``arm_seeds = ()``): the perturbation check below
-  re-runs the registered comparisons, and the LM part of ``make run`` has 8 minutes on 2 cores.
-- *The regime label from an interval* (``regime_level``): gmc's runs at ``d_max`` are in the *local*
-  overlap regime when the upper end of the 95 % t-interval of the geometric mean (over seeds) of their
-  learning-phase ``χ̂²`` is ≤ 1, *far* when its lower end is > 1, otherwise ``inconclusive`` — v3 read a
-  point (the median, 0.846 on one CPU and 1.26 on another).
-- *Perturbation* (``perturb_capabilities``, ``perturb_seeds``): the registered comparisons and rates at
-  ``d_max`` and the regime label are re-made under every other ATen CPU kernel path the machine has
-  (``ATEN_CPU_CAPABILITY``, warm start included, in subprocesses) on ``perturb_seeds`` (4 seeds, the
-  budget) and compared with the native run on the same seeds; a part whose verdict or label differs is
-  *fragile* (:mod:`simulate.llm.perturb`).
-
-**Version 5** (issue 35; :data:`PROTOCOL`; fixed before any v5 run, as the response to v4's measured
-fragility: on seeds 0–3, 2 of 12 parts differed between native avx512 and the default/avx2 paths — "gmc not
-worse than tis" inconclusive natively, holds under both; the regime label inconclusive natively, local under
-both). v4's task, runs, seeds, delays, comparisons, rates and regime interval are unchanged. What changes:
-
-- *Pinned kernels* (``kernel_pin = "avx2+COMPATIBLE"``, :mod:`simulate.llm.determinism`): every run, warm
-  start included, is made with ``ATEN_CPU_CAPABILITY=avx2`` and ``MKL_CBWR=COMPATIBLE``, so the row's
-  numbers are the same on every x86-64 CPU with AVX2 (CPUs without AVX2 and other architectures are not
-  covered: a run there is refused). Measured on the AMD EPYC of 2026-12-04 (tiny model, 150 warm-start and
-  8 RL steps): unpinned, ATen avx512 / avx2 / default give three different runs, and so do MKL with CNR off /
-  ``AUTO`` / ``COMPATIBLE``; pinned, the run is bit for bit the same with ``MKL_ENABLE_INSTRUCTIONS`` =
-  AVX512, AVX2 or SSE4_2 (a ceiling MKL honours on Intel CPUs; on this AMD CPU it changed nothing even
-  unpinned) and whatever ``ATEN_CPU_CAPABILITY`` the caller had set. Cost: +13–18 % CPU time.
-- *Perturbation as a sensitivity check* (``perturb_paths``): the runs the registered parts need are re-made on
-  ``perturb_seeds`` under other kernel paths — ``native`` (no pin: the CPU's own ATen and MKL paths) and
-  ``default+COMPATIBLE`` (ATen's scalar kernels) — and substituted for the pinned runs of those seeds in the
-  full table; every part is re-decided on each substituted table.
-- *Consensus rule* (``consensus``): a part's reported verdict (or the regime label) is the pinned table's only
-  where every substituted table gives the same; otherwise it is reported as ``inconclusive`` with the note
-  "kernel-fragile: <path> gives <verdict>". The claim's verdict is :func:`simulate.verdicts.combine` of the
-  reported parts. So a verdict that a last-bit change on a third of the seeds moves is not reported as a
-  finding, and the reported row is the same on every covered CPU.
-
-**Version 6** (issue 35; :data:`PROTOCOL`; fixed before any v6 run). Measured on v5's row: the pin did not make it
-the same across CPU vendors (warm start 0.685 on an AMD EPYC, 0.700 on an Intel Xeon), the ``d = 0`` learner
-gained +0.131 / +0.087 (target +0.15: missed on both), and "is unstable" was kernel-fragile on the Intel CPU
-(0 of 12 failures pinned, 1 on a perturbed path). What changes and why:
-
-- *A task where RL learns*: the warm start runs ``warmstart_steps = 400`` updates (held-out accuracy 0.51 pinned on
-  the Intel Xeon) and a step has ``n_prompts = 16`` groups (``G = 8`` unchanged: 128 trajectories per step, 40
-  steps). Chosen from exploratory runs of the ``d = 0`` learner alone (onpolicy, pinned, seeds 100–105, outside
-  every registered seed set; no other estimator and no delay > 0 was run), 2026-12-05; final held-out accuracy
-  minus warm start, mean of 6 seeds: v5's settings +0.094 after 80 steps (a plateau ≈ 0.80 from a 0.70 start),
-  at η × 2 +0.049 and at η × 3.3 −0.151; 400 warm-start steps with 8 groups +0.158 after 80 steps; 400
-  warm-start steps with 16 groups +0.182 after 40 steps (every seed ≥ +0.145). A weaker start leaves RL room to
-  show; the failure rule's collapse drop ``collapse_drop·(1 − acc₀)`` grows from 0.15 to 0.245 with it, about 5
-  standard errors of the difference of two held-out accuracies (``n_eval = 200``), so evaluation noise alone
-  rarely makes a run fail.
-- *Seeds and delays*: 16 seeds (``0..15``) at ``d ∈ {0, 8, 32}``: with 16 groups a run costs ≈ 1.7× v5's, and
-  more seeds make a rate verdict move less when one seed's failure does (Clopper–Pearson at 90 %: 0 of 12 has
-  upper limit 0.221, 1 of 12 0.339; 0 of 16 0.171). ``d = 2`` is dropped to pay for them: the registered
-  comparisons use ``d = 0`` and ``d_max``, ``d = 8`` keeps one middle point, and v3's and v5's reports keep the
-  finer delay map.
-- Everything else is v5's: the pin, the perturbation paths and seeds 0–3, the consensus rule, the comparisons,
-  rates, margin, ``p₀``, the regime interval and ``min_gain = 0.15``.
-
-**Version 7** (issue 35; :data:`PROTOCOL`; fixed before any v7 run). Measured on v6 (LOG.md 2026-12-05, tenth
-session): v6's one fragile part ("gmc not worse than grpo") came from the *warm start*, not from RL. Each
-perturbed path trained its own warm start, and the supervised phase is chaotic — two float64 warm starts whose
-kernels differ in the last bit differ by 2e-13 after 1 step, 5e-11 after 50, 3e-3 after 200 and O(1) after 400
-(held-out 0.46 vs 0.33) — so v6's perturbed seeds started from policies at 0.365 (native) and 0.48
-(default+COMPATIBLE) against the pinned 0.51, and none of their 56 runs matched the pinned run's AUC. From one
-shared warm start, 40 RL steps of gmc at ``d = 32`` gave the same held-out accuracies on avx2+COMPATIBLE,
-default+COMPATIBLE and native, with χ̂² agreeing to 1e-5 in float32 and 1e-13 in float64. What changes and why:
-
-- *A frozen warm start* (``warmstart_frozen``, :mod:`simulate.llm.frozen`): v6's own warm start (the pinned
-  400-step one, held-out 0.51; bit-identical to v6's cache) is committed as ``simulate/llm/warmstarts/lm-v6.pt``
-  and every run, on every path and every CPU, loads it after checking its SHA-256 — as post-training starts
-  from a given checkpoint;
-- *float64 RL* (``dtype = "float64"``, :mod:`simulate.llm.wide`: Qwen3's RMSNorm and rotary tables in float64
-  too, log-probs in float64): kernel round-off ~1e-16 instead of ~1e-7, so no sampled token or greedy argmax
-  moves with the kernels over 40 steps;
-- *no pin* (``kernel_pin = ""``): the runs use the CPU's own kernels, and the perturbation check re-runs
-  ``perturb_seeds`` on ``avx2+COMPATIBLE`` and ``default+COMPATIBLE`` (from the same frozen warm start) and
-  also reports, per path, how many re-made runs equal the reference run in every held-out accuracy
-  (:func:`simulate.llm.perturb.identity`). float64 on the native path costs what float32 on the pin did
-  (one gmc run at ``d = 32``: 6.0 s vs 5.9 s; float64 pinned 10.4 s).
-- Everything else is v6's: seeds 0–15, delays, runs, comparisons, rates, margin, ``p₀``, the regime interval, the
-  consensus rule. The ``d = 0`` learner from the frozen warm start in float64 (onpolicy, seeds 100–105, before
-  registration; no other estimator or delay run): mean gain +0.182, every seed ≥ +0.145.
+- *Fresh seeds drawn by hash* (``seed_root``): ``seeds`` are :func:`draw_seeds` of ``seed_root`` (SHA-256; in
+  ``[10⁶, 2·10⁶)``, disjoint from every seed any earlier LM protocol, the ladder or the bridge used: 0–23,
+  100–115, 1000–1023), and the dataclass refuses seeds that are not that draw, so no seed can be picked after a
+  result is seen. The warm start is v7's frozen checkpoint (a given starting model, as post-training has).
+- *The full rival set* of the tabular protocol v6: onpolicy, is, tis, tic, grpo and the peers' corrections
+  verl_tok_tis, verl_seq_tis, verl_seq_rs, verl_geo_rs, trl_seq_mask, every one at every ``d > 0``; at ``d = 0``
+  every map coincides (``ρ = 1``), so the shared run stands for each and its ``gmc − X`` entry is exactly 0.
+- *Confirmatory* (``confirmatory``): its answer rows (``gmc − X`` at each ``d``, 95 % paired t over seeds) feed
+  the report's headline; v3–v7 are exploratory (appendix).
+- *The kernel-path check leaves the run* (issue 59): float64 from the frozen start made v7's 56 re-made runs equal
+  to the reference, so the check could no longer fail there; ``consensus = False``, and ``make verify`` re-runs
+  ``perturb_seeds`` on ``perturb_paths`` and stamps the report with its date and result.
 """
 from __future__ import annotations
 
@@ -173,6 +63,23 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
+
+
+def draw_seeds(root: str, n: int) -> tuple[int, ...]:
+    """``n`` distinct RL seeds in ``[10⁶, 2·10⁶)``: the ``i``-th from the first 8 hex digits of SHA-256(``root/i``),
+    skipping repeats, so the seeds are fixed by the name alone, before any run."""
+    if not isinstance(root, str) or not root:
+        raise ValueError(f"root must be a non-empty string, got {root!r}")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    out: list[int] = []
+    i = 0
+    while len(out) < n:
+        s = 10**6 + int(hashlib.sha256(f"{root}/{i}".encode()).hexdigest()[:8], 16) % 10**6
+        if s not in out:
+            out.append(s)
+        i += 1
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -275,8 +182,18 @@ class LMProtocol:
     """Frozen warm start every run loads (:mod:`simulate.llm.frozen`; ``""``: each path trains its own)."""
     warmstart_frozen_sha256: str = ""
     """SHA-256 of that file's bytes (a file that differs is refused)."""
+    # version 8 (absent from the hash of versions < 8)
+    seed_root: str = ""
+    """``seeds`` must be :func:`draw_seeds` ``(seed_root, len(seeds))`` (``""``: seeds as given, versions < 8)."""
+    confirmatory: bool = False
+    """Its answer rows feed the report's headline (v8); earlier versions are exploratory."""
 
     def __post_init__(self) -> None:
+        if self.seed_root and tuple(self.seeds) != draw_seeds(self.seed_root, len(self.seeds)):
+            raise ValueError(f"seeds must be draw_seeds({self.seed_root!r}, {len(self.seeds)}) "
+                             f"= {draw_seeds(self.seed_root, len(self.seeds))!r}, got {tuple(self.seeds)!r}")
+        if self.confirmatory and not self.seed_root:
+            raise ValueError("confirmatory needs seed_root (seeds drawn before any result, not chosen)")
         if self.metric not in ("auc", "final_acc"):
             raise ValueError(f"metric must be 'auc' or 'final_acc', got {self.metric!r}")
         if "gmc" not in self.estimators:
@@ -331,7 +248,8 @@ class LMProtocol:
         if full:
             if self.version < 3:
                 raise ValueError(f"full: protocol version {self.version} has no --full variant (v3 and later)")
-            return dataclasses.replace(self, seeds=tuple(range(self.full_seeds)),
+            seeds = draw_seeds(self.seed_root, self.full_seeds) if self.seed_root else tuple(range(self.full_seeds))
+            return dataclasses.replace(self, seeds=seeds,
                                        arm_seeds=tuple(range(self.full_seeds // 2)) if self.arm_seeds else (),
                                        arm_delays=self.delays)
         return self
@@ -377,7 +295,8 @@ class LMProtocol:
         :data:`PROTOCOL_V2` keeps the hash it was registered under."""
         out = json.loads(json.dumps(dataclasses.asdict(self)))
         for f in ((V3_FIELDS if self.version < 3 else ()) + (V4_FIELDS if self.version < 4 else ())
-                  + (V5_FIELDS if self.version < 5 else ()) + (V7_FIELDS if self.version < 7 else ())):
+                  + (V5_FIELDS if self.version < 5 else ()) + (V7_FIELDS if self.version < 7 else ())
+                  + (V8_FIELDS if self.version < 8 else ())):
             out.pop(f)
         return out
 
@@ -396,6 +315,10 @@ V4_FIELDS: tuple[str, ...] = ("warmup_steps", "adv_norm", "warmstart_batch_size"
 V5_FIELDS: tuple[str, ...] = ("kernel_pin", "perturb_paths", "consensus")
 #: Fields added by version 7 (absent from the canonical JSON, hence the hash, of earlier versions).
 V7_FIELDS: tuple[str, ...] = ("warmstart_frozen", "warmstart_frozen_sha256")
+#: Fields added by version 8 (absent from the canonical JSON, hence the hash, of earlier versions).
+V8_FIELDS: tuple[str, ...] = ("seed_root", "confirmatory")
+#: Seeds any LM protocol (v1-v7, --full), the ladder or the bridge used: a drawn seed never falls here.
+USED_SEEDS: frozenset[int] = frozenset(range(24)) | frozenset(range(100, 116)) | frozenset(range(1000, 1024))
 #: ATen's CPU kernel paths (``ATEN_CPU_CAPABILITY`` values), slowest first.
 CPU_CAPABILITIES: tuple[str, ...] = ("default", "avx2", "avx512")
 
@@ -421,8 +344,16 @@ PROTOCOL_V6 = dataclasses.replace(PROTOCOL_V5, version=6, warmstart_steps=400, n
 PROTOCOL_V7 = dataclasses.replace(PROTOCOL_V6, version=7, dtype="float64", kernel_pin="",
                                   perturb_paths=("avx2+COMPATIBLE", "default+COMPATIBLE"), warmstart_frozen="lm-v6.pt",
                                   warmstart_frozen_sha256="225ca7b89819a916ffe5ced07ecdb910bf7558da84c25eb80681d0eebe3a3c0c")
+#: The rival set of the tabular protocol v6 (simulate/protocol/protocol-v6.toml) with gmc: every one at every d > 0.
+V8_ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "grpo", "verl_tok_tis", "verl_seq_tis",
+                                  "verl_seq_rs", "verl_geo_rs", "trl_seq_mask")
+#: Version 8 (module docstring): v7's runs on 16 seeds drawn by hash, the full rival set, confirmatory; the
+#: kernel-path check is `make verify`'s, not the run's (consensus off).
+PROTOCOL_V8 = dataclasses.replace(PROTOCOL_V7, version=8, estimators=V8_ESTIMATORS, seed_root="lm-c9-v8",
+                                  seeds=draw_seeds("lm-c9-v8", 16), perturb_seeds=draw_seeds("lm-c9-v8", 16)[:4],
+                                  consensus=False, confirmatory=True)
 #: The protocol of the report.
-PROTOCOL = PROTOCOL_V7
+PROTOCOL = PROTOCOL_V8
 #: The GPU protocol (``experiment --protocol gpu``, :mod:`simulate.llm.gpu_protocol`): the same rules on the
 #: ``gpu`` preset (~85M parameters, bf16, 3-digit sums) at v3's six delays; seeds run while the budget lasts.
 PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 32), arm_seeds=(), arm_delays=(),
@@ -432,4 +363,5 @@ PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 3
                           quick_warmstart_steps=5, quick_n_eval=16)
 #: Registered protocols (``python -m simulate.llm experiment --protocol-version``).
 PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL_V4, 5: PROTOCOL_V5, 6: PROTOCOL_V6, 7: PROTOCOL_V7,
+                   8: PROTOCOL_V8,
                    "gpu": PROTOCOL_GPU}

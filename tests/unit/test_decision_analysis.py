@@ -10,7 +10,7 @@ import pytest
 
 from simulate import verdicts as vd
 from simulate.llm import analysis as an
-from simulate.llm.protocol import PROTOCOL, PROTOCOL_V2, PROTOCOL_V3
+from simulate.llm.protocol import PROTOCOL, PROTOCOL_V2, PROTOCOL_V3, PROTOCOL_V7
 
 
 def metrics(acc, grad, chi2=None, ess_w=None, ess_rho=None):
@@ -285,10 +285,10 @@ def test_summarise_means_and_t_intervals_per_cell():
     assert one["lo"].isna().all() and one["gain_hi"].isna().all() and (one["n"] == 1).all()
 
 
-def test_answer_rows_paired_differences_with_the_holm_verdict_at_d_max_only():
+def test_answer_rows_paired_differences_with_the_holm_verdict_at_d_max_only():  # v < 8 (v8: test_llm_v8.py)
     df = table(gap=0.1)
     df = pd.concat([df, df[df.d == 32].assign(d=8)])
-    rows = an.answer_rows(df, PROTOCOL, "cpu-lm", "tiny")
+    rows = an.answer_rows(df, PROTOCOL_V7, "cpu-lm", "tiny")
     assert [(r["d"], r["rival"]) for r in rows] == [(d, x) for d in (8, 32) for x in an.ANSWER_RIVALS]
     r32 = next(r for r in rows if r["d"] == 32 and r["rival"] == "is")
     assert r32["verdict"] == vd.HOLDS
@@ -298,14 +298,14 @@ def test_answer_rows_paired_differences_with_the_holm_verdict_at_d_max_only():
     assert r32["metric"] == "accuracy AUC" and r32["interval"] == "95 % paired t, 4 seeds" and r32["n"] == 4
     assert r32["group"] == "cpu-lm" and r32["setting"] == "tiny" and r32["arm"] == ""
     assert all("verdict" not in r for r in rows if r["d"] == 8)
-    final = dataclasses.replace(PROTOCOL, metric="final_acc")
+    final = dataclasses.replace(PROTOCOL_V7, metric="final_acc")
     assert an.answer_rows(df, final, "g", "s")[0]["metric"] == "final accuracy"
 
 
 def test_answer_rows_skip_rivals_without_two_paired_seeds():
     df = table()
     df = df[~((df.estimator == "tic") & (df.seed > 0))]
-    rows = an.answer_rows(df, PROTOCOL, "g", "s")
+    rows = an.answer_rows(df, PROTOCOL_V7, "g", "s")
     assert "tic" not in {r["rival"] for r in rows} and len(rows) == 4
 
 
@@ -356,10 +356,10 @@ def test_summarise_rows_sorted_two_runs_get_an_interval_and_the_level_is_used():
 
 def test_answer_rows_with_two_seeds_and_a_given_result():
     df = table(n=2)
-    rows = an.answer_rows(df, PROTOCOL, "g", "s")
+    rows = an.answer_rows(df, PROTOCOL_V7, "g", "s")
     assert len(rows) == len(an.ANSWER_RIVALS) and all(r["n"] == 2 for r in rows)
-    res = dataclasses.replace(an.c9_result(df), comparisons=())
-    assert all("verdict" not in r for r in an.answer_rows(df, PROTOCOL, "g", "s", result=res))
+    res = dataclasses.replace(an.c9_result(df, PROTOCOL_V7), comparisons=())
+    assert all("verdict" not in r for r in an.answer_rows(df, PROTOCOL_V7, "g", "s", result=res))
 
 
 def test_c9_result_uses_the_protocols_alpha_and_failure_rule():

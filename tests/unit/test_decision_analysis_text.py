@@ -6,6 +6,7 @@ Regenerate only after checking the change is intended."""
 import pandas as pd
 
 from simulate.llm import analysis as an
+from simulate.llm.protocol import PROTOCOL_V7  # the golden texts pin v7's six estimators (v8: test_llm_v8.py)
 
 
 def golden_table():
@@ -39,12 +40,12 @@ def test_table_text():
 
 def test_turning_points_text():
     df = golden_table()
-    assert an.turning_table(an.turning_points(df)) == TURNS
-    assert an.turning_table(an.turning_points(df, lr_factor=3.0)) == TURNS_ARM3
+    assert an.turning_table(an.turning_points(df, PROTOCOL_V7)) == TURNS
+    assert an.turning_table(an.turning_points(df, PROTOCOL_V7, lr_factor=3.0)) == TURNS_ARM3
 
 
 def test_c9_verdict_text():
-    assert an.c9_verdict(golden_table()) == C9
+    assert an.c9_verdict(golden_table(), PROTOCOL_V7) == C9
 
 
 def test_single_arm_table_has_no_arm_header():
