@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from figures.report import answer, check, lm_runs, render
+from figures.report import exploratory as ex
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "figures" / "out"
@@ -36,7 +37,7 @@ def test_answer_table_from_the_answer_key_names_the_strongest_rival_and_ranges_o
                                                                            -0.01),
             _entry("user-mdp", "onpolicy", 32, 0.2, 0.1, 0.3)]
     _side(tmp_path, "figA", answer=ents)
-    header, rows, note = answer.exploratory_table(_rep(tmp_path))
+    header, rows, note = ex.exploratory_table(_rep(tmp_path))
     by = {r[0].split(" [")[0]: dict(zip(header, r)) for r in rows}
     tab = by[answer.GROUPS["tabular"]]
     assert tab["gmc − onpolicy, d = 8"] == "−0.10 … +0.03 (↑1 ↓1 of 2)"
@@ -79,21 +80,21 @@ def test_an_instance_range_never_mixes_step_size_arms(tmp_path):
                                                                                 "a")]
     ents[0]["arm"], ents[1]["arm"] = "tuned η", "common η"
     _side(tmp_path, "figA", answer=ents)
-    header, rows, _ = answer.exploratory_table(_rep(tmp_path))
+    header, rows, _ = ex.exploratory_table(_rep(tmp_path))
     tab = dict(zip(header, rows[0]))
     assert tab["gmc − onpolicy, d = 8"] == "−0.100 [−0.200, −0.050]" and "tuned η" in tab["setting"]
     ents.append(_entry("tabular", "is", 32, 0.1, 0.05, 0.2, "a"))  # d = 32 measured on the common arm only
     ents[-1]["arm"] = "common η"
     _side(tmp_path, "figA", answer=ents)
-    header, rows, _ = answer.exploratory_table(_rep(tmp_path))
+    header, rows, _ = ex.exploratory_table(_rep(tmp_path))
     assert dict(zip(header, rows[0]))["gmc − is, d = 32"] == "+0.100 [+0.050, +0.200] [common η]"
 
 
 def test_answer_table_with_no_data_still_renders_and_bad_entries_name_the_field(tmp_path):
     header, rows, _ = answer.table(_rep(tmp_path))
     rivals = answer.v6_meta(_rep(tmp_path))["rivals"]
-    assert header == ["gmc − rival", "tabular family", "LM-like family", "LM on a GPU"]
-    assert [r[0] for r in rows] == list(rivals) and all(r[1:] == ["not run"] * 3 for r in rows)
+    assert header == ["gmc − rival", "tabular family", "LM-like family", "tiny LM", "LM on a GPU"]
+    assert [r[0] for r in rows] == list(rivals) and all(r[1:] == ["not run"] * 4 for r in rows)
     _side(tmp_path, "figB", answer=[_entry("tabular", "onpolicy", 8, 0.1, 0.2, 0.3)])  # delta below lo
     with pytest.raises(ValueError, match="lo <= delta <= hi"):
         answer.entries(_rep(tmp_path))
@@ -236,7 +237,7 @@ def test_an_lm_like_instance_never_lands_in_the_tabular_row(tmp_path):
     _side(tmp_path, "fig_regime_map", answer=ents)
     got = {(e["group"], e["setting"]) for e in answer.entries(_rep(tmp_path))}
     assert got == {("tabular", "count-frac"), ("toy-lm-faithful", "lm-faithful-exact")}
-    header, rows, _ = answer.exploratory_table(_rep(tmp_path))
+    header, rows, _ = ex.exploratory_table(_rep(tmp_path))
     tab = next(r for r in rows if r[0].startswith(answer.GROUPS["tabular"]))
     assert dict(zip(header, tab))["gmc − onpolicy, d = 32"] == "−0.100 [−0.200, −0.050]"
 
@@ -251,6 +252,6 @@ def test_regime_map_line_counts_after_benjamini_hochberg(tmp_path):
     cs = [cell("a", 1.0, 0.5, 0.45, 0.55)] + [cell("b", float(i), 0.011, 0.0005, 0.0215) for i in range(1, 6)]
     cs += [cell("c", float(i), 0.001, -0.02, 0.022) for i in range(1, 15)]
     _side(tmp_path, "fig_regime_map", comparisons=cs, settings=dict(instances=["a", "b", "c"], delays=[8]))
-    line = answer.regime_line(_rep(tmp_path))
+    line = ex.regime_line(_rep(tmp_path))
     assert "ahead of onpolicy in 1 cells and behind in 0 (before the correction: ahead in 6)" in line
     assert "a: ↑1 ↓0 of 1; b: ↑0 ↓0 of 5; c: ↑0 ↓0 of 14" in line

@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from figures.report.data import DASH, LM_FIGURE, finite, signed
+from figures.report.data import LM_FIGURE, finite, signed
 from simulate import verdicts as vd
 
 #: Row order and labels of the answer table (interface groups).
@@ -34,25 +34,18 @@ GROUPS = {
     "cpu-lm": "tiny LM on CPU (2-digit sums)",
     "gpu-lm": "LM on a GPU",
 }
-#: Columns: the rival (or rival class) of gmc.
-COLUMNS = ("onpolicy", "is", "tis/tic", "grpo", "best peer")
 #: The headline's settings, in order (at most three lines): the two v6 families and the tiny LM.
 HEADLINE_GROUPS = ("tabular-family", "lm-like-family", "cpu-lm")
-#: Groups measured under a confirmatory protocol (v6) — the only ones the headline and the first table read.
-CONFIRMATORY = ("tabular-family", "lm-like-family", "gpu-lm")
+#: Groups measured under a confirmatory protocol (v6; the tiny LM's rows only when they say so: LM protocol v8) — the
+#: only ones the headline and the first table read.
+CONFIRMATORY = ("tabular-family", "lm-like-family", "cpu-lm", "gpu-lm")
+#: Groups whose entries are confirmatory only when marked ``confirmatory`` (earlier LM versions' rows are exploratory).
+MARKED = ("cpu-lm",)
 #: Columns of the first table: (group, short label); the delays come from the protocol.
-FIRST_TABLE = (("tabular-family", "tabular family"), ("lm-like-family", "LM-like family"), ("gpu-lm", "LM on a GPU"))
-COLUMN_TITLES = {"onpolicy": "gmc − onpolicy", "is": "gmc − is", "tis/tic": "gmc − tis/tic (stronger)",
-                 "grpo": "gmc − grpo (token clip)", "best peer": "gmc − best peer correction"}
+FIRST_TABLE = (("tabular-family", "tabular family"), ("lm-like-family", "LM-like family"), ("cpu-lm", "tiny LM"),
+               ("gpu-lm", "LM on a GPU"))
 DELAYS = (8, 32)
 _KEYS = ("group", "setting", "d", "rival", "delta", "lo", "hi")
-
-
-def peer_corrections() -> tuple[str, ...]:
-    """The registered peer staleness corrections (``asyncgrpo.estimators.PEER_ESTIMATORS``: verl, TRL)."""
-    from asyncgrpo.estimators import PEER_ESTIMATORS
-
-    return tuple(PEER_ESTIMATORS)
 
 
 def check_entry(e: dict, where: str = "answer") -> dict:
@@ -164,94 +157,6 @@ def derive_lm(rep: dict) -> list[dict]:
     return out
 
 
-def _column(rival: str, peers) -> str | None:
-    if rival in ("tis", "tic"):
-        return "tis/tic"
-    if rival in ("onpolicy", "is", "grpo"):
-        return rival
-    return "best peer" if rival in peers else None
-
-
-def cells(ents: list[dict], peers=None) -> dict:
-    """``{(group, column, d): [entry per setting]}``: for "tis/tic" and "best peer" the strongest rival of each
-    setting (the smallest gmc − rival, i.e. the rival with the largest mean), named in the entry."""
-    peers = peer_corrections() if peers is None else peers
-    best: dict = {}
-    for e in ents:
-        col = _column(e["rival"], peers)
-        if col is None:
-            continue
-        key = (e["group"], col, e["d"], e["setting"], e.get("arm", ""))
-        if key not in best or e["delta"] < best[key]["delta"]:
-            best[key] = e
-    out: dict = {}
-    for (g, col, d, _s, _a), e in best.items():
-        out.setdefault((g, col, d), []).append(e)
-    return out
-
-
-def cell_text(es: list[dict] | None, col: str) -> str:
-    """One setting: ``+0.252 [+0.223, +0.281]`` (rival named for a class column); several (an instance range):
-    ``−0.13 … −0.04 (↑0 ↓6 of 7)`` — ↑/↓: interval entirely above/below 0."""
-    if not es:
-        return DASH
-    if len(es) == 1:
-        e = es[0]
-        name = f" ({e['rival']})" if col in ("tis/tic", "best peer") else ""
-        return f"{signed(e['delta'])} [{signed(e['lo'])}, {signed(e['hi'])}]{name}"
-    ds = [e["delta"] for e in es]
-    up = sum(e["lo"] > 0 for e in es)
-    down = sum(e["hi"] < 0 for e in es)
-    return f"{signed(min(ds), 2)} … {signed(max(ds), 2)} (↑{up} ↓{down} of {len(es)})"
-
-
-def one_arm(ents: list[dict], peers=None) -> list[dict]:
-    """Per cell (group, column, d), the entries of one step-size arm: ``tuned η`` where the cell has it, else its
-    first arm — so an instance range never mixes arms, and a cell measured only on the common arm still shows."""
-    peers = peer_corrections() if peers is None else peers
-    arms: dict = {}
-    for e in ents:
-        arms.setdefault((e["group"], _column(e["rival"], peers), e["d"]), []).append(e.get("arm", ""))
-    pick = {k: ("tuned η" if "tuned η" in v else v[0]) for k, v in arms.items()}
-    return [e for e in ents if e.get("arm", "") == pick[(e["group"], _column(e["rival"], peers), e["d"])]]
-
-
-def _main_arm(ents: list[dict], g: str) -> str:
-    arms = list(dict.fromkeys(e.get("arm", "") for e in ents if e["group"] == g))
-    return "tuned η" if "tuned η" in arms else (arms[0] if arms else "")
-
-
-def exploratory_table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[list[str]], str]:
-    """``(header, rows, note)`` of the exploratory table (appendix only; one step-size arm per group, named in the
-    row): gmc − rival class on the groups that are not confirmatory (v5 instances, the ladder, LM v7, your MDP)."""
-    ents = one_arm([e for e in (entries(rep) if ents is None else ents) if e["group"] not in CONFIRMATORY])
-    cs = cells(ents)
-    header = ["setting", *[f"{COLUMN_TITLES[c]}, d = {d}" for c in COLUMNS for d in DELAYS]]
-    rows = []
-    present = {e["group"] for e in ents}
-    for g, label in GROUPS.items():
-        if g not in present:
-            continue  # exploratory rows appear when a figure reports them
-        metric = next((e.get("metric") for e in ents if e["group"] == g and e.get("metric")), "")
-        arm = _main_arm(ents, g)
-        row = [f"{label}" + (f" [{', '.join(x for x in (metric, arm) if x)}]" if metric or arm else "")]
-        for c in COLUMNS:
-            for d in DELAYS:
-                es = cs.get((g, c, d))
-                other = {e.get("arm", "") for e in es or []} - {arm}
-                row.append(cell_text(es, c) + (f" [{', '.join(sorted(other))}]" if other else ""))
-        rows.append(row)
-    intervals = sorted({f"{GROUPS[e['group']].split(' (')[0]}: {e['interval']}" for e in ents if e.get("interval")})
-    peers = ", ".join(peer_corrections())
-    note = ("Exploratory: these rows come from protocol versions, instances and seeds chosen or seen before protocol "
-            "v6 (v5's instances, the ladder, the LM protocol v7); they never feed the headline. Positive: gmc better. "
-            "One setting: mean [interval]; several (tabular instances): range of the means over instances, ↑k / ↓k = "
-            "instances whose interval lies entirely above / below 0; a cell measured only on another step-size arm than "
-            "its row's names it in brackets. Intervals: " + "; ".join(dict.fromkeys(intervals))
-            + f". tis/tic and best peer ({peers}): the rival with the largest mean, named. —: not measured at that d.")
-    return header, rows, note
-
-
 def v6_meta(rep: dict) -> dict:
     """Protocol v6's rival set, delays, primary arm and label: from its sidecar when present, else from the
     registered file (the rule's rival set is fixed by the protocol, not by what was measured)."""
@@ -269,10 +174,15 @@ def _arm_word(meta: dict) -> str:
     return {"tuned": "tuned η", "common": "common η"}.get(meta.get("primary_arm", "tuned"), "tuned η")
 
 
+def is_confirmatory(e: dict) -> bool:
+    """Whether an entry comes from a confirmatory protocol: its group's (v6), or marked so (:data:`MARKED` groups)."""
+    return e["group"] in CONFIRMATORY and (e["group"] not in MARKED or bool(e.get("confirmatory")))
+
+
 def confirmatory(ents: list[dict], meta: dict, group: str) -> list[dict]:
-    """The group's entries on v6's primary arm (the LM groups carry no arm: all of theirs)."""
+    """The group's confirmatory entries on v6's primary arm (the LM groups carry no arm: all of theirs)."""
     arm = _arm_word(meta)
-    return [e for e in ents if e["group"] == group and e.get("arm", "") in (arm, "")]
+    return [e for e in ents if e["group"] == group and is_confirmatory(e) and e.get("arm", "") in (arm, "")]
 
 
 def headline_settings(rep: dict, ents: list[dict] | None = None) -> list[tuple[str, list[dict], tuple]]:
@@ -285,8 +195,7 @@ def headline_settings(rep: dict, ents: list[dict] | None = None) -> list[tuple[s
     out = []
     for g in HEADLINE_GROUPS:
         if g == "cpu-lm":
-            es = [e for e in ents if e["group"] == g and e.get("confirmatory")]
-            out.append(("Tiny LM on CPU (fresh seeds)", es, delays))
+            out.append(("Tiny LM on CPU (LM v8, fresh seeds)", confirmatory(ents, meta, g), delays))
             continue
         n = len((meta.get("families") or {}).get(g.removesuffix("-family"), []))
         name = GROUPS[g].split(" (")[0]
@@ -304,7 +213,7 @@ def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
     out = []
     for label, es, ds in headline_settings(rep, ents):
         dec = headline.decide(es, meta["rivals"], ds)
-        no_data = ("not run on fresh seeds under a registered protocol (LM v7's rows are exploratory: appendix) → "
+        no_data = ("not run under LM protocol v8 (fresh seeds; earlier LM versions are exploratory: appendix) → "
                    "no recommendation." if label.startswith("Tiny LM") else None)
         out.append(headline.line(label, dec, no_data=no_data))
     return out
@@ -313,7 +222,8 @@ def recommendation(rep: dict, ents: list[dict] | None = None) -> list[str]:
 def _cell(e: dict | None) -> str:
     if e is None:
         return "not measured"
-    if e["lo"] == e["hi"] == 0.0 and e.get("poi_lo") == e.get("poi_hi") == 0.5:
+    d0_lm = int(e["d"]) == 0 and "poi" not in e  # the tiny LM's d = 0: one shared run per seed (LM protocol v8)
+    if e["lo"] == e["hi"] == 0.0 and (d0_lm or e.get("poi_lo") == e.get("poi_hi") == 0.5):
         return "0 (identical runs)"  # d = 0: ρ = 1, the trajectory maps reproduce onpolicy run for run
     txt = f"{signed(e['delta'])} [{signed(e['lo'])}, {signed(e['hi'])}]"
     if finite(e.get("poi")):
@@ -346,78 +256,18 @@ def table(rep: dict, ents: list[dict] | None = None) -> tuple[list[str], list[li
             row.append(_cell(e))
         rows.append(row)
     arm = _arm_word(meta)
-    interval = next((e["interval"] for e in ents if e["group"] in CONFIRMATORY and e.get("interval")),
-                    "95 % stratified bootstrap percentile interval")
+    interval = next((e["interval"] for e in ents if e["group"] in CONFIRMATORY and e["group"] not in MARKED
+                     and e.get("interval")), "95 % stratified bootstrap percentile interval")
     note = (f"Protocol `{meta.get('label', meta.get('name', 'v6'))}` (confirmatory: instances drawn by seed, fresh "
             f"seeds), {arm}. Each cell: the IQM difference of nAUC, gmc − rival (positive: gmc better) [interval], and "
             f"P = P(gmc > rival), rliable's probability of improvement [interval]; intervals: {interval}, over the "
-            "family's instances × held-out seeds. not run: no results for the setting; not measured: a rival missing "
+            "family's instances × held-out seeds; tiny LM (LM protocol v8): the mean difference of accuracy AUC with "
+            "its 95 % paired t-interval over the fresh seeds. not run: no results for the setting; not measured: a "
+            "rival missing "
             "at that d; 0 (identical runs): every seed's run equal (d = 0, where ρ = 1). The other step-size arm, "
-            "per-instance paired t-intervals and the exploratory rows (earlier protocols, the ladder, LM v7, the regime "
+            "per-instance paired t-intervals and the exploratory rows (earlier protocols, the ladder, LM v2–v7, the regime "
             "map): REPORT-details.md.")
     return header, rows, note
-
-
-def exploratory_blocks(rep: dict) -> list:
-    """Appendix blocks: the exploratory table, the regime-map line and v6's other arm (never feed the headline)."""
-    header, rows, note = exploratory_table(rep)
-    b = [("h2", "Exploratory results (never feed the headline)")]
-    if rows:
-        b += [("table", header, rows), ("p", note)]
-    rl = regime_line(rep)
-    if rl:
-        b.append(("p", rl))
-    meta = v6_meta(rep)
-    # an entry without an arm is read as the primary arm's, as the first table reads it (confirmatory)
-    other = [e for e in entries(rep) if e["group"] in ("tabular-family", "lm-like-family")
-             and e.get("arm", "") not in (_arm_word(meta), "")]
-    if other:
-        b += [("p", "Protocol v6 on its other step-size arm (η tuned at d = 0 by onpolicy, shared by every estimator):"),
-              ("table", ["setting", "d", "rival", "arm", "gmc − rival (IQM) [interval]; P [interval]"],
-               [[GROUPS[e["group"]], str(e["d"]), e["rival"], e["arm"], _cell(e)] for e in other])]
-    return b
-
-
-def regime_line(rep: dict) -> str:
-    """Where on the regime map (every instance, d, η factor, G, ε) gmc is ahead of / behind onpolicy after the
-    Benjamini–Hochberg correction within the map (``scipy.stats.false_discovery_control``, q = 0.05); the p-value of
-    each cell from its paired-t interval (two-sided, n − 1 degrees of freedom)."""
-    from scipy import stats
-
-    rm = rep.get("regime_map") or {}
-    # a cell whose interval does not hold its estimate (lo ≤ estimate ≤ hi) is malformed: no p-value can come from it
-    cs = [c for c in rm.get("comparisons") or [] if c.get("comparison") == "gmc − onpolicy" and int(c.get("d", 0)) > 0
-          and finite(c.get("lo")) and finite(c.get("hi")) and finite(c.get("estimate")) and int(c.get("n") or 0) >= 2
-          and float(c["lo"]) <= float(c["estimate"]) <= float(c["hi"])]
-    if not cs:
-        return ""
-    ps = []
-    for c in cs:
-        n = int(c["n"])
-        half = (float(c["hi"]) - float(c["lo"])) / 2
-        se = half / stats.t.ppf(0.975, n - 1)
-        ps.append(1.0 if se <= 0 and c["estimate"] == 0 else 0.0 if se <= 0 else
-                  float(2 * stats.t.sf(abs(float(c["estimate"])) / se, n - 1)))
-    adj = stats.false_discovery_control(ps, method="bh")
-    sig = [c for c, q in zip(cs, adj) if q <= 0.05]
-    up = [c for c in sig if c["estimate"] > 0]
-    down = sum(c["estimate"] < 0 for c in sig)
-    raw_up = sum(c["lo"] > 0 for c in cs)
-    st = rm.get("settings") or {}
-    fams = {}
-    for c in cs:
-        f = fams.setdefault(c["instance"], [0, 0, 0])
-        f[0] += 1
-    for c in sig:
-        fams[c["instance"]][1 if c["estimate"] > 0 else 2] += 1
-    per = "; ".join(f"{i}: ↑{a} ↓{b} of {n}" for i, (n, a, b) in fams.items())
-    where = ("; surviving ahead: " + ", ".join(f"{c['instance']} d = {c['d']} (η×{c['eta_factor']:g}, G = {c['G']}, "
-                                                f"ε = {c['eps']:g})" for c in up[:4]) + (" …" if len(up) > 4 else "")) if up else ""
-    return (f"Regime map (exploratory; {len(cs)} cells with d ≥ 1: {len(st.get('instances') or [])} v5 instances, d ≤ "
-            f"{max(st.get('delays') or [0])}, η × {st.get('eta_factors')}, G ∈ {st.get('G')}, ε ∈ {st.get('eps')}; "
-            f"{rm.get('interval') or '95 % paired t'}, then Benjamini–Hochberg at q = 0.05 within the map): gmc ahead of "
-            f"onpolicy in {len(up)} cells and behind in {down} (before the correction: ahead in {raw_up}). Per instance: "
-            f"{per}{where}.")
 
 
 CAVEAT = ("**Caveat.** The claims C1–C9 are this project's reconstruction of the paper's abstract (docs/THEORY.md), "
@@ -425,6 +275,5 @@ CAVEAT = ("**Caveat.** The claims C1–C9 are this project's reconstruction of t
           "measured points, not the paper; `holds` likewise confirms only the reconstruction.")
 
 
-__all__ = ["GROUPS", "COLUMNS", "DELAYS", "entries", "derive_tabular", "derive_lm", "cells", "cell_text", "table",
-           "exploratory_table", "exploratory_blocks", "headline_settings", "v6_meta", "confirmatory", "instance_groups",
-           "recommendation", "CAVEAT", "check_entry", "LM_FIGURE"]
+__all__ = ["GROUPS", "DELAYS", "entries", "derive_tabular", "derive_lm", "table", "headline_settings", "v6_meta",
+           "confirmatory", "is_confirmatory", "instance_groups", "recommendation", "CAVEAT", "check_entry", "LM_FIGURE"]

@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from figures.report import answer, claims, findings, guidance, training
+from figures.report import answer, claims, exploratory, findings, guidance, training
 from figures.report.data import CLAIM_IDS, DASH, INFO, LM_FIGURE, REGIME_FIGURE, build, clean, finite, md_cell
 from figures.stats import fmt
 from simulate import verdicts as vd
@@ -181,7 +181,7 @@ def blocks(rep: dict) -> list:
             b += _figure(meta, rep)
     for meta in rep["sidecars"]:
         if meta["figure"] in EXPLORATORY_SECTIONS:
-            continue  # the appendix's (answer.exploratory_blocks): exploratory text never sits beside the answer
+            continue  # the appendix's (exploratory.exploratory_blocks): exploratory text never sits beside the answer
         for s in meta.get("sections") or []:
             b += _section(s)
     b += [("h2", "Verdicts"),
@@ -239,7 +239,7 @@ def detail_blocks(rep: dict) -> list:
     if kf:
         b += [("h2", "Key findings, long form"), ("ul", kf)]
     b += training.training_blocks(rep)
-    b += answer.exploratory_blocks(rep)
+    b += exploratory.exploratory_blocks(rep)
     for meta in rep["sidecars"]:
         if meta["figure"] in EXPLORATORY_SECTIONS:
             for s in meta.get("sections") or []:

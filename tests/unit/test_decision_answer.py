@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from figures.report import answer as an
+from figures.report import exploratory as ex
 from figures.report import lm_runs
 
 PEERS = ("verl_seq_tis", "trl_seq_mask")
@@ -236,14 +237,14 @@ def test_derive_lm_needs_two_paired_seeds():
 @pytest.mark.parametrize("rival,col", [("tis", "tis/tic"), ("tic", "tis/tic"), ("onpolicy", "onpolicy"), ("is", "is"),
                                        ("grpo", "grpo"), ("verl_seq_tis", "best peer"), ("snis", None)])
 def test_column_of_each_rival(rival, col):
-    assert an._column(rival, PEERS) == col
+    assert ex._column(rival, PEERS) == col
 
 
 def test_cells_keep_the_strongest_rival_of_a_class_per_setting_and_arm():
     es = [ent(rival="tis", delta=0.2, lo=0.1, hi=0.3), ent(rival="tic", delta=-0.1, lo=-0.2, hi=0.0),
           ent(rival="tis", setting="b", delta=0.3, lo=0.2, hi=0.4), ent(rival="tic", arm="common η", delta=0.5),
           ent(rival="snis"), ent(rival="onpolicy", d=32)]
-    cs = an.cells(es, PEERS)
+    cs = ex.cells(es, PEERS)
     assert sorted(cs) == [("tabular", "onpolicy", 32), ("tabular", "tis/tic", 8)]
     got = {(e["setting"], e.get("arm", ""), e["rival"]) for e in cs[("tabular", "tis/tic", 8)]}
     assert got == {("count-frac", "", "tic"), ("b", "", "tis"), ("count-frac", "common η", "tic")}
@@ -251,42 +252,42 @@ def test_cells_keep_the_strongest_rival_of_a_class_per_setting_and_arm():
 
 def test_cells_keep_the_first_of_equal_rivals():
     es = [ent(rival="tis", delta=0.1), ent(rival="tic", delta=0.1)]
-    assert an.cells(es, PEERS)[("tabular", "tis/tic", 8)][0]["rival"] == "tis"
+    assert ex.cells(es, PEERS)[("tabular", "tis/tic", 8)][0]["rival"] == "tis"
 
 
 def test_cells_default_peers_are_the_registered_ones():
-    cs = an.cells([ent(rival="trl_seq_mask")])
+    cs = ex.cells([ent(rival="trl_seq_mask")])
     assert ("tabular", "best peer", 8) in cs
 
 
 def test_cell_text_one_setting_and_class_columns_name_the_rival():
     e = ent(rival="tis", delta=0.252, lo=0.223, hi=0.281)
-    assert an.cell_text([e], "tis/tic") == "+0.252 [+0.223, +0.281] (tis)"
-    assert an.cell_text([e], "best peer") == "+0.252 [+0.223, +0.281] (tis)"
-    assert an.cell_text([ent(delta=-0.1, lo=-0.2, hi=0.0)], "onpolicy") == "−0.100 [−0.200, +0.000]"
-    assert an.cell_text(None, "is") == "—" and an.cell_text([], "is") == "—"
+    assert ex.cell_text([e], "tis/tic") == "+0.252 [+0.223, +0.281] (tis)"
+    assert ex.cell_text([e], "best peer") == "+0.252 [+0.223, +0.281] (tis)"
+    assert ex.cell_text([ent(delta=-0.1, lo=-0.2, hi=0.0)], "onpolicy") == "−0.100 [−0.200, +0.000]"
+    assert ex.cell_text(None, "is") == "—" and ex.cell_text([], "is") == "—"
 
 
 def test_cell_text_several_settings_show_the_range_and_strict_counts():
     es = [ent(delta=-0.13, lo=-0.2, hi=-0.01), ent(delta=-0.04, lo=-0.1, hi=0.0), ent(delta=0.02, lo=0.0, hi=0.05),
           ent(delta=0.2, lo=0.01, hi=0.3)]
-    assert an.cell_text(es, "onpolicy") == "−0.13 … +0.20 (↑1 ↓1 of 4)"
+    assert ex.cell_text(es, "onpolicy") == "−0.13 … +0.20 (↑1 ↓1 of 4)"
 
 
 def test_one_arm_prefers_tuned_else_the_first_arm_per_cell():
     es = [ent(arm="common η", delta=0.9), ent(arm="tuned η"), ent(d=32, arm="common η"), ent(d=32, arm="x η"),
           ent(rival="is")]
-    out = an.one_arm(es, PEERS)
+    out = ex.one_arm(es, PEERS)
     assert [(e["d"], e.get("arm", ""), e["rival"]) for e in out] == [(8, "tuned η", "onpolicy"), (32, "common η", "onpolicy"),
                                                                      (8, "", "is")]
 
 
 def test_main_arm_of_a_group():
     es = [ent(arm="common η"), ent(arm="tuned η"), ent(group="cpu-lm", arm="")]
-    assert an._main_arm(es, "tabular") == "tuned η"
-    assert an._main_arm(es[:1], "tabular") == "common η"
-    assert an._main_arm(es, "cpu-lm") == ""
-    assert an._main_arm(es, "gpu-lm") == ""
+    assert ex._main_arm(es, "tabular") == "tuned η"
+    assert ex._main_arm(es[:1], "tabular") == "common η"
+    assert ex._main_arm(es, "cpu-lm") == ""
+    assert ex._main_arm(es, "gpu-lm") == ""
 
 
 # --- exploratory table ------------------------------------------------------------------------------------------------
@@ -296,9 +297,9 @@ def test_exploratory_table_rows_for_non_confirmatory_groups_only_in_group_order(
           ent(metric="nAUC", arm="tuned η", interval="IV-tab", delta=0.1, lo=0.05, hi=0.15),
           ent(rival="is", d=32, arm="common η", metric="nAUC", delta=-0.3, lo=-0.4, hi=-0.2),
           ent(group="tabular-family", setting="tabular-1", metric="nAUC IQM", arm="tuned η")]
-    header, rows, note = an.exploratory_table(rep(), es)
+    header, rows, note = ex.exploratory_table(rep(), es)
     assert header[0] == "setting" and header[1] == "gmc − onpolicy, d = 8" and header[2] == "gmc − onpolicy, d = 32"
-    assert header[-1] == "gmc − best peer correction, d = 32" and len(header) == 1 + 2 * len(an.COLUMNS)
+    assert header[-1] == "gmc − best peer correction, d = 32" and len(header) == 1 + 2 * len(ex.COLUMNS)
     assert [r[0] for r in rows] == ["tabular softmax instances (toy MDPs) [nAUC, tuned η]",
                                     "tiny LM on CPU (2-digit sums) [accuracy AUC]"]
     assert rows[0][1] == "+0.100 [+0.050, +0.150]" and rows[0][2] == "—"
@@ -308,9 +309,9 @@ def test_exploratory_table_rows_for_non_confirmatory_groups_only_in_group_order(
 
 
 def test_exploratory_table_row_label_without_metric_or_arm():
-    header, rows, _ = an.exploratory_table(rep(), [ent(group="toy-ladder", arm="")])
+    header, rows, _ = ex.exploratory_table(rep(), [ent(group="toy-ladder", arm="")])
     assert rows[0][0] == "LM-faithful toy on the ladder (rung 6, exploratory)"
-    assert an.exploratory_table(rep(), [])[1] == []
+    assert ex.exploratory_table(rep(), [])[1] == []
 
 
 # --- v6 meta, arms, confirmatory ------------------------------------------------------------------------------------
@@ -349,7 +350,7 @@ def test_headline_settings_labels_entries_and_delays():
     es = _v6ents() + [ent(group="cpu-lm", setting="tiny", confirmatory=True), ent(group="cpu-lm", setting="tiny2")]
     out = an.headline_settings(rep(sidecars=[dict(figure="f", v6=V6)]), es)
     assert [x[0] for x in out] == ["Tabular family (v6, 2 drawn, nAUC IQM, tuned η)",
-                                   "LM-like family (v6, ? drawn, nAUC IQM, tuned η)", "Tiny LM on CPU (fresh seeds)"]
+                                   "LM-like family (v6, ? drawn, nAUC IQM, tuned η)", "Tiny LM on CPU (LM v8, fresh seeds)"]
     assert all(x[2] == (8, 32) for x in out)
     assert len(out[0][1]) == 4 and {e["group"] for e in out[0][1]} == {"tabular-family"}
     assert [e["setting"] for e in out[2][1]] == ["tiny"]
@@ -364,8 +365,8 @@ def test_recommendation_applies_the_headline_rule_per_setting():
                       "2 rivals at d ∈ {8, 32}; ahead of 2.")
     assert out[1].startswith("LM-like family (v6, ? drawn, nAUC IQM, tuned η): use **tis**, not gmc: it beats gmc at "
                              "d = 32 by +0.200 [+0.100, +0.300]")
-    assert out[2] == ("Tiny LM on CPU (fresh seeds): not run on fresh seeds under a registered protocol (LM v7's rows "
-                      "are exploratory: appendix) → no recommendation.")
+    assert out[2] == ("Tiny LM on CPU (LM v8, fresh seeds): not run under LM protocol v8 (fresh seeds; earlier LM "
+                      "versions are exploratory: appendix) → no recommendation.")
 
 
 def test_recommendation_without_results_is_not_run():
@@ -389,9 +390,10 @@ def test_table_one_row_per_rival_columns_per_measured_setting_and_delay():
     es = [e for e in es if not (e["rival"] == "tis" and e["d"] == 32)]
     es[0] = dict(es[0], interval="IVX")
     header, rows, note = an.table(rep(sidecars=[dict(figure="f", v6=V6)]), es)
-    assert header == ["gmc − rival", "tabular family, d = 8", "tabular family, d = 32", "LM-like family", "LM on a GPU"]
-    assert rows[0] == ["onpolicy", "+0.100 [+0.050, +0.150]", "+0.100 [+0.050, +0.150]", "not run", "not run"]
-    assert rows[1] == ["tis", "+0.100 [+0.050, +0.150]", "not measured", "not run", "not run"]
+    assert header == ["gmc − rival", "tabular family, d = 8", "tabular family, d = 32", "LM-like family", "tiny LM",
+                      "LM on a GPU"]
+    assert rows[0] == ["onpolicy", "+0.100 [+0.050, +0.150]", "+0.100 [+0.050, +0.150]", "not run", "not run", "not run"]
+    assert rows[1] == ["tis", "+0.100 [+0.050, +0.150]", "not measured", "not run", "not run", "not run"]
     assert note.startswith("Protocol `v6@abc` (confirmatory: instances drawn by seed, fresh seeds), tuned η.")
     assert "intervals: IVX, over the" in note
 
@@ -399,8 +401,9 @@ def test_table_one_row_per_rival_columns_per_measured_setting_and_delay():
 def test_table_default_interval_and_label_fallback_to_name():
     meta = {k: v for k, v in V6.items() if k != "label"}
     header, rows, note = an.table(rep(sidecars=[dict(figure="f", v6=meta)]), [])
-    assert header == ["gmc − rival", "tabular family", "LM-like family", "LM on a GPU"]
-    assert rows == [["onpolicy", "not run", "not run", "not run"], ["tis", "not run", "not run", "not run"]]
+    assert header == ["gmc − rival", "tabular family", "LM-like family", "tiny LM", "LM on a GPU"]
+    assert rows == [["onpolicy", "not run", "not run", "not run", "not run"],
+                    ["tis", "not run", "not run", "not run", "not run"]]
     assert "Protocol `training-claims-v6`" in note and "intervals: 95 % stratified bootstrap percentile interval," in note
 
 
@@ -423,7 +426,7 @@ def test_regime_line_counts_cells_surviving_bh_not_raw_significance():
     ps = [0.001, 0.03, 0.035, 0.045, 0.5]
     cs = [_cell_with_p(p, 1.0 if k != 1 else -1.0, d=k + 1) for k, p in enumerate(ps)]
     st = dict(instances=["count-frac", "x"], delays=[1, 64], eta_factors=[0.5, 1.0], G=[8], eps=[0.2])
-    line = an.regime_line(rep(regime_map=dict(comparisons=cs, settings=st, interval="IV")))
+    line = ex.regime_line(rep(regime_map=dict(comparisons=cs, settings=st, interval="IV")))
     q = _bh(ps)
     assert list(q <= 0.05) == [True, False, False, False, False]  # raw p < 0.05 for four, BH keeps one
     assert line.startswith("Regime map (exploratory; 5 cells with d ≥ 1: 2 v5 instances, d ≤ 64, η × [0.5, 1.0], "
@@ -436,7 +439,7 @@ def test_regime_line_q_at_exactly_the_level_survives_and_behind_is_counted():
     cs = [_cell_with_p(0.05, -1.0), _cell_with_p(0.05, 1.0, inst="b", eta=0.25, G=4, eps=0.5, d=3)]
     q = _bh([0.05, 0.05])
     assert np.allclose(q, 0.05)
-    line = an.regime_line(rep(regime_map=dict(comparisons=cs)))
+    line = ex.regime_line(rep(regime_map=dict(comparisons=cs)))
     assert "gmc ahead of onpolicy in 1 cells and behind in 1" in line
     assert "count-frac: ↑0 ↓1 of 1; b: ↑1 ↓0 of 1; surviving ahead: b d = 3 (η×0.25, G = 4, ε = 0.5)." in line
     assert "95 % paired t, then Benjamini" in line and "0 v5 instances, d ≤ 0" in line
@@ -446,18 +449,18 @@ def test_regime_line_filters_cells_and_lists_at_most_four_ahead():
     good = [_cell_with_p(1e-6, d=k + 1) for k in range(5)]
     bad = [dict(good[0], comparison="gmc − is"), dict(good[0], d=0), dict(good[0], lo=math.nan),
            dict(good[0], hi=None), dict(good[0], estimate=math.inf), dict(good[0], n=1), dict(good[0], n=None)]
-    line = an.regime_line(rep(regime_map=dict(comparisons=good + bad)))
+    line = ex.regime_line(rep(regime_map=dict(comparisons=good + bad)))
     assert "(exploratory; 5 cells" in line and "ahead of onpolicy in 5 cells" in line
     assert line.endswith("count-frac d = 4 (η×1, G = 8, ε = 0.2) ….")
-    assert an.regime_line(rep(regime_map=dict(comparisons=bad))) == ""
-    assert an.regime_line(rep()) == ""
+    assert ex.regime_line(rep(regime_map=dict(comparisons=bad))) == ""
+    assert ex.regime_line(rep()) == ""
 
 
 def test_regime_line_zero_width_intervals():
     z = dict(comparison="gmc − onpolicy", d=1, instance="a", estimate=0.0, lo=0.0, hi=0.0, n=5, G=8, eps=0.2,
              eta_factor=1.0)
     nz = dict(z, instance="b", estimate=0.1, lo=0.1, hi=0.1)
-    line = an.regime_line(rep(regime_map=dict(comparisons=[z, nz])))
+    line = ex.regime_line(rep(regime_map=dict(comparisons=[z, nz])))
     assert "ahead of onpolicy in 1 cells and behind in 0 (before the correction: ahead in 1)" in line
     assert "a: ↑0 ↓0 of 1; b: ↑1 ↓0 of 1" in line
 
@@ -465,9 +468,9 @@ def test_regime_line_zero_width_intervals():
 def test_regime_line_uses_n_minus_one_degrees_of_freedom():
     # p = 0.04 at n = 3 computed with df = 2; with df = 3 the same interval gives another p
     c = _cell_with_p(0.049, n=3)
-    assert "ahead of onpolicy in 1 cells" in an.regime_line(rep(regime_map=dict(comparisons=[c])))
+    assert "ahead of onpolicy in 1 cells" in ex.regime_line(rep(regime_map=dict(comparisons=[c])))
     c = _cell_with_p(0.051, n=3)
-    assert "ahead of onpolicy in 0 cells" in an.regime_line(rep(regime_map=dict(comparisons=[c])))
+    assert "ahead of onpolicy in 0 cells" in ex.regime_line(rep(regime_map=dict(comparisons=[c])))
 
 
 # --- exploratory blocks -----------------------------------------------------------------------------------------------
@@ -479,7 +482,7 @@ def test_exploratory_blocks_table_regime_line_and_the_other_arm():
         ent(group="tabular-family", setting="tabular-1", arm="tuned η", rival="tis"),
         ent(group="toy-ladder", setting="rung 6", arm="", interval="IV")])],
         regime_map=dict(comparisons=[_cell_with_p(0.001)]))
-    b = an.exploratory_blocks(r)
+    b = ex.exploratory_blocks(r)
     assert b[0] == ("h2", "Exploratory results (never feed the headline)")
     kinds = [x[0] for x in b]
     assert kinds[:3] == ["h2", "table", "p"] and b[3][1].startswith("Regime map (exploratory;")
@@ -488,12 +491,12 @@ def test_exploratory_blocks_table_regime_line_and_the_other_arm():
     assert b[5][0] == "table" and b[5][1] == ["setting", "d", "rival", "arm", "gmc − rival (IQM) [interval]; P [interval]"]
     assert b[5][2] == [["tabular family (protocol v6, drawn MDPs)", "8", "onpolicy", "common η",
                         "+0.200 [+0.100, +0.300]; P 0.60 [0.50, 0.70]"]]
-    assert len(b) == 6
+    assert b[6:] == ex.lm_history_blocks() and len(b) == 9  # the earlier LM versions close the appendix
 
 
 def test_exploratory_blocks_of_a_report_with_nothing_exploratory():
-    assert an.exploratory_blocks(rep(sidecars=[dict(figure="f", v6=V6)])) == [
-        ("h2", "Exploratory results (never feed the headline)")]
+    assert ex.exploratory_blocks(rep(sidecars=[dict(figure="f", v6=V6)])) == [
+        ("h2", "Exploratory results (never feed the headline)")] + ex.lm_history_blocks()
 
 
 # --- LM failures and broken arms ---------------------------------------------------------------------------------------
@@ -519,10 +522,10 @@ def test_broken_arms_are_arms_where_every_run_fails_the_control_included():
 
 def test_constants_of_the_first_screen():
     assert an.HEADLINE_GROUPS == ("tabular-family", "lm-like-family", "cpu-lm")
-    assert an.CONFIRMATORY == ("tabular-family", "lm-like-family", "gpu-lm")
-    assert an.DELAYS == (8, 32) and an.COLUMNS == ("onpolicy", "is", "tis/tic", "grpo", "best peer")
+    assert an.CONFIRMATORY == ("tabular-family", "lm-like-family", "cpu-lm", "gpu-lm") and an.MARKED == ("cpu-lm",)
+    assert an.DELAYS == (8, 32) and ex.COLUMNS == ("onpolicy", "is", "tis/tic", "grpo", "best peer")
     assert an.CAVEAT.startswith("**Caveat.** The claims C1–C9 are this project's reconstruction")
-    assert an.peer_corrections() == ("verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs", "trl_seq_mask")
+    assert ex.peer_corrections() == ("verl_seq_tis", "verl_seq_rs", "verl_tok_tis", "verl_geo_rs", "trl_seq_mask")
 
 
 # --- against the mutmut survivors (issue 55): defaults of absent keys, full texts, both families, boundaries --------
@@ -562,7 +565,7 @@ def test_entries_a_given_row_replaces_only_the_derived_row_of_its_own_arm():
 
 
 def test_main_arm_of_rows_without_an_arm_is_empty():
-    assert an._main_arm([noarm(group="cpu-lm")], "cpu-lm") == ""
+    assert ex._main_arm([noarm(group="cpu-lm")], "cpu-lm") == ""
 
 
 def test_broken_arms_reads_a_missing_lr_factor_as_the_base_arm():
@@ -571,10 +574,10 @@ def test_broken_arms_reads_a_missing_lr_factor_as_the_base_arm():
 
 
 def test_cells_read_a_missing_arm_as_the_empty_arm_and_use_the_given_peers():
-    cs = an.cells([ent(rival="tis", arm="", delta=0.2, lo=0.1, hi=0.3), noarm(rival="tic", delta=0.1, lo=0.0, hi=0.2)],
+    cs = ex.cells([ent(rival="tis", arm="", delta=0.2, lo=0.1, hi=0.3), noarm(rival="tic", delta=0.1, lo=0.0, hi=0.2)],
                   PEERS)
     assert [e["rival"] for e in cs[("tabular", "tis/tic", 8)]] == ["tic"]
-    cs = an.cells([ent(rival="mypeer")], ("mypeer",))
+    cs = ex.cells([ent(rival="mypeer")], ("mypeer",))
     assert ("tabular", "best peer", 8) in cs
 
 
@@ -602,13 +605,13 @@ def test_exploratory_table_full_note_class_columns_and_armless_rows():
           ent(group="toy-ladder", setting="r6", rival="is", arm="tuned η"),
           ent(group="toy-ladder", setting="r6", rival="is", d=32, arm="common η"),
           ent(group="toy-ladder", setting="r7", rival="is", d=32, arm="x η")]
-    header, rows, note = an.exploratory_table(rep(), es)
+    header, rows, note = ex.exploratory_table(rep(), es)
     lm = rows[1]
     assert lm[0] == "tiny LM on CPU (2-digit sums) [accuracy AUC]"
     assert lm[1] == "+0.100 [+0.050, +0.150]" and lm[5] == "+0.200 [+0.100, +0.300] (tis)"  # no arm bracket
     ladder = rows[0]
     assert ladder[4] == "+0.100 [+0.050, +0.150] [common η]"  # one_arm keeps one arm per cell
-    peers = ", ".join(an.peer_corrections())
+    peers = ", ".join(ex.peer_corrections())
     assert note == (
         "Exploratory: these rows come from protocol versions, instances and seeds chosen or seen before protocol "
         "v6 (v5's instances, the ladder, the LM protocol v7); they never feed the headline. Positive: gmc better. "
@@ -620,9 +623,9 @@ def test_exploratory_table_full_note_class_columns_and_armless_rows():
 
 def test_one_arm_default_and_given_peers():
     es = [ent(rival="verl_seq_tis", arm="common η"), ent(rival="trl_seq_mask", arm="tuned η")]
-    assert an.one_arm(es) == [es[1]]
+    assert ex.one_arm(es) == [es[1]]
     es = [ent(rival="verl_seq_tis", arm="common η"), ent(rival="mypeer", arm="tuned η")]
-    assert an.one_arm(es, ("verl_seq_tis", "mypeer")) == [es[1]]
+    assert ex.one_arm(es, ("verl_seq_tis", "mypeer")) == [es[1]]
 
 
 def test_headline_settings_and_table_read_the_entries_of_the_report_when_none_are_given():
@@ -631,8 +634,8 @@ def test_headline_settings_and_table_read_the_entries_of_the_report_when_none_ar
     assert an.headline_settings(r)[0][1] == [e for e in es if e["group"] == "tabular-family"]
     header, rows, _ = an.table(r)
     assert header == ["gmc − rival", "tabular family, d = 8", "tabular family, d = 32", "LM-like family, d = 8",
-                      "LM-like family, d = 32", "LM on a GPU"]
-    assert rows[1] == ["tis"] + ["+0.100 [+0.050, +0.150]"] * 4 + ["not run"]
+                      "LM-like family, d = 32", "tiny LM", "LM on a GPU"]
+    assert rows[1] == ["tis"] + ["+0.100 [+0.050, +0.150]"] * 4 + ["not run"] * 2
 
 
 def test_table_interval_comes_from_a_confirmatory_row_and_full_note():
@@ -642,10 +645,11 @@ def test_table_interval_comes_from_a_confirmatory_row_and_full_note():
     assert note == (
         "Protocol `v6` (confirmatory: instances drawn by seed, fresh seeds), tuned η. Each cell: the IQM difference of "
         "nAUC, gmc − rival (positive: gmc better) [interval], and P = P(gmc > rival), rliable's probability of "
-        "improvement [interval]; intervals: IVX, over the family's instances × held-out seeds. not run: no results for "
-        "the setting; not measured: a rival missing at that d; 0 (identical runs): every seed's run equal (d = 0, "
+        "improvement [interval]; intervals: IVX, over the family's instances × held-out seeds; tiny LM (LM protocol "
+        "v8): the mean difference of accuracy AUC with its 95 % paired t-interval over the fresh seeds. not run: no "
+        "results for the setting; not measured: a rival missing at that d; 0 (identical runs): every seed's run equal (d = 0, "
         "where ρ = 1). The other step-size arm, per-instance paired t-intervals and the exploratory rows (earlier "
-        "protocols, the ladder, LM v7, the regime map): REPORT-details.md.")
+        "protocols, the ladder, LM v2–v7, the regime map): REPORT-details.md.")
 
 
 def test_v6_meta_from_the_file_carries_its_hash():
@@ -658,33 +662,33 @@ def test_exploratory_blocks_kinds_and_the_lm_like_family_other_arm():
     r = rep(sidecars=[dict(figure="f", v6=V6, answer=[
         ent(group="lm-like-family", setting="lm-like-1", arm="common η")])],
         regime_map=dict(comparisons=[_cell_with_p(0.001)]))
-    b = an.exploratory_blocks(r)
-    assert [x[0] for x in b] == ["h2", "p", "p", "table"]
+    b = ex.exploratory_blocks(r)
+    assert b[-3:] == ex.lm_history_blocks() and [x[0] for x in b[:-3]] == ["h2", "p", "p", "table"]
     assert b[3][2][0][0] == "LM-like family (protocol v6, drawn instances)"
 
 
 def test_regime_line_counts_per_instance_and_lists_several_ahead():
     cs = [_cell_with_p(1e-6, d=1), _cell_with_p(1e-6, d=2), _cell_with_p(1e-6, d=3), _cell_with_p(1e-6, d=4)]
-    line = an.regime_line(rep(regime_map=dict(comparisons=cs)))
+    line = ex.regime_line(rep(regime_map=dict(comparisons=cs)))
     assert "count-frac: ↑4 ↓0 of 4; surviving ahead: count-frac d = 1 (η×1, G = 8, ε = 0.2), count-frac d = 2 " in line
     assert line.endswith("count-frac d = 4 (η×1, G = 8, ε = 0.2).")  # exactly four: no ellipsis
 
 
 def test_regime_line_without_a_cell_ahead_ends_at_the_per_instance_counts():
-    line = an.regime_line(rep(regime_map=dict(comparisons=[_cell_with_p(0.5)])))
+    line = ex.regime_line(rep(regime_map=dict(comparisons=[_cell_with_p(0.5)])))
     assert line.endswith("Per instance: count-frac: ↑0 ↓0 of 1.")
 
 
 def test_regime_line_skips_a_cell_without_a_delay_and_keeps_n_two():
     no_d = {k: v for k, v in _cell_with_p(1e-6).items() if k != "d"}
-    line = an.regime_line(rep(regime_map=dict(comparisons=[no_d, _cell_with_p(1e-6, n=2)])))
+    line = ex.regime_line(rep(regime_map=dict(comparisons=[no_d, _cell_with_p(1e-6, n=2)])))
     assert "(exploratory; 1 cells" in line and "ahead of onpolicy in 1 cells" in line
 
 
 def test_exploratory_blocks_accept_a_v6_row_without_an_arm():
     r = rep(sidecars=[dict(figure="f", v6=V6, answer=[noarm(group="tabular-family", setting="tabular-1")])])
     assert an.table(r)[1][0][1] == "+0.100 [+0.050, +0.150]"  # the first table reads it as the primary arm's
-    blocks = an.exploratory_blocks(r)
+    blocks = ex.exploratory_blocks(r)[:-3]  # less the earlier LM versions' table
     assert all(b[0] != "table" for b in blocks)  # not shown again as another arm
 
 
@@ -703,13 +707,14 @@ def test_damaged_evidence_is_never_judged():
     hs = an.headline_settings(r, es)
     assert hs[0][1] == [] and len(hs[1][1]) == 4
     header, rows, _ = an.table(r, es)
-    assert header == ["gmc − rival", "tabular family", "LM-like family, d = 8", "LM-like family, d = 32", "LM on a GPU"]
-    assert rows[0] == ["onpolicy", why, "+0.100 [+0.050, +0.150]", "+0.100 [+0.050, +0.150]", "not run"]
+    assert header == ["gmc − rival", "tabular family", "LM-like family, d = 8", "LM-like family, d = 32", "tiny LM",
+                      "LM on a GPU"]
+    assert rows[0] == ["onpolicy", why, "+0.100 [+0.050, +0.150]", "+0.100 [+0.050, +0.150]", "not run", "not run"]
     assert an.recommendation(r, es)[0].endswith("not run: no results yet → no recommendation.")
 
 
 def test_main_arm_without_tuned_is_the_first_arm_seen():
-    assert an._main_arm([ent(arm="common η"), ent(arm="x η")], "tabular") == "common η"
+    assert ex._main_arm([ent(arm="common η"), ent(arm="x η")], "tabular") == "common η"
 
 
 def test_regime_line_skips_a_cell_whose_interval_does_not_hold_its_estimate():
@@ -718,5 +723,5 @@ def test_regime_line_skips_a_cell_whose_interval_does_not_hold_its_estimate():
                 hi=0.55, n=24)
     bad = dict(good, instance="b", lo=0.55, hi=0.45)
     r = rep(regime_map=dict(comparisons=[good, bad], settings=dict(instances=["a", "b"], delays=[8])))
-    line = an.regime_line(r)
+    line = ex.regime_line(r)
     assert "1 cells with d ≥ 1" in line and "ahead of onpolicy in 1 cells" in line and "b:" not in line

@@ -1,0 +1,68 @@
+"""The earlier LM protocol versions' extract (figures/report/lm_history.py, issue 53): one rule for every version,
+a sealed file that refuses edits, and a table that names what was not measured."""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+
+import pytest
+
+from figures.report import lm_history as h
+from simulate import verdicts as vd
+
+
+def _sidecar(version=7, gap=0.1):
+    runs = [dict(estimator=e, d=d, seed=s, lr_factor=f, auc=0.5 + (gap if e == "gmc" else 0.0) + 0.01 * s * (e == "is"))
+            for e in ("gmc", "is", "tis") for d in (8, 32) for s in range(3) for f in (1.0, 3.0)]
+    return json.dumps(dict(lm_protocol=dict(version=version), protocol_hash="abc", verdict="inconclusive", runs=runs,
+                           comparisons=[dict(name="gmc not worse than is at d=32", verdict="holds")])).encode()
+
+
+def test_extract_pairs_seeds_on_the_base_step_size_with_the_95_t_interval():
+    raw = _sidecar()
+    rec = h.extract(7, raw, "c0ffee")
+    assert rec["sidecar_sha256"] == hashlib.sha256(raw).hexdigest() and rec["n_seeds"] == 3
+    row = next(r for r in rec["rows"] if r["rival"] == "is" and r["d"] == 32)
+    m, lo, hi = vd.t_interval([0.1, 0.09, 0.08], 0.95)
+    assert (row["delta"], row["lo"], row["hi"], row["n"]) == pytest.approx((m, lo, hi, 3))
+    assert row["holm"] == "holds" and next(r for r in rec["rows"] if r["rival"] == "tis")["holm"] is None
+    assert {r["rival"] for r in rec["rows"]} == {"is", "tis"}  # onpolicy, tic, grpo absent: no row
+
+
+def test_extract_refuses_a_sidecar_of_another_version():
+    with pytest.raises(ValueError, match="holds LM protocol version 6, expected 7"):
+        h.extract(7, _sidecar(version=6), "c0ffee")
+
+
+def test_load_refuses_an_edited_or_unreadable_file(tmp_path):
+    body = {"interval": "x", "versions": [h.extract(7, _sidecar(), "c0ffee")]}
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({**body, "seal": hashlib.sha256(h._canonical(body)).hexdigest()}))
+    assert h.load(p) == body
+    edited = json.loads(p.read_text())
+    edited["versions"][0]["rows"][0]["delta"] += 0.01
+    p.write_text(json.dumps(edited))
+    with pytest.raises(ValueError, match="seal does not match"):
+        h.load(p)
+    p.write_text("{")
+    with pytest.raises(ValueError, match="unreadable"):
+        h.load(p)
+
+
+def test_table_rows_per_version_with_not_measured_cells():
+    data = {"interval": "95 % paired t", "versions": [h.extract(7, _sidecar(), "c0ffee")]}
+    header, rows, note = h.table(data)
+    assert header[0] == "LM protocol" and header[-1] == "C9 at LM scale" and len(header) == 2 + len(h.RIVALS)
+    row = dict(zip(header, rows[0]))
+    assert row["LM protocol"] == "v7 (abc, 3 seeds, report c0ffee)"
+    assert row["gmc − onpolicy, d = 32"] == "not measured" and row["gmc − is, d = 32"].endswith("(holds)")
+    assert "Exploratory" in note and "95 % paired t" in note
+
+
+def test_committed_extract_is_sealed_and_matches_git_history():
+    data = h.load()
+    assert [v["version"] for v in data["versions"]] == [v for v, _ in h.VERSIONS]
+    have = subprocess.run(["git", "cat-file", "-e", f"{h.VERSIONS[0][1]}^{{commit}}"], cwd=h.ROOT).returncode == 0
+    if have:  # a clone with history re-makes it exactly (a shallow clone checks the seal above only)
+        assert data == {k: v for k, v in h.from_git().items() if k != "seal"}
