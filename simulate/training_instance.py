@@ -1,8 +1,8 @@
 """The training instance as a type: a deterministic tabular MDP with its exact ``J``, ``∇J``, ``J*`` and ``J_class``
 (docs/protocol.md). Every instance a protocol runs on is one of these, whoever builds it: the registry of named
 problems (:mod:`simulate.protocol.instances`), the ladder's prompt–answer rungs (:mod:`simulate.bridge.rungs`), the
-drawn families (:mod:`simulate.protocol.families`). The type lives apart from the registry so the builders can
-import it while the registry imports the builders (no circle).
+drawn families (:mod:`simulate.protocol.families`). The type lives below both packages so the builders can
+import it while the registry imports the builders (no circle, issue 60).
 
 A :class:`TrainingInstance` has
 

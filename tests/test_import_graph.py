@@ -10,7 +10,8 @@ Every ``import``/``from … import`` of every file (at module level or inside a 
 upward all the same) and every ``importlib.import_module("…")``/``__import__("…")`` with a literal name is
 an arrow; an arrow into a package of the same layer or a higher one is a defect (same layer: two packages
 that need each other are one concept, or a third belongs below both). ``mutation/`` is tooling that imports
-none of them. tests/test_core_imports.py checks the stronger run-time property for the core.
+none of them. tests/test_core_imports.py checks the stronger run-time property for the core, and
+tests/test_import_circles.py that no module-level circle exists inside any package either (issue 60).
 """
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from simulate.instances.products import exp, phi_t_g, phi_w
-from simulate.protocol.training_instance import TrainingInstance, exact_J_grad_w
+from simulate.training_instance import TrainingInstance, exact_J_grad_w
 
 __all__ = ["prompt_answer", "supervised_init", "answers", "hidden", "token_accuracy", "token_argmax_accuracy",
            "WARM_METRICS"]

@@ -1,7 +1,7 @@
 """The registry of named training problems the C5/C9 protocol runs on (docs/protocol.md), and their builders.
 
 The type itself, :class:`TrainingInstance` with its exact ``J``, ``∇J``, ``J*`` and ``J_class``, lives in
-:mod:`simulate.protocol.training_instance` (re-exported here); this module builds the named instances from it:
+:mod:`simulate.training_instance` (re-exported here); this module builds the named instances from it:
 token MDPs, random bigram rewards, shared features, and the ladder's LM-faithful rung (:mod:`simulate.bridge`).
 
 :data:`INSTANCES` lists the registered instances; :func:`get_instance` builds one by name and
@@ -14,9 +14,9 @@ import math
 import numpy as np
 
 from simulate import instances as tab
-from simulate.protocol.training_instance import (CLASS_STARTS, REPORT_GROUPS, TrainingInstance, class_optimum,
-                                                 exact_J_grad_w)
+from simulate.bridge.ladder import get_rung
 from simulate.training import count_frac_mdp
+from simulate.training_instance import CLASS_STARTS, REPORT_GROUPS, TrainingInstance, class_optimum, exact_J_grad_w
 
 __all__ = ["TrainingInstance", "INSTANCES", "get_instance", "from_mdp", "prev_token_mdp", "exact_J_grad_w",
            "token_state_features", "class_optimum", "CLASS_STARTS", "REPORT_GROUPS"]
@@ -121,9 +121,6 @@ def _feature_lm(seed: int = 5) -> TrainingInstance:
 def _lm_faithful() -> TrainingInstance:
     """The ladder's rung 6 (issue 33, docs/bridge.md): 8 prompts, V = 16, T = 12, exact-match reward, log-linear
     shared unembedding (p = 96), supervised warm start at J = 0.5. Run it with ``n_prompts = 8``."""
-    # lazy: simulate/protocol/__init__.py loads this module, and the ladder's rungs load simulate.protocol
-    from simulate.bridge.ladder import get_rung
-
     inst = get_rung("6-sparse").build()
     return TrainingInstance("lm-faithful-exact", "LM-faithful toy (issue 33): 8 prompts, V = 16, T = 12, exact-match "
                             "reward, log-linear policy with a shared unembedding (p = 96), supervised warm start at "
