@@ -123,12 +123,23 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
         "protocol": next((m["protocol"] for m in sidecars if m.get("protocol")), None),
         "sidecars": sidecars,
         "missing": [(m["figure"], why) for m in sidecars for why in m.get("missing", [])],
+        "verify": _verify_line(),
         "timings": dict(timings or {}),
         "failures": dict(failures or {}),
         "out_dir": Path(out_dir),
         "report_path": report_path,
         "details_path": report_path.with_name(report_path.stem + "-details.md"),
     }
+
+
+def _verify_line() -> str:
+    """The last `make verify`'s result (figures/verify.py), or why it cannot be quoted."""
+    from figures import verify
+
+    try:
+        return verify.stamp_line(verify.load_stamp())
+    except ValueError as err:
+        return f"Kernel-path check (`make verify`): stamp not quoted ({err})."
 
 
 # --------------------------------------------------------------------------- formatting (never "None"/"nan")

@@ -76,6 +76,7 @@ def _head(rep: dict) -> list:
                                                        if any(g["code"] != cur for g in sts) else ""))
     b = [("p", text + (", estimator plugins " + ", ".join(f"`{m}@{h[:12]}`" for m, h in sorted(rep["plugins"].items()))
                        if rep.get("plugins") else "") + ".")]
+    b.append(("p", rep.get("verify") or "Kernel-path check (`make verify`): never run on this tree."))
     if rep["quick"]:
         b.append(("p", "**Quick mode: small samples — not a verdict.** Regenerate with `make run` for the report."))
     probs = rep.get("evidence_problems") or []
