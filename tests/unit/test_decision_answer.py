@@ -725,3 +725,44 @@ def test_regime_line_skips_a_cell_whose_interval_does_not_hold_its_estimate():
     r = rep(regime_map=dict(comparisons=[good, bad], settings=dict(instances=["a", "b"], delays=[8])))
     line = ex.regime_line(r)
     assert "1 cells with d ≥ 1" in line and "ahead of onpolicy in 1 cells" in line and "b:" not in line
+
+
+# --- the tiny LM's confirmatory rows (LM protocol v8) -------------------------------------------------------------------
+
+def _lm(d, rival, delta=0.1, lo=0.05, hi=0.15, marked=True):
+    e = ent(group="cpu-lm", setting="tiny LM", d=d, rival=rival, arm="", delta=delta, lo=lo, hi=hi, n=16,
+            interval="95 % paired t, 16 seeds")
+    return dict(e, confirmatory=True) if marked else e
+
+
+def test_is_confirmatory_reads_the_mark_only_in_marked_groups():
+    assert an.is_confirmatory(ent(group="tabular-family")) and an.is_confirmatory(ent(group="gpu-lm"))
+    assert not an.is_confirmatory(_lm(8, "tis", marked=False)) and an.is_confirmatory(_lm(8, "tis"))
+    assert not an.is_confirmatory(dict(ent(group="toy-ladder"), confirmatory=True))  # the mark cannot promote a group
+    assert not an.is_confirmatory(dict(_lm(8, "tis"), confirmatory=False))
+
+
+def test_cell_of_the_lm_d0_identity_and_of_a_zero_elsewhere():
+    assert an._cell(_lm(0, "tis", 0.0, 0.0, 0.0)) == "0 (identical runs)"
+    assert an._cell(_lm(8, "tis", 0.0, 0.0, 0.0)) == "+0.000 [+0.000, +0.000]"  # d > 0: a measured zero
+    assert an._cell(_lm(0, "tis", 0.0, 0.0, 0.01)) == "+0.000 [+0.000, +0.010]"
+
+
+def test_lm_rows_enter_the_first_table_and_the_headline_only_when_marked():
+    meta = dict(V6, delays=[0, 8, 32])
+    lm = [_lm(d, r, *((0.0, 0.0, 0.0) if d == 0 else (0.1, 0.05, 0.15))) for r in ("onpolicy", "tis") for d in (0, 8, 32)]
+    lm[-1] = dict(lm[-1], delta=-0.2, lo=-0.3, hi=-0.1)  # tis beats gmc at d = 32
+    r = rep(sidecars=[dict(figure="f", v6=meta)])
+    header, rows, note = an.table(r, lm)
+    assert header == ["gmc − rival", "tabular family", "LM-like family", "tiny LM, d = 0", "tiny LM, d = 8",
+                      "tiny LM, d = 32", "LM on a GPU"]
+    assert rows[1] == ["tis", "not run", "not run", "0 (identical runs)", "+0.100 [+0.050, +0.150]",
+                       "−0.200 [−0.300, −0.100]", "not run"]
+    assert "intervals: 95 % stratified bootstrap percentile interval" in note  # the LM's t-interval is not the families'
+    lines = an.recommendation(r, lm)
+    assert lines[2].startswith("Tiny LM on CPU (LM v8, fresh seeds): use **tis**, not gmc: it beats gmc at d = 32 by "
+                               "+0.200 [+0.100, +0.300]")
+    unmarked = [dict(e, confirmatory=False) for e in lm]
+    assert an.table(r, unmarked)[1][1][3] == "not run"
+    assert an.recommendation(r, unmarked)[2].endswith("→ no recommendation.")
+    assert ex.exploratory_table(r, unmarked)[1] and not ex.exploratory_table(r, lm)[1]
