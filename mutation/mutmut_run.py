@@ -20,6 +20,7 @@ Usage::
 
     python mutation/mutmut_run.py FILE [FILE ...]   # run every mutant of each file, print the table
     python mutation/mutmut_run.py --report FILE ...  # the table of the last runs
+    python mutation/mutmut_run.py --rerun-survivors FILE ...  # after adding tests: the survivors only
 """
 from __future__ import annotations
 
@@ -122,6 +123,28 @@ def run_target(target: str, workdir: Path) -> None:
     _write_survivors(target, workdir)
 
 
+def rerun_survivors(target: str, workdir: Path) -> None:
+    """Run the last run's survivors again (not the listed equivalents), against the working tree's tests copied into
+    the scratch copy: mutmut collects the new tests' coverage, then runs only the named mutants."""
+    src = workdir / f"src-{_tag(target)}"
+    res = _results(target, workdir)
+    if res is None:
+        sys.exit(f"{target}: no earlier mutmut run in {workdir}")
+    equiv = _equivalents()
+    names = sorted(n for n, code in res.items() if code is not None and code not in KILLED and (target, n) not in equiv)
+    print(f"{target}: running {len(names)} earlier survivors again", flush=True)
+    if not names:
+        return
+    shutil.copytree(cr.ROOT / "tests", src / "tests", dirs_exist_ok=True)
+    _config(src, target, cr._expand(cr.TARGETS[target], src))
+    t0 = time.time()
+    p = subprocess.run([_bin("mutmut"), "run", "--max-children", "1", *names], cwd=src, env=_env(src, target),
+                       capture_output=True, text=True)
+    (workdir / f"{_tag(target)}.rerun.log").write_text(p.stdout[-20000:] + "\n--- stderr ---\n" + p.stderr[-20000:])
+    print(f"{target}: mutmut rerun done in {time.time() - t0:.0f} s (exit {p.returncode})", flush=True)
+    _write_survivors(target, workdir)
+
+
 def _results(target: str, workdir: Path) -> dict[str, int | None] | None:
     meta = workdir / f"src-{_tag(target)}" / "mutants" / (target + ".meta")
     if not meta.exists():
@@ -215,7 +238,8 @@ def main(argv=None) -> int:
     # run.py's other options (`make mutate FILES="--timeout 90 FILE"` passes them to both): accepted, not used
     for opt in ("--timeout", "--seed", "--max-minutes", "--snapshot", "--source"):
         ap.add_argument(opt, help=argparse.SUPPRESS)
-    ap.add_argument("--rerun-survivors", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="run only the last run's survivors again, with the working tree's tests")
     args = ap.parse_args(argv)
     files = args.files or list(cr.TARGETS)
     for t in files:
@@ -227,7 +251,7 @@ def main(argv=None) -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     if not args.report:
         for t in files:
-            run_target(t, args.workdir)
+            rerun_survivors(t, args.workdir) if args.rerun_survivors else run_target(t, args.workdir)
     return report(args.workdir, files)
 
 

@@ -1,0 +1,208 @@
+"""C9's scope logic (simulate/protocol/c9.py), second file: the held-out check's edge cases and the per-instance
+comparisons on small synthetic tables (issue 55; tests written against mutation survivors, from the docstrings)."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulate.protocol import c9
+from simulate.protocol.spec import V4_PATH, load_protocol
+
+P4 = load_protocol(V4_PATH)
+
+
+def rows(est="gmc", d=8, G=8, eps=0.2, kind="tuned", phase="eval", seeds=(1, 2, 3), **cols):
+    out = []
+    for i, s in enumerate(seeds):
+        r = dict(instance="i", estimator=est, d=d, G=G, eps=eps, eta_kind=kind, phase=phase, seed=s, eta=1.0,
+                 nauc=0.5 + 0.1 * i, failed=False, failure="none", chi2_med=0.5, zero_frac=0.0)
+        for k, v in cols.items():
+            r[k] = v[i] if isinstance(v, (list, tuple)) else v
+        out.append(r)
+    return out
+
+
+def T(*groups):
+    return pd.DataFrame([r for g in groups for r in g])
+
+
+def test_heldout_check_refuses_a_cell_whose_value_is_missing_on_one_row():
+    # NaN counts as a value of its own: [0.5, 0.5, NaN] are two values (a damaged table), not one
+    t = T(rows(eta_tuned=0.5, tune_nauc=[0.6, 0.6, np.nan], tune_lcb=0.5, eta_at_edge=False))
+    with pytest.raises(ValueError, match=r"tune_nauc must take one value per tuned cell"):
+        c9.heldout_check(t, P4)
+
+
+def test_heldout_check_without_tuning_columns_reads_nan():
+    t = T(rows(eta_tuned=0.5, eta_at_edge=False))
+    h = c9.heldout_check(t, P4).iloc[0]
+    assert math.isnan(h["tune_nauc"]) and math.isnan(h["tune_lcb"]) and math.isnan(h["gap"])
+    assert h["flagged"] == False  # noqa: E712  (m < NaN is False)
+    assert h["heldout_nauc"] == pytest.approx(0.6)
+
+
+def test_heldout_check_rows_are_sorted_by_cell():
+    t = T(rows(est="tis", eta_tuned=0.5, tune_nauc=0.6, tune_lcb=0.5, eta_at_edge=False),
+          rows(est="gmc", d=16, eta_tuned=0.5, tune_nauc=0.6, tune_lcb=0.5, eta_at_edge=False),
+          rows(est="gmc", eta_tuned=0.5, tune_nauc=0.6, tune_lcb=0.5, eta_at_edge=False))
+    h = c9.heldout_check(t, P4)
+    assert list(zip(h.estimator, h.d)) == [("gmc", 8), ("gmc", 16), ("tis", 8)]
+
+
+# --- whole instances ----------------------------------------------------------------------------------------------
+
+from simulate.protocol.spec import V1_PATH, V2_PATH  # noqa: E402
+
+P1 = load_protocol(V1_PATH)
+P2 = load_protocol(V2_PATH)
+KINDS4 = ("tuned", "neighbour", "common", "common-neighbour")
+#: (estimator, d) -> mean nAUC; seeds add 0, 0.01, 0.03, 0.02 (a paired s.d. that is not zero)
+BASE = {("onpolicy", 0): 0.8, ("onpolicy", 8): 0.6, ("is", 0): 0.8, ("is", 8): 0.5, ("tic", 0): 0.8, ("tic", 8): 0.79,
+        ("tis", 0): 0.8, ("tis", 8): 0.7, ("gmc", 0): 0.8, ("gmc", 8): 0.75}
+JIT = (0.0, 0.01, 0.03, 0.02)
+
+
+def instance(inst="i", kinds=KINDS4, base=None, fail=(), seeds=(1, 2, 3, 4)):
+    """One instance's evaluation runs at the primary cell (ε 0.2, G 8) and d = 0; ``fail``: (estimator, d) whose
+    every run failed."""
+    out = []
+    for (est, d), mu in (base or BASE).items():
+        for kind in kinds:
+            for s, j in zip(seeds, JIT):
+                f = (est, d) in fail
+                out.append(dict(instance=inst, estimator=est, d=d, G=8, eps=0.2, eta_kind=kind, phase="eval", seed=s,
+                                eta=1.0, nauc=mu + j * (1 + 0.5 * (est == "gmc")), failed=f,
+                                failure="diverged" if f else "none", chi2_med=0.5, zero_frac=0.0,
+                                chi2_learn_med=0.5, chi2_learn_mean=0.5, chi2_learn_p90=0.6, chi2_learn_max=0.9,
+                                eta_tuned=1.0, tune_nauc=mu, tune_lcb=mu - 0.05, eta_at_edge=False))
+    return out
+
+
+def test_a_table_without_eta_kind_is_all_tuned_runs():
+    t = T(instance(kinds=("tuned",)))
+    a = c9.c9_verdicts(t.drop(columns="eta_kind"), P1)
+    b = c9.c9_verdicts(t, P1)
+    assert a["verdict"] == b["verdict"] and a["aggregate"] == b["aggregate"]
+    pd.testing.assert_frame_equal(a["comparisons"], b["comparisons"])
+    assert set(a["comparisons"].n) == {4}  # every seed paired
+
+
+def test_a_repeated_run_is_refused_even_with_other_values_and_the_keys_are_named():
+    t = T(instance(kinds=("tuned",)))
+    rep = t.iloc[[0]].assign(nauc=0.123, failed=True)  # the same run, another result
+    with pytest.raises(ValueError, match=r"table holds 1 repeated run\(s\) \(same instance, estimator, d, eps, G, phase, "
+                                         r"eta_kind, eta, seed\): each run must appear once"):
+        c9.c9_verdicts(pd.concat([t, rep], ignore_index=True), P1)
+    ok = pd.concat([t, rep.assign(seed=99)], ignore_index=True)  # another seed: a run of its own
+    c9.c9_verdicts(ok, P1)
+
+
+@pytest.mark.parametrize("proto", [P1, P4], ids=["v1", "v4"])
+def test_an_instance_without_any_c9_estimator_is_out_of_scope(proto):
+    t = T(instance(base={("grpo", 0): 0.8, ("grpo", 8): 0.7}))
+    r = c9.c9_verdicts(t, proto)
+    assert r["aggregate"] == {} and r["verdict"] == "out of scope" and len(r["comparisons"]) == 0
+
+
+def _rows(r, **sel):
+    c = r["comparisons"]
+    for k, v in sel.items():
+        c = c[c[k] == v]
+    return c
+
+
+def test_v4_compares_gmc_with_every_rival_on_both_arms_and_prints_the_rivals_failure_rate():
+    t = T(instance(fail={("tis", 8)}))
+    r = c9.c9_verdicts(t, P4, sensitivity=False)
+    best = _rows(r, test="paired t")
+    best = best[best.subclaim.str.startswith("gmc-best")]
+    assert sorted(set(best.subclaim)) == ["gmc-best-or-tied (common η)", "gmc-best-or-tied (tuned η)"]
+    assert list(_rows(r, subclaim="gmc-best-or-tied (tuned η)").rival) == ["is", "onpolicy", "tic", "tis"]
+    tis = _rows(r, subclaim="gmc-best-or-tied (common η)", rival="tis").iloc[0]
+    assert tis["rival_fail_rate"] == 1.0 and tis["name"] == "gmc − tis (d=8, common η)"
+    assert _rows(r, subclaim="gmc-best-or-tied (tuned η)", rival="tic").iloc[0]["rival_fail_rate"] == 0.0
+    # v2: a rival failing in more than p0 of its runs is not compared; no rival columns
+    r2 = c9.c9_verdicts(t, P2)
+    assert "tis" not in " ".join(_rows(r2, subclaim="gmc-best-or-tied (tuned η)").name)
+    assert len(_rows(r2, subclaim="gmc-best-or-tied (tuned η)")) == 3 and "rival" not in r2["comparisons"]
+
+
+def test_v2_degrades_on_the_common_arm_and_rates_on_the_common_arm_only():
+    t = T(instance())
+    r = c9.c9_verdicts(t, P2)
+    deg = _rows(r, subclaim="tic-degrades").iloc[0]
+    assert deg["arm"] == "common" and deg["name"] == "tic(d=0) − tic(d=8), common η" and deg["n"] == 4
+    assert deg["kind"] == "superiority" and deg["estimate"] == pytest.approx(0.01)
+    rates = _rows(r, test="Clopper–Pearson")
+    assert list(zip(rates.subclaim, rates.arm)) == [("is-unstable", "common"), ("gmc-stable", "common")]
+    assert list(rates.name) == ["is-unstable", "gmc-stable"] and list(rates.kind) == ["rate above p0", "rate below p0"]
+    r4 = c9.c9_verdicts(t, P4, sensitivity=False)
+    rates = _rows(r4, test="Clopper–Pearson")
+    assert list(zip(rates.subclaim, rates.arm)) == [("is-unstable", "tuned"), ("is-unstable", "common"),
+                                                    ("gmc-stable", "tuned"), ("gmc-stable", "common")]
+    assert list(rates.name) == ["is-unstable (tuned η)", "is-unstable (common η)", "gmc-stable (tuned η)",
+                                "gmc-stable (common η)"]
+    assert set(rates.n) == {8} and set(rates.diverged) == {0} and set(rates.premise) == {""}
+
+
+def test_rate_split_counts_the_failure_modes_and_the_v4_premise_at_d0():
+    t = T(instance(fail={("is", 8), ("is", 0)}))
+    r = c9.c9_verdicts(t, P4, sensitivity=False)
+    rates = _rows(r, subclaim="is-unstable")
+    assert set(rates.diverged) == {8} and set(rates.collapsed) == {0} and set(rates.locked_in) == {0}
+    assert set(rates.verdict) == {"out of scope"}
+    assert rates.iloc[0]["premise"].startswith("out of scope: is at d = 0 already fails 8/8, 90% Clopper–Pearson [")
+    assert rates.iloc[0]["premise"].endswith("(> p0 = 0.25), so failures at d = 8 are not the delay's")
+    assert r["aggregate"]["is-unstable"] == "out of scope"
+    # without the d = 0 failures the premise holds and the rate is judged
+    r = c9.c9_verdicts(T(instance(fail={("is", 8)})), P4, sensitivity=False)
+    assert set(_rows(r, subclaim="is-unstable").verdict) == {"holds"}
+
+
+def test_a_comparison_needs_two_paired_seeds():
+    t = T(instance())
+    keep = ~((t.estimator == "tic") & (t.d == 0) & (t.seed > 1))  # tic at d = 0: one seed left
+    r = c9.c9_verdicts(t[keep], P4, sensitivity=False)
+    assert len(_rows(r, subclaim="tic-degrades")) == 0 and len(_rows(r, subclaim="tis-degrades")) == 1
+    keep = ~((t.estimator == "tic") & (t.d == 0) & (t.seed > 2))  # two seeds: compared
+    assert _rows(c9.c9_verdicts(t[keep], P4, sensitivity=False), subclaim="tic-degrades").iloc[0]["n"] == 2
+
+
+def test_a_saturated_instance_is_out_of_scope_in_every_row_with_the_reason():
+    base = {**BASE, ("onpolicy", 0): 0.99}
+    r = c9.c9_verdicts(T(instance(base=base)), P4, sensitivity=False)
+    c = r["comparisons"]
+    assert set(c.verdict) == {"out of scope"} and r["verdict"] == "out of scope"
+    assert all(p.startswith("saturated: nAUC(onpolicy, d=0) = ") for p in c.premise)
+    s = r["subclaims"].iloc[0]
+    assert bool(s["saturated"]) is True and s["nauc_d0"] == pytest.approx(0.99 + 0.015)
+    r = c9.c9_verdicts(T(instance()), P4, sensitivity=False)
+    assert bool(r["subclaims"].iloc[0]["saturated"]) is False and "out of scope" not in set(r["comparisons"].verdict)
+
+
+def test_power_and_underpowered_flags():
+    r = c9.c9_verdicts(T(instance()), P4, sensitivity=False)
+    c = r["comparisons"]
+    assert ((c.verdict == "inconclusive") & (c.power < P4.power_target)).equals(c.underpowered)
+    assert c.power.between(0, 1).all()
+    s = r["subclaims"].iloc[0]
+    assert s["regime"] == "local" and s["chi2_median"] == 0.5 and s["chi2_learn_max"] == 0.9
+    assert s["chi2_learn_p90"] == 0.6 and s["chi2_all_med"] == 0.5
+
+
+def test_v1_instance_rules():
+    t = T(instance(kinds=("tuned", "neighbour"), fail={("tis", 8)}))
+    r = c9.c9_verdicts(t, P1)
+    c = r["comparisons"]
+    assert list(c.subclaim) == ["onpolicy-degrades", "tic-degrades", "tis-degrades", "gmc-best-or-tied",
+                                "gmc-best-or-tied", "gmc-best-or-tied", "is-unstable", "gmc-stable"]
+    assert list(c.name[3:6]) == ["gmc − is (d=8)", "gmc − onpolicy (d=8)", "gmc − tic (d=8)"]  # tis fails: left out
+    assert list(c.test) == ["paired t"] * 6 + ["Clopper–Pearson"] * 2
+    assert c.iloc[6]["n"] == 8 and c.iloc[6]["kind"] == "rate above p0" and c.iloc[6]["threshold"] == P1.failure_p0
+    assert r["subclaims"].iloc[0]["regime"] == "local" and r["subclaims"].iloc[0]["chi2_median"] == 0.5
+    far = t.assign(chi2_med=np.where(t.estimator == "gmc", 3.0, 0.1))
+    assert c9.c9_verdicts(far, P1)["subclaims"].iloc[0]["regime"] == "far"  # gmc's χ², not the rivals'
+    r = c9.c9_verdicts(t[t.estimator != "gmc"].assign(chi2_med=np.where(t[t.estimator != "gmc"].estimator == "is",
+                                                                        3.0, 0.1)), P1)
+    assert r["subclaims"].iloc[0]["regime"] == "far"  # no gmc: the first estimator by name ("is")
