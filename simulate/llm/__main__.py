@@ -1,4 +1,4 @@
-"""``python -m simulate.llm train|warmstart|experiment|gpu-check|kernels``: the LLM validation harness.
+"""``python -m simulate.llm train|warmstart|experiment|gpu-check|gpu-run|kernels``: the LLM validation harness.
 
 The CLI mirrors :class:`simulate.llm.config.TrainConfig`: every field is a ``--flag`` of the same
 name (``--G``, ``--eta``, ``--d``, ``--D``, ``--n-prompts``, …) whose default is read from the
@@ -351,6 +351,9 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     p.add_argument("--budget-s", type=float, default=240.0,
                    help="seconds for the delay sweep: seeds are run one by one while the next one fits (default 240)")
     p.set_defaults(_main=cmd_gpu_check)
+    from simulate.llm import gpu_run  # the plan, its memory and time estimate, the fit check (simulate/llm/gpu_plan.py)
+
+    gpu_run.add_parser(sub)
     p = sub.add_parser("kernels", help="fingerprint of the CPU kernel path (--kernels PATH): compare two machines")
     p.add_argument("--kernels", default="", help="kernel path to run under, e.g. avx2+COMPATIBLE (default: as started)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fixed inputs (default 0)")

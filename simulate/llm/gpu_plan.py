@@ -1,0 +1,247 @@
+"""A GPU run's plan, sized before it runs: every seed of a forest in one batch on the batched engine, its peak
+memory and time estimated from the model size, the batch and the sequence lengths, refused when it does not fit.
+
+The run is the batched forest (:mod:`simulate.llm.batched`, :mod:`simulate.llm.stacked_model`): ``R`` runs
+(seeds × estimators × delays) step together; each step decodes every run's ``N = n_prompts·G`` completions
+(prompt ``P`` tokens, ``T = max_new_tokens`` new ones), takes one stacked forward/backward over ``L = P + T``
+tokens, and every ``eval_every`` steps decodes ``n_eval`` held-out prompts per run. Memory, in bytes, with ``p``
+parameters, ``b_w`` bytes per weight and ``b_a`` per activation (``float32``: 4 and 4; ``bf16-autocast``:
+float32 weights, bf16 products: 4 and 2, plus a bf16 copy of the stacked weights):
+
+- **resident** (between steps, :class:`simulate.llm.learner_step.RunState`): per run the weights, their
+  gradient, the behaviour copy and ``s = min(D, d) + 1`` snapshots (``b_w·p`` each), AdamW's two moments
+  (``2·b_w·p``); one warm start ``b_w·p`` per forest;
+- **learner** (on top, gradients freed first): the stacked weights ``R·p·b_w`` and the activations kept for
+  the backward, ``R·N·L·(n_layers·a + 2h + V)·b_a + R·N·T·V·8`` with ``a = 4h + 4I + 10·H·d + 4·K·d + H·L``
+  elements per token and layer (counted in :func:`simulate.llm.stacked_model._block`: norms, q/k paths with
+  RoPE, grouped keys repeated, the math attention's probabilities, the MLP), or the gradients coming back;
+- **decode** (sampling, and held-out evaluation): the stacked snapshots ``R·p·b_w``, the static KV cache
+  ``2·n_layers·R·N·K·L·d·b_w`` and one layer's prefill;
+
+the peak is the resident memory plus the largest phase. Time: ``6·p·R·N·L`` FLOPs for the learner,
+``2·p·R·N·L`` for the decode, at :data:`MFU` of the card's dense peak, or, when more, one kernel launch of
+:data:`LAUNCH_S` per op (the decode runs ``T`` steps of ``n_layers`` layers one after another).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+GiB = 2 ** 30
+#: Usable memory and dense peak FLOP/s (float32 without TF32, bf16 tensor cores) of the cards a plan targets.
+CARDS = {"h100": dict(name="NVIDIA H100 80GB", memory=78 * GiB, float32=67e12, bf16=989e12),
+         "h200": dict(name="NVIDIA H200", memory=139 * GiB, float32=67e12, bf16=989e12),
+         "cpu": dict(name="CPU (dry run)", memory=16 * GiB, float32=1e11, bf16=1e11)}
+#: Memory kept free for the CUDA context, the allocator's fragmentation and the library workspaces.
+HEADROOM = 0.10
+#: The share of the dense peak a forest of small matrix products reaches (a guess until a card measures it).
+MFU = 0.25
+#: Seconds per kernel launch (Python and the CUDA launch), the floor of a step of many small ops.
+LAUNCH_S = 10e-6
+#: Kernel launches per layer: forward ≈ 30 ops, backward ≈ 2× that.
+OPS_FORWARD, OPS_BACKWARD = 30, 60
+PRECISIONS = ("float32", "bf16-autocast")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a Qwen3-architecture preset the estimate needs."""
+
+    V: int
+    h: int
+    n_layers: int
+    H: int
+    K: int
+    d: int
+    I: int  # noqa: E741  (the MLP's intermediate size, as Qwen3Config names it)
+
+    @classmethod
+    def of(cls, preset: str, vocab_size: int) -> "ModelShape":
+        from simulate.llm.config import PRESETS
+
+        p = PRESETS[preset]
+        return cls(vocab_size, p.hidden_size, p.num_hidden_layers, p.num_attention_heads, p.num_key_value_heads,
+                   p.head_dim, p.intermediate_size)
+
+    @property
+    def params(self) -> int:
+        """Parameters (tied output head counted once, as :func:`simulate.llm.stacked_model.weight_names`)."""
+        h, H, K, d, I = self.h, self.H, self.K, self.d, self.I
+        layer = h * H * d + 2 * h * K * d + H * d * h + 2 * d + 3 * h * I + 2 * h
+        return self.V * h + self.n_layers * layer + h
+
+    def act_per_token_layer(self, L: int) -> int:
+        """Activation elements one token keeps for the backward in one layer (module docstring's ``a``)."""
+        return 4 * self.h + 4 * self.I + 10 * self.H * self.d + 4 * self.K * self.d + self.H * L
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """What a GPU run will do: the model, precision, card, and the forest (every seed in one batch)."""
+
+    preset: str = "gpu"
+    precision: str = "float32"
+    card: str = "h100"
+    estimators: tuple = ("onpolicy", "is", "tis", "tic", "gmc", "grpo")
+    delays: tuple = (0, 8, 32)
+    seeds: tuple = tuple(range(16))
+    n_prompts: int = 32
+    G: int = 8
+    max_new_tokens: int = 8
+    steps: int = 40
+    eval_every: int = 10
+    n_eval: int = 500
+    digits: int = 3
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        from simulate.llm.config import PRESETS
+
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.card not in CARDS:
+            raise ValueError(f"card must be one of {', '.join(CARDS)}, got {self.card!r}")
+        for name in ("n_prompts", "G", "max_new_tokens", "steps", "eval_every", "n_eval", "digits"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        for name in ("estimators", "delays", "seeds"):
+            v = tuple(getattr(self, name))
+            if not v or len(set(v)) != len(v):
+                raise ValueError(f"{name} must be a non-empty list without repeats, got {v!r}")
+        if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in self.delays):
+            raise ValueError(f"delays must be integers >= 0, got {self.delays!r}")
+
+    @property
+    def runs(self) -> int:
+        return len(self.seeds) * len(self.estimators) * len(self.delays)
+
+    @property
+    def D(self) -> int:
+        return max(self.delays)
+
+    def sequence_lengths(self) -> tuple[int, int]:
+        """``(P, T)``: the longest prompt of the task (tokenised, as the sampler pads to it) and the new tokens."""
+        from simulate.llm import tasks
+        from simulate.llm.config import TaskConfig
+        from simulate.llm.tokenizer import CharTokenizer
+        from simulate.llm.warmstart import prompt_ids
+
+        tok = CharTokenizer()
+        probe = tasks.draw_problems([0, 1, 0], 256, TaskConfig(digits=self.digits))
+        return max(len(prompt_ids(tok, p)) for p in probe), self.max_new_tokens
+
+    def shape(self) -> ModelShape:
+        from simulate.llm.tokenizer import CharTokenizer
+
+        return ModelShape.of(self.preset, CharTokenizer().vocab_size)
+
+    def bytes_per(self) -> tuple[int, int]:
+        """``(b_w, b_a)``: bytes per weight and per activation."""
+        return (4, 4) if self.precision == "float32" else (4, 2)
+
+
+def estimate_memory(plan: GpuPlan, runs_kept: list[int] | None = None) -> dict:
+    """The module docstring's terms in bytes, ``peak`` their sum at the largest phase; ``runs_kept``: each run's
+    snapshot count ``s`` (default: from the plan's delays, every seed alike)."""
+    m, (P, T) = plan.shape(), plan.sequence_lengths()
+    p, L, N = m.params, P + T, plan.n_prompts * plan.G
+    bw, ba = plan.bytes_per()
+    kept = runs_kept if runs_kept is not None else [min(plan.D, d) + 1 for _s in plan.seeds
+                                                    for _e in plan.estimators for d in plan.delays]
+    R = len(kept)
+    per_run = bw * p * (3 + 2)  # weights, gradient, behaviour copy; AdamW's two moments
+    # snapshots, +1 while a run's new one is in and its oldest not yet out; one warm start
+    resident = R * per_run + bw * p * (sum(kept) + 1) + bw * p
+    grads = R * bw * p
+    stacked = R * p * bw + (R * p * 2 if plan.precision == "bf16-autocast" else 0)
+    acts = R * N * (L * (m.n_layers * m.act_per_token_layer(L) + 2 * m.h + m.V) * ba + T * m.V * 8)
+    learner = stacked - grads + max(acts, grads)
+
+    def decode(n):  # stacked snapshots, the KV cache, one layer's prefill (activations and attention scores)
+        return R * p * bw + 2 * m.n_layers * R * n * m.K * L * m.d * bw + R * n * P * (m.act_per_token_layer(P)
+                                                                                        + m.V) * ba
+    sample, evaluate = decode(N), decode(plan.n_eval)
+    phases = dict(learner=learner, sample=sample, evaluate=evaluate)
+    worst = max(phases, key=phases.get)
+    return dict(params=p, runs=R, P=P, T=T, N=N, resident=resident, activations=acts, stacked_weights=stacked,
+                kv_sample=sample - R * p * bw, kv_eval=evaluate - R * p * bw, phases=phases, worst_phase=worst,
+                peak=resident + phases[worst])
+
+
+def estimate_seconds(plan: GpuPlan) -> dict:
+    """Seconds per step and for the run on the plan's card (module docstring): FLOPs at :data:`MFU`, or launches."""
+    m, (P, T) = plan.shape(), plan.sequence_lengths()
+    p, L, N, R = m.params, P + T, plan.n_prompts * plan.G, plan.runs
+    peak = CARDS[plan.card]["float32" if plan.precision == "float32" else "bf16"] * MFU
+    learn = max(6 * p * R * N * L / peak, m.n_layers * (OPS_FORWARD + OPS_BACKWARD) * LAUNCH_S)
+    sample = max(2 * p * R * N * L / peak, T * m.n_layers * OPS_FORWARD * LAUNCH_S)
+    evals = math.ceil(plan.steps / plan.eval_every)
+    evaluate = max(2 * p * R * plan.n_eval * L / peak, T * m.n_layers * OPS_FORWARD * LAUNCH_S)
+    step = learn + sample
+    return dict(learner_s=learn, sample_s=sample, eval_s=evaluate, step_s=step,
+                total_s=plan.steps * step + evals * evaluate, flops_per_step=8 * p * R * N * L)
+
+
+def usable_bytes(plan: GpuPlan) -> float:
+    return CARDS[plan.card]["memory"] * (1 - HEADROOM)
+
+
+def largest_fitting(plan: GpuPlan, name: str, values) -> object | None:
+    """The largest of ``values`` (ascending) for plan field ``name`` whose estimate fits the card, or ``None``."""
+    best = None
+    for v in values:
+        if estimate_memory(replace(plan, **{name: v}))["peak"] <= usable_bytes(plan):
+            best = v
+    return best
+
+
+def check_fits(plan: GpuPlan, est: dict | None = None) -> None:
+    """``ValueError`` naming the parameter to change when the plan's estimated peak exceeds the card's usable memory:
+    the seeds in one batch, else (one seed) the prompts per step, else the largest delay (snapshots)."""
+    est = est or estimate_memory(plan)
+    have = usable_bytes(plan)
+    if est["peak"] <= have:
+        return
+    card = CARDS[plan.card]
+    seeds = largest_fitting(plan, "seeds", [tuple(plan.seeds[:k]) for k in range(1, len(plan.seeds) + 1)])
+    one = replace(plan, seeds=tuple(plan.seeds[:1]))
+    prompts = largest_fitting(one, "n_prompts", [2 ** k for k in range(int(math.log2(plan.n_prompts)) + 1)])
+    if seeds:
+        hint = f"--seeds: at most {len(seeds)} of the {len(plan.seeds)} seeds fit in one batch"
+    elif prompts:
+        hint = (f"--n-prompts: not even one seed fits at {plan.n_prompts} prompts per step; one seed fits at "
+                f"{prompts} (activations of {prompts * plan.G} sequences per run)")
+    else:
+        hint = (f"--delays: one seed with one prompt per step does not fit; its {len(plan.estimators)} estimators keep "
+                f"{sum(min(plan.D, d) + 1 for d in plan.delays) * len(plan.estimators)} snapshots (delays "
+                f"{', '.join(map(str, plan.delays))}): lower the largest delay or --preset")
+    raise ValueError(f"the plan does not fit {card['name']}: estimated peak {est['peak'] / GiB:.1f} GiB > "
+                     f"{have / GiB:.1f} GiB usable ({card['memory'] / GiB:.0f} GiB, {HEADROOM:.0%} kept free; "
+                     f"resident {est['resident'] / GiB:.1f} GiB + {est['worst_phase']} "
+                     f"{est['phases'][est['worst_phase']] / GiB:.1f} GiB on {est['runs']} runs); {hint}")
+
+
+def describe(plan: GpuPlan, est: dict, sec: dict) -> str:
+    """The plan in a few lines (what ``gpu-run`` prints before it runs)."""
+    card = CARDS[plan.card]
+    prec = ("float32 weights and products" if plan.precision == "float32" else
+            "float32 weights, bf16 autocast products (log-probs float32)")
+    lines = [
+        f"plan: preset {plan.preset} ({est['params'] / 1e6:.1f}M parameters), {prec}, on {card['name']}",
+        f"  forest in one batch on the batched engine (simulate/llm/batched.py + stacked_model.py): {est['runs']} runs"
+        f" = {len(plan.seeds)} seeds x {len(plan.estimators)} estimators ({', '.join(plan.estimators)}) x delays "
+        f"{', '.join(map(str, plan.delays))}",
+        f"  per step: {plan.n_prompts} prompts x G = {plan.G} = {est['N']} sequences per run, P = {est['P']} prompt + "
+        f"T = {est['T']} new tokens; {plan.steps} steps, held-out evaluation ({plan.n_eval} prompts) every "
+        f"{plan.eval_every}",
+        f"  memory estimate: peak {est['peak'] / GiB:.2f} GiB = resident {est['resident'] / GiB:.2f} GiB (weights, "
+        f"gradients, AdamW moments, snapshots) + {est['worst_phase']} "
+        f"{est['phases'][est['worst_phase']] / GiB:.2f} GiB; usable {usable_bytes(plan) / GiB:.1f} GiB",
+        f"  time estimate: {sec['step_s']:.3g} s per step (learner {sec['learner_s']:.3g} s, decode "
+        f"{sec['sample_s']:.3g} s), {sec['total_s']:.0f} s for the run (at {MFU:.0%} of the dense peak, or "
+        f"{LAUNCH_S * 1e6:.0f} us per kernel launch when that is more)",
+    ]
+    return "\n".join(lines)

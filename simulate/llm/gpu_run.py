@@ -1,0 +1,201 @@
+"""``python -m simulate.llm gpu-run [--dry-run]``: print a GPU run's plan (:mod:`simulate.llm.gpu_plan`), refuse
+it when it does not fit the card, then run it — or, with ``--dry-run``, one tiny step of the same engine on CPU.
+
+The dry run needs no GPU (tested on CPU): it prints the plan for the card, checks that it fits, and runs the last
+step of a tiny forest (``tiny`` preset, two seeds in one batch) under the memory profiler, to set the estimate
+beside a measurement. **How the peak is measured**: the tensors alive before the step (every run's weights,
+gradients, behaviour copy, snapshots and AdamW moments, and the warm start, each storage counted once) plus the
+largest running sum of the step's allocations and frees as ``torch.profiler`` records them
+(``profile_memory=True``: every allocation of torch's CPU allocator, in time order). This counts tensor memory,
+what ``torch.cuda.max_memory_allocated`` counts on a card; it leaves out the Python heap and the libraries'
+own buffers, which on a card live outside the allocator as well (the :data:`~simulate.llm.gpu_plan.HEADROOM`).
+On a card the run itself reports ``torch.cuda.max_memory_allocated`` against the estimate.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+from dataclasses import replace
+
+from simulate.llm.gpu_plan import GiB, GpuPlan, check_fits, describe, estimate_memory, estimate_seconds
+
+#: The dry run's forest: the engine's every part (two seeds sharing a batch, two estimators, a delay with
+#: snapshots, a held-out evaluation in the measured step) at a size a CPU runs in seconds.
+TINY = GpuPlan(preset="tiny", card="cpu", estimators=("gmc", "tic"), delays=(0, 2), seeds=(0, 1), n_prompts=4, G=4,
+               steps=4, eval_every=4, n_eval=16, digits=3)
+
+
+def configs(plan: GpuPlan, device: str, out_dir: str) -> list:
+    """One :class:`simulate.llm.config.TrainConfig` per run of the plan (a forest: they differ only per run)."""
+    from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
+
+    dtype = "float32"  # bf16-autocast keeps float32 weights: autocast lowers the products, not the state
+    base = TrainConfig(preset=plan.preset, device=device, dtype=dtype, threads=1, steps=plan.steps,
+                       n_prompts=plan.n_prompts, G=plan.G, eval_every=plan.eval_every, D=plan.D,
+                       max_new_tokens=plan.max_new_tokens, length_normalize=True,
+                       task=TaskConfig(task="arithmetic", digits=plan.digits, n_eval=plan.n_eval),
+                       warmstart=WarmStartConfig(steps=5 if device == "cpu" else 600, batch_size=16),
+                       cache_dir=os.path.join(out_dir, "cache"))
+    return [base.replace(estimator=e, d=d, seed=s, out_dir=os.path.join(out_dir, "runs", f"s{s}-{e}-d{d}"))
+            for s in plan.seeds for e in plan.estimators for d in plan.delays]
+
+
+def _autocast(plan: GpuPlan, device: str):
+    import contextlib
+
+    import torch
+
+    if plan.precision == "bf16-autocast":
+        return torch.autocast(device_type=device, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _live_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (a view or a shared tensor counted once)."""
+    seen = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
+def _state_tensors(states, model0):
+    for st in states:
+        for p in st.model.parameters():
+            yield p
+            if p.grad is not None:
+                yield p.grad
+        yield from st.behaviour.parameters()
+        for snap in st.snapshots.values():
+            yield from snap.values()
+        for s in st.opt.state.values():
+            yield from (v for v in s.values() if hasattr(v, "untyped_storage"))
+    yield from model0.parameters()
+
+
+def _profiled_peak(fn) -> tuple[int, object]:
+    """``(largest running sum of the allocations minus frees during fn(), its result)`` by ``torch.profiler``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    live = peak = 0
+    for _t, n in events:
+        live += n
+        peak = max(peak, live)
+    return peak, out
+
+
+def tiny_step(plan: GpuPlan, out_dir: str) -> dict:
+    """Run the plan's forest on CPU from its warm start to its last step under the profiler (module docstring);
+    returns the measured peak, its parts and the last step's seconds."""
+    from simulate.llm import stacked_model as sm
+    from simulate.llm import tasks
+    from simulate.llm.batched import forest_step
+    from simulate.llm.determinism import set_determinism
+    from simulate.llm.train import _loss_options, delay_schedule, new_state
+    from simulate.llm.warmstart import warm_start
+
+    cfgs = configs(plan, "cpu", out_dir)
+    set_determinism(cfgs[0])
+    model0, tok, _info = warm_start(cfgs[0], progress=False)
+    arch, names = sm.arch_of(model0), sm.weight_names(model0)
+    sched, loss_opts = [delay_schedule(c) for c in cfgs], [_loss_options(c) for c in cfgs]
+    evalset = tasks.eval_set(cfgs[0].task)
+    before = _live_bytes(model0.parameters())  # allocated before the profiler starts, alive throughout
+    seconds = []
+
+    def forest():
+        # the states are made under the profiler too: a block it saw allocated is one it can see freed
+        states = [new_state(c, copy.deepcopy(model0)) for c in cfgs]
+        for k in range(plan.steps):
+            t0 = time.perf_counter()
+            with _autocast(plan, "cpu"):
+                rows = forest_step(cfgs, states, sched, k, tok=tok, evalset=evalset, names=names, arch=arch,
+                                   loss_opts=loss_opts)
+            seconds.append(time.perf_counter() - t0)
+        return states, rows
+
+    extra, (states, rows) = _profiled_peak(forest)
+    return dict(resident=_live_bytes(_state_tensors(states, model0)), peak=before + extra, seconds=seconds[-1],
+                runs=len(cfgs), rewards=[r["reward"] for r in rows], heldout_acc=[r["heldout_acc"] for r in rows])
+
+
+def run_on_card(plan: GpuPlan, out_dir: str) -> dict:
+    """The plan's forest on CUDA in one batch (:func:`simulate.llm.batched.train_forest_batched`); the measured peak
+    (``torch.cuda.max_memory_allocated``) and wall time. Not yet run on a card."""
+    import torch
+
+    from simulate.llm.batched import train_forest_batched
+
+    cfgs = configs(plan, "cuda", out_dir)
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    with _autocast(plan, "cuda"):
+        summaries = train_forest_batched(cfgs)
+    return dict(peak=torch.cuda.max_memory_allocated(), seconds=time.perf_counter() - t0, summaries=summaries)
+
+
+def main(plan: GpuPlan, *, dry_run: bool, out_dir: str = "results/llm/gpu_run", tiny: GpuPlan = TINY) -> int:
+    """Print the plan, refuse it if it does not fit (``ValueError`` naming the parameter), then run it (or, with
+    ``dry_run``, the tiny step on CPU with its estimate beside the measured peak)."""
+    import torch
+
+    est, sec = estimate_memory(plan), estimate_seconds(plan)
+    print(describe(plan, est, sec), flush=True)
+    check_fits(plan, est)
+    print("  fits: yes", flush=True)
+    if not dry_run:
+        if not torch.cuda.is_available():
+            raise ValueError("gpu-run needs a CUDA device (torch.cuda.is_available() is False); add --dry-run on CPU")
+        got = run_on_card(plan, out_dir)
+        print(f"ran: peak {got['peak'] / GiB:.2f} GiB (estimate {est['peak'] / GiB:.2f}), {got['seconds']:.0f} s "
+              f"(estimate {sec['total_s']:.0f} s)")
+        return 0
+    tiny = replace(tiny, precision=plan.precision)
+    t_est = estimate_memory(tiny)
+    print(f"dry run: one step of a tiny forest on CPU ({tiny.preset} preset, {t_est['runs']} runs = "
+          f"{len(tiny.seeds)} seeds x {len(tiny.estimators)} estimators x {len(tiny.delays)} delays, "
+          f"{tiny.precision})", flush=True)
+    got = tiny_step(tiny, out_dir)
+    ratio = t_est["peak"] / got["peak"]
+    print(f"  step {tiny.steps - 1}: {got['seconds']:.2f} s; mean reward {sum(got['rewards']) / len(got['rewards']):.3f}")
+    print(f"  memory: estimate {t_est['peak'] / 2**20:.1f} MiB, measured peak {got['peak'] / 2**20:.1f} MiB "
+          f"(resident after the run {got['resident'] / 2**20:.1f}; estimate resident "
+          f"{t_est['resident'] / 2**20:.1f} + {t_est['worst_phase']} {t_est['phases'][t_est['worst_phase']] / 2**20:.1f}"
+          f"); estimate / measured = {ratio:.2f}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """The ``gpu-run`` subcommand (``python -m simulate.llm gpu-run --help``); defaults are :class:`GpuPlan`'s."""
+    from simulate.llm.gpu_plan import CARDS, PRECISIONS
+
+    d = GpuPlan()
+    p = sub.add_parser("gpu-run", help="plan, size and run the LM forest on one GPU in one batch (--dry-run: CPU)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and its fit, then one tiny step on CPU")
+    p.add_argument("--card", choices=tuple(CARDS), default=d.card)
+    p.add_argument("--precision", choices=PRECISIONS, default=d.precision)
+    p.add_argument("--preset", default=d.preset)
+    p.add_argument("--estimators", default=",".join(d.estimators))
+    p.add_argument("--delays", default=",".join(map(str, d.delays)))
+    p.add_argument("--seeds", type=int, default=len(d.seeds), help="seeds 0..n-1, all in one batch")
+    for name in ("n_prompts", "G", "max_new_tokens", "steps", "eval_every", "n_eval", "digits"):
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=getattr(d, name))
+    p.add_argument("--experiment-dir", default="results/llm/gpu_run")
+    p.set_defaults(_main=cmd)
+
+
+def cmd(args) -> int:
+    from asyncgrpo.validation import parse_list
+
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    plan = GpuPlan(preset=args.preset, precision=args.precision, card=args.card,
+                   estimators=tuple(parse_list(args.estimators, "--estimators", str, "estimator names")),
+                   delays=tuple(parse_list(args.delays, "--delays", int, "integers")), seeds=tuple(range(args.seeds)),
+                   n_prompts=args.n_prompts, G=args.G, max_new_tokens=args.max_new_tokens, steps=args.steps,
+                   eval_every=args.eval_every, n_eval=args.n_eval, digits=args.digits)
+    return main(plan, dry_run=args.dry_run, out_dir=args.experiment_dir)
