@@ -27,15 +27,20 @@ TINY = GpuPlan(preset="tiny", card="cpu", estimators=("gmc", "tic"), delays=(0, 
 
 
 def configs(plan: GpuPlan, device: str, out_dir: str) -> list:
-    """One :class:`simulate.llm.config.TrainConfig` per run of the plan (a forest: they differ only per run)."""
+    """One :class:`simulate.llm.config.TrainConfig` per run of the plan (a forest: they differ only per run); the RL
+    and warm-start settings are the registered GPU protocol's (:data:`simulate.llm.protocol.PROTOCOL_GPU`), the
+    warm start cut to 5 steps of 16 on CPU."""
     from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
+    from simulate.llm.protocol import PROTOCOL_GPU as P
 
-    dtype = "float32"  # bf16-autocast keeps float32 weights: autocast lowers the products, not the state
-    base = TrainConfig(preset=plan.preset, device=device, dtype=dtype, threads=1, steps=plan.steps,
-                       n_prompts=plan.n_prompts, G=plan.G, eval_every=plan.eval_every, D=plan.D,
-                       max_new_tokens=plan.max_new_tokens, length_normalize=True,
+    cpu = device == "cpu"
+    base = TrainConfig(preset=plan.preset, device=device, dtype="float32",  # autocast lowers products, not state
+                       threads=1, steps=plan.steps, n_prompts=plan.n_prompts, G=plan.G, eval_every=plan.eval_every,
+                       D=plan.D, max_new_tokens=plan.max_new_tokens, eta=P.eta, warmup_steps=P.warmup_steps,
+                       adv_norm=P.adv_norm, length_normalize=P.length_normalize, warmstart_seed=P.warmstart_seed,
                        task=TaskConfig(task="arithmetic", digits=plan.digits, n_eval=plan.n_eval),
-                       warmstart=WarmStartConfig(steps=5 if device == "cpu" else 600, batch_size=16),
+                       warmstart=WarmStartConfig(steps=5 if cpu else P.warmstart_steps,
+                                                 batch_size=16 if cpu else P.warmstart_batch_size, eta=P.warmstart_eta),
                        cache_dir=os.path.join(out_dir, "cache"))
     return [base.replace(estimator=e, d=d, seed=s, out_dir=os.path.join(out_dir, "runs", f"s{s}-{e}-d{d}"))
             for s in plan.seeds for e in plan.estimators for d in plan.delays]
