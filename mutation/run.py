@@ -55,7 +55,9 @@ from targets import TARGETS  # noqa: E402  (mutation/targets.py: the file → te
 #: Targets run with the JIT on (module docstring): no kernel in the file, and tests that train.
 JIT_ON = {"simulate/training/overlap.py", "simulate/protocol/c9.py",
           # issue 55: their unit tests draw family instances (a warm start by exact-J gradient descent, kernels)
-          "simulate/protocol/families.py", "simulate/protocol/spec.py"}
+          "simulate/protocol/families.py", "simulate/protocol/spec.py",
+          # the ladder's exact J runs in Numba kernels; rungs.py and ladder.py hold none
+          "simulate/bridge/rungs.py", "simulate/bridge/ladder.py"}
 #: ``sitecustomize.py`` of a JIT-less scratch copy: ``njit`` then returns the plain function, which has no
 #: ``py_func`` for the registry to check and read; give it itself as one.
 NO_JIT_SHIM = '''"""Written by mutation/run.py: under NUMBA_DISABLE_JIT, njit-decorated functions get py_func = themselves."""

@@ -17,7 +17,8 @@ TARGETS: dict[str, list[str]] = {
     ],
     "asyncgrpo/validation.py": ["tests/test_core_contracts.py", "tests/faults/test_api_types.py"],
     "simulate/delays.py": ["tests/test_core_contracts.py", "tests/test_delays.py"],
-    "simulate/verdicts.py": ["tests/test_core_contracts.py", "tests/test_verdicts.py"],
+    "simulate/verdicts.py": ["tests/unit/test_decision_verdicts*.py", "tests/test_core_contracts.py",
+                             "tests/test_verdicts.py"],
     # issue 39: the C6 overlap measurement, the protocol's C9 scope logic, the registry and the peers' maps.
     # A test that trains, or pushes a map's math.exp past ℓ ≈ 709.78, cannot run without the JIT: left out
     # (pytest's --deselect) where the file runs JIT-less. A pattern with * takes every test file it matches.
@@ -53,6 +54,9 @@ TARGETS: dict[str, list[str]] = {
     "figures/report/exploratory.py": ["tests/unit/test_decision_answer*.py"],  # the appendix, split out of answer.py
     "simulate/protocol/spec.py": ["tests/unit/test_decision_spec*.py"],
     "simulate/llm/analysis.py": ["tests/unit/test_decision_analysis*.py"],
+    # the ladder's instances and rungs (tiny prompt-answer tasks)
+    "simulate/bridge/rungs.py": ["tests/unit/test_decision_rungs*.py"],
+    "simulate/bridge/ladder.py": ["tests/unit/test_decision_rungs*.py"],
     # the peers' config mappers: their unit tests first (seconds), then the parity with the installed TRL / verl
     "asyncgrpo/estimators/maps/trl_loss_config.py": ["tests/unit/test_decision_trl_loss_config*.py",
                                                      "tests/test_peer_trl_options.py"],

@@ -206,3 +206,17 @@ def test_v1_instance_rules():
     r = c9.c9_verdicts(t[t.estimator != "gmc"].assign(chi2_med=np.where(t[t.estimator != "gmc"].estimator == "is",
                                                                         3.0, 0.1)), P1)
     assert r["subclaims"].iloc[0]["regime"] == "far"  # no gmc: the first estimator by name ("is")
+
+
+def test_v2_regime_without_gmc_is_the_first_estimators():
+    t = T(instance())
+    t = t[t.estimator != "gmc"].assign(chi2_learn_med=np.where(t[t.estimator != "gmc"].estimator == "is", 3.0, 0.1))
+    s = c9.c9_verdicts(t, P4, sensitivity=False)["subclaims"].iloc[0]
+    assert s["regime"] == "far" and s["chi2_median"] == 3.0
+
+
+def test_v4_a_rival_without_runs_on_one_arm_is_compared_on_the_other_only():
+    t = T(instance())
+    t = t[~((t.estimator == "tic") & t.eta_kind.str.startswith("common"))]
+    r = c9.c9_verdicts(t, P4, sensitivity=False)
+    assert list(_rows(r, rival="tic").arm) == ["tuned"] and "tic" not in set(_rows(r, arm="common").rival)

@@ -1,0 +1,175 @@
+"""The ladder's instances and rungs (simulate/bridge/rungs.py, simulate/bridge/ladder.py) on tiny prompt–answer tasks,
+from the module docstrings: the MDP's states and rewards, the log-linear features, the answers, per-token accuracy,
+the warm start that never silently becomes a cold start, and the rung registry (issue 55)."""
+import math
+
+import numpy as np
+import pytest
+
+from simulate.bridge import ladder, rungs
+from simulate.bridge.rungs import answers, hidden, prompt_answer, supervised_init, token_accuracy, token_argmax_accuracy
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(C=0), "C must be an integer >= 1, got 0"), (dict(V=1), "V must be an integer >= 2, got 1"),
+    (dict(T=0), "T must be an integer >= 1, got 0"), (dict(T=1.5), "T must be an integer >= 1, got 1.5"),
+    (dict(C=2.0), "C must be an integer"), (dict(reward="dense"), "reward must be one of frac, exact, got 'dense'"),
+    (dict(features=1.5), r"features must be None \(tabular\) or an integer m >= 1, got 1.5"),
+    (dict(features=0), "features must be None"), (dict(warm_metric="argmax"), "warm_metric must be one of J, token"),
+])
+def test_bad_arguments_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        prompt_answer("x", **{**dict(C=2, V=3, T=2), **kw})
+
+
+def test_smallest_arguments_are_accepted():
+    inst = prompt_answer("x", C=1, V=2, T=1, features=1)
+    assert inst.next_state.shape == (1, 1, 2) and inst.features.shape == (2, 2)
+    prompt_answer("x", C=np.int64(1), V=np.int64(2), T=np.int64(1), features=np.int64(1))
+
+
+def test_hidden_states_are_unit_and_seeded_and_answers_are_the_teachers_argmax():
+    h = hidden(3, 2, 4, seed=5)
+    assert h.shape == (3, 2, 4) and np.allclose(np.linalg.norm(h, axis=-1), 1.0)
+    assert np.array_equal(h, hidden(3, 2, 4, seed=5)) and not np.allclose(h, hidden(3, 2, 4, seed=6))
+    ans = answers(3, 4, 2, seed=5, m=4)
+    teacher = np.random.default_rng([5, 33]).standard_normal((4, 4))
+    assert ans.shape == (3, 2) and np.array_equal(ans, np.argmax(h @ teacher.T, axis=-1))
+    assert not np.array_equal(answers(8, 4, 3, seed=0), answers(8, 4, 3, seed=1))
+
+
+def test_frac_reward_is_paid_per_right_token_and_the_state_is_the_context():
+    inst = prompt_answer("x", C=2, V=3, T=2, seed=1)
+    ans = answers(2, 3, 2, 1)
+    assert inst.next_state.shape == (2, 2, 3) and list(inst.starts) == [0, 1] and inst.s0 == 0
+    for c in range(2):
+        assert (inst.next_state[:, c, :] == c).all()
+        for t in range(2):
+            assert list(inst.step_reward[t, c]) == [0.5 if a == ans[c, t] else 0.0 for a in range(3)]
+    assert (inst.reward == 0).all() and inst.features is None and inst.w_init is None
+    assert inst.description == "prompt-answer: C = 2 contexts, V = 3, T = 2, frac reward, tabular"
+
+
+def test_exact_reward_needs_every_token_right():
+    inst = prompt_answer("x", C=2, V=3, T=2, reward="exact", seed=1, description="mine")
+    ans = answers(2, 3, 2, 1)
+    assert inst.next_state.shape == (2, 4, 3) and list(inst.starts) == [1, 3] and inst.s0 == 1
+    assert list(inst.reward) == [0.0, 1.0, 0.0, 1.0] and inst.step_reward is None and inst.description == "mine"
+    for c in range(2):
+        for t in range(2):
+            for a in range(3):
+                assert inst.next_state[t, 2 * c, a] == 2 * c                     # dead stays dead
+                assert inst.next_state[t, 2 * c + 1, a] == 2 * c + (a == ans[c, t])  # a wrong token kills
+    assert inst.exact_J_grad(np.zeros(inst.n_params))[0] == pytest.approx(1 / 9)  # (1/3)² per context
+
+
+def test_log_linear_features_share_the_unembedding():
+    inst = prompt_answer("x", C=2, V=3, T=2, reward="exact", features=4, seed=2)
+    h = hidden(2, 2, 4, 2)
+    phi = inst.features.reshape(2, 4, 3, 12)
+    assert inst.n_params == 12
+    for c in range(2):
+        for s in (2 * c, 2 * c + 1):        # the same logits in every state of a context
+            for a in range(3):
+                assert np.array_equal(phi[:, s, a, 4 * a:4 * a + 4], h[c])
+                assert not np.delete(phi[:, s, a], np.s_[4 * a:4 * a + 4], axis=-1).any()
+    assert inst.description.endswith("exact reward, log-linear shared unembedding (p = 12)")
+    assert np.array_equal(answers(2, 3, 2, 2, 4), answers(2, 3, 2, 2, m=4))
+
+
+def test_token_accuracy_of_the_uniform_policy():
+    inst = prompt_answer("x", C=2, V=4, T=3, seed=3)
+    ans = answers(2, 4, 3, 3)
+    w0 = np.zeros(inst.n_params)
+    assert token_accuracy(inst, ans, w0) == pytest.approx(0.25)
+    assert token_argmax_accuracy(inst, ans, w0) == pytest.approx(np.mean(ans == 0))  # ties: the first token
+    logits = np.zeros((3, 2, 4))
+    logits[0, 0, ans[0, 0]] = 10.0        # context 0's first answer token made certain
+    w = logits.reshape(-1)
+    acc = token_accuracy(inst, ans, w)
+    p = math.exp(10) / (math.exp(10) + 3)
+    assert acc == pytest.approx((p + 5 * 0.25) / 6)
+    assert token_argmax_accuracy(inst, ans, w) == pytest.approx((1 + np.sum(ans == 0) - (ans[0, 0] == 0)) / 6)
+    ex = prompt_answer("y", C=2, V=4, T=3, reward="exact", seed=3)
+    assert token_accuracy(ex, ans, np.zeros(ex.n_params)) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="ans has 3 contexts, which do not divide the instance's 2 states"):
+        token_accuracy(inst, answers(3, 4, 3, 3), w0)
+
+
+def test_warm_start_reaches_its_target_and_names_it():
+    inst = prompt_answer("x", C=2, V=3, T=2, seed=4, warm=0.6, warm_metric="token")
+    ans = answers(2, 3, 2, 4)
+    acc = token_accuracy(inst, ans, inst.w_init)
+    assert 0.6 <= acc < 0.8 and inst.description.endswith(", warm start at per-token accuracy = 0.6")
+    j = prompt_answer("x", C=2, V=3, T=2, seed=4, warm=0.6)
+    assert j.description.endswith(", warm start at J = 0.6") and j.w_init is not None
+    # frac: J is the per-token accuracy, so both metrics stop at the same iterate
+    assert np.array_equal(j.w_init, inst.w_init)
+    w = supervised_init(inst, ans, 0.6, metric="J")
+    assert np.array_equal(w, inst.w_init)
+
+
+def test_warm_start_is_never_a_silent_cold_start():
+    inst = prompt_answer("x", C=2, V=3, T=2, seed=4)
+    ans = answers(2, 3, 2, 4)
+    with pytest.raises(ValueError, match=r"the uniform policy \(w = 0\) already has token = 0.3333 >= target 0.3"):
+        supervised_init(inst, ans, 0.3, metric="token")
+    with pytest.raises(ValueError, match=r"J did not reach target 0.99 in 3 steps \(J = 0\.\d+\): unreachable warm start"):
+        supervised_init(inst, ans, 0.99, max_iter=3)
+    with pytest.raises(ValueError, match="more than tol = 0.001 past it"):
+        supervised_init(inst, ans, 0.34, lr=50.0, tol=0.001)
+    w = supervised_init(inst, ans, 0.34, lr=50.0, tol=1.0)
+    assert token_accuracy(inst, ans, w) >= 0.34
+    for bad in (0.0, 1.0, True, "0.5", math.nan):
+        with pytest.raises(ValueError, match="target must be in"):
+            supervised_init(inst, ans, bad)
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="tol must be None or a finite number > 0"):
+            supervised_init(inst, ans, 0.5, tol=bad)
+    with pytest.raises(ValueError, match="metric must be one of J, token, got 'x'"):
+        supervised_init(inst, ans, 0.5, metric="x")
+
+
+def test_warm_start_of_the_log_linear_policy_descends_the_cross_entropy():
+    inst = prompt_answer("x", C=2, V=3, T=2, features=3, seed=4)
+    ans = answers(2, 3, 2, 4, 3)
+    w1 = supervised_init(inst, ans, 0.34, lr=1.0)
+    assert token_accuracy(inst, ans, w1) >= 0.34 and np.abs(w1).sum() > 0
+    ex = prompt_answer("y", C=2, V=3, T=2, reward="exact", features=3, seed=4)
+    w = supervised_init(ex, ans, 0.2, metric="J")
+    assert ex.exact_J_grad(w)[0] >= 0.2
+
+
+# --- the ladder -------------------------------------------------------------------------------------------------------
+
+def test_rung_names_and_an_unknown_rung():
+    assert [r.name for r in ladder.RUNGS] == ["0-tabular", "1-shared", "2-prompts", "3-vocab", "4-horizon", "5-warm",
+                                              "6-sparse", "7-grpo-norm", "8-adam"]
+    assert [r.name for r in ladder.CONTROLS] == ["c-no-shared", "c-one-prompt", "c-warm-only", "c-dense-warm6",
+                                                 "c-sparse-warm5"]
+    assert ladder.get_rung("5-warm").instance["warm"] == ladder.WARM == 0.5
+    with pytest.raises(ValueError, match="rung must be one of 0-tabular, 1-shared, .*c-sparse-warm5, got '9-x'"):
+        ladder.get_rung("9-x")
+    assert ladder.get_rung("c-dense-warm6").warm_match == "6-sparse" and ladder.TOKEN_TOL == 0.005
+    assert ladder.get_rung("8-adam").learner == dict(n_prompts=8, adv_norm=True, optimizer="adam")
+
+
+def test_a_matched_warm_start_takes_the_other_rungs_per_token_accuracy():
+    r0 = ladder.get_rung("0-tabular")
+    assert r0.token_accuracy() == pytest.approx(1 / 3)
+    assert r0.token_accuracy(argmax=True) == pytest.approx(np.mean(r0.answers() == 0))
+    assert np.array_equal(r0.answers(), answers(1, 3, 5, 0, 6))
+    r = ladder.Rung("x", "test", dict(C=1, V=3, T=5, reward="frac", features=None, seed=1), warm_match="0-tabular")
+    kw = r.instance_kw()
+    assert kw["warm"] == pytest.approx(1 / 3) and kw["warm_metric"] == "token" and kw["warm_tol"] == ladder.TOKEN_TOL
+    assert "warm" not in r.instance and ladder.get_rung("1-shared").instance_kw() == ladder.get_rung("1-shared").instance
+    assert r0.build() is r0.build() and r0.build().name == "pa-C1-V3-T5-frac"
+    assert ladder.get_rung("1-shared").build().name == "pa-C8-V3-T5-frac-m6"
+
+
+def test_built_names_carry_the_warm_start():
+    b = ladder._build(tuple(sorted(dict(C=1, V=3, T=2, reward="frac", features=2, seed=0, warm=0.4).items())))
+    assert b.name == "pa-C1-V3-T2-frac-m2-warm0.4"
+    b = ladder._build(tuple(sorted(dict(C=1, V=3, T=2, reward="frac", features=None, seed=0, warm=0.4,
+                                        warm_metric="token").items())))
+    assert b.name == "pa-C1-V3-T2-frac-tok0.400000"
