@@ -25,8 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from figures.report.verify_stamp import STAMP, load_stamp, stamp_line
+
 ROOT = Path(__file__).resolve().parents[1]
-STAMP = ROOT / "figures" / "history" / "verify.json"
 #: (family, estimator, d) of the Numba comparison: protocol v6's first draw of each family, its primary rivals.
 NUMBA_CELLS: tuple[tuple[str, str, int], ...] = (("tabular", "gmc", 32), ("tabular", "tis", 8),
                                                  ("lm-like", "gmc", 32), ("lm-like", "verl_tok_tis", 8))
@@ -86,33 +87,6 @@ def verify_lm(results_root: str = "results") -> dict:
                 fragile=list(pert["fragile"]), identity=ident)
 
 
-def stamp_line(st: dict | None) -> str:
-    """One sentence for the report's head: when ``make verify`` last ran and what it found."""
-    if not st:
-        return "Kernel-path check (`make verify`): never run on this tree."
-    lm, nb = st.get("lm") or {}, st.get("numba") or {}
-    ident = "; ".join(f"{p}: {i['equal']}/{i['runs']} runs equal" for p, i in (lm.get("identity") or {}).items())
-    return (f"Kernel-path check (`make verify`, {st['date']}, git `{st['commit'][:12]}`): "
-            f"{'passed' if st['ok'] else '**FAILED**'} — LM {lm.get('protocol', '?')}: {lm.get('parts', 0)} parts, "
-            f"{len(lm.get('fragile') or [])} fragile ({ident or 'no path ran'}); Numba generic vs host: "
-            f"{nb.get('equal', 0)}/{nb.get('runs', 0)} runs equal, largest |Δ nAUC| {nb.get('max_abs_nauc', 0.0):.2g}, "
-            f"{len(nb.get('failure_flips') or [])} failure flags differ.")
-
-
-def load_stamp(path: Path = STAMP) -> dict | None:
-    """The last stamp, or ``None`` when absent; an unreadable one is refused (never quoted)."""
-    if not Path(path).exists():
-        return None
-    try:
-        st = json.loads(Path(path).read_text())
-    except ValueError as err:
-        raise ValueError(f"{path}: unreadable verify stamp ({err})") from err
-    for k in ("date", "commit", "ok", "lm", "numba"):
-        if k not in st:
-            raise ValueError(f"{path}: verify stamp lacks {k!r}")
-    return st
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results", help="the results root of `make run` (LM sweep re-used)")
@@ -132,3 +106,6 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+__all__ = ["NUMBA_CELLS", "numba_cells", "compare_numba", "verify_lm", "main", "STAMP", "load_stamp", "stamp_line"]

@@ -22,11 +22,6 @@ PACKAGES = ("asyncgrpo", "sweep", "theory", "simulate", "figures", "bench", "mut
 #: with why it is still there (empty: none left). An entry must name a circle that exists (test below), so it goes
 #: when the circle is broken.
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    # figures/verify.py (44b504d, issue 59) is reached from the report's data, which figures.common reaches for the
-    # sidecar seal: every import on it is lazy. figures/* belong to the report's session, which breaks it (e.g. the
-    # seal below figures.common, or the verify line read from its stamp file without importing the verify command).
-    frozenset({"figures.common", "figures.report.data", "figures.verify", "figures.fig_llm_delay"}):
-        "figures.common → figures.report.data → figures.verify → figures.fig_llm_delay → figures.common",
 }
 
 

@@ -134,10 +134,10 @@ def build(out_dir, *, quick: bool, timings: dict | None = None, failures: dict |
 
 def _verify_line() -> str:
     """The last `make verify`'s result (figures/verify.py), or why it cannot be quoted."""
-    from figures import verify
+    from figures.report import verify_stamp
 
     try:
-        return verify.stamp_line(verify.load_stamp())
+        return verify_stamp.stamp_line(verify_stamp.load_stamp())
     except ValueError as err:
         return f"Kernel-path check (`make verify`): stamp not quoted ({err})."
 
