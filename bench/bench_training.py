@@ -22,7 +22,8 @@ runs: learner steps/s (wall), the same per core (÷ threads) and as trajectories
 steps per CPU-second (process CPU time: what the computation costs when it runs, whatever else holds
 the machine). Only steps actually made count (a diverged run stops early).
 
-Targets (quiet machine, ratios of one run): Numba at 1 thread ≥ 30× the NumPy reference per core, and
+Targets (quiet machine, ratios of one run): Numba at 1 thread ≥ 20× the NumPy reference per core on every
+instance (issue 59: the regression guard, one PASS/FAIL line per instance; a benchmark, not a timed test), and
 ≥ 1.8× from 1 to 2 threads; the 1- and 2-thread runs must give bit-identical ``J`` curves (each run seeds
 its own generator). The load average is printed: other processes slow every row, and the thread
 scaling row means little when ``load ≳ cores``.
@@ -42,7 +43,7 @@ from simulate.training import TrainConfig, run_many
 
 #: (instance, η): the η keeps the runs of the timed budget finite (a diverged run would stop early).
 INSTANCES = (("count-frac", 1.0), ("count-long-bernoulli", 1.0), ("feature-lm-bernoulli", 2.0), ("ladder-v16-t12", 2.0))
-TARGET_VS_NUMPY = 30.0
+TARGET_VS_NUMPY = 20.0  # issue 59 (issue 24 item 5 asked 30×)
 TARGET_SCALING = 1.8
 
 
@@ -134,7 +135,7 @@ def run(quick: bool = False, K: int | None = None, R: int | None = None, R_ref: 
     if any(diverged.values()):
         lines.append("diverged runs (numba, stopped early; only steps made are counted): "
                      + ", ".join(f"{k}: {v}" for k, v in diverged.items() if v))
-    lines += ["", f"{'target (issue 24 item 5)':<56} {'measured':>9} {'target':>7}  verdict"]
+    lines += ["", f"{'target (issues 24, 59)':<56} {'measured':>9} {'target':>7}  verdict"]
 
     def verdict(ok: bool, timing: bool = True) -> str:
         note = f"  (load {max(load0[0], load1[0]):.1f} on {ncpu} CPUs: timing not on a quiet machine)" if timing and busy else ""

@@ -11,7 +11,8 @@ from numba import njit, prange
 from asyncgrpo.estimators.kernels import estimator_flags_nb
 from simulate.instances import logratio_max_nb  # re-exported: C6's exact max |log ρ| (simulate.training.overlap)
 from simulate.training.phases import (Record, Workspace, advantages_nb, behaviour_nb, diagnose_nb, finite_logits_nb,
-                                      logits_nb, make_workspace_nb, sample_nb, score_nb, update_nb, weights_nb)
+                                      logits_nb, make_workspace_nb, map_coefficients_nb, record_theta_nb, restore_nb,
+                                      sample_nb, score_nb, update_nb, weights_nb)
 from simulate.training.problem import Problem, make_problem_nb
 
 
@@ -58,20 +59,25 @@ def _train_one_nb(pb, w0, run, delays, rec):
                 rec.gdot, rec.gneg):
         arr[:] = np.nan
     logits_nb(pb, ws)
-    rec.theta[:] = ws.theta
+    record_theta_nb(pb, ws.theta, rec.theta)
     flags = estimator_flags_nb(run.code)  # the registry's attributes: no estimator code is named here
     J0 = 0.0
     for k in range(K + 1):
-        if not finite_logits_nb(ws.theta, run.theta_max):
+        # rec.theta is written where the run stops, not every step: θ_k, or θ_{k−1} = Φw_{k−1} remade if θ_k is
+        # not finite (w_{k−1} is still in the ring buffer)
+        if not finite_logits_nb(pb, ws.theta, run.theta_max):
+            if k > 0:
+                restore_nb(pb, ws, k - 1)
+                record_theta_nb(pb, ws.theta, rec.theta)
             return k
         logp = ws.histlp[k % B]
         Jk, g2 = diagnose_nb(pb, ws, logp)
         rec.J[k] = Jk
         rec.gn2[k] = g2
-        rec.theta[:] = ws.theta
         if k == 0:
             J0 = Jk
         elif not math.isfinite(Jk) or Jk < run.collapse_frac * J0:
+            record_theta_nb(pb, ws.theta, rec.theta)
             return k
         if k == K:
             break
@@ -79,11 +85,14 @@ def _train_one_nb(pb, w0, run, delays, rec):
         behaviour_nb(pb, ws, k, delays[k], logp, logq, rec, run.diagnostics)
         sample_nb(pb, ws, k, run.n_prompts, run.G, logp, logq)
         advantages_nb(ws, run.n_prompts, run.G, run.zero_tol, run.adv_norm)
+        map_coefficients_nb(run, flags, ws.tok_ell, ws.mask, ws.adv, ws.ell, ws.coef, ws.logw)
         weights_nb(ws, run, flags, k, rec)
-        rec.ghat[k] = score_nb(ws, run.diagnostics)
+        rec.ghat[k] = score_nb(pb, ws, run.diagnostics)
         if not math.isfinite(rec.ghat[k]):
+            record_theta_nb(pb, ws.theta, rec.theta)
             return k
         update_nb(pb, ws, run, k, g2, rec)
+    record_theta_nb(pb, ws.theta, rec.theta)
     return -1
 
 
@@ -106,7 +115,7 @@ def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
             gpar_out, gdot_out, gneg_out)
     # the prange body sees plain arrays only (a namedtuple crossing into Numba's parallel gufunc is not typed)
     arrays = (pb.d0, pb.phi, pb.phiT, pb.row_ptr, pb.row_col, pb.row_val, pb.col_ptr, pb.col_row, pb.col_val,
-              pb.theta_rows, pb.theta_src, pb.lp_rows, pb.copy_rows)
+              pb.theta_rows, pb.theta_src, pb.lp_rows, pb.copy_rows, pb.grad_rows, pb.grad_blk, pb.blk_src)
     sparse = pb.sparse
     for r in prange(runs.shape[0]):
         div_out[r] = _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse, arrays, w0[r],
@@ -118,9 +127,10 @@ def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
 def _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse, arrays, w0, run, delays, outs, r):
     """Run ``r`` of :func:`_train_batch_nb`: its :data:`~simulate.training.problem.Problem` and :data:`~simulate.training.phases.Record` views, then
     :func:`_train_one_nb`."""
-    d0, phi, phiT, rp, rc, rv, cp, cr, cv, theta_rows, theta_src, lp_rows, copy_rows = arrays
+    (d0, phi, phiT, rp, rc, rv, cp, cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk,
+     blk_src) = arrays
     pb = Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                 cr, cv, theta_rows, theta_src, lp_rows, copy_rows)
+                 cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk, blk_src)
     J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, gdot, gneg = outs
     rec = Record(J[r], gn2[r], chi2[r], clip[r], ess[r], ghat[r], zero[r], theta[r], dpar[r], lrmax[r], gpar[r],
                  gdot[r], gneg[r])

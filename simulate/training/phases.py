@@ -12,9 +12,20 @@ Bit-identity (``tests/test_kernel_identity.py``): each phase evaluates the same 
 as the single-loop kernel it replaced. What is saved is work whose result was already known: ``π = exp(log π)``
 once per step instead of once per use, alias rows only for the states the samples visit, no copy of ``log μ_k``
 out of the ring buffer, ``Φ`` products over its nonzero entries only (a zero term ``0·x`` added to a sum
-leaves it unchanged for finite ``x``; the sums still run in the same order), and rows that share their logits
-computed once (:mod:`simulate.training.problem`: ``θ``, ``log π``, ``π``, the ``χ²`` terms and ``μ_k``'s alias
-rows).
+leaves it unchanged for finite ``x``; the sums still run in the same order), rows that share their logits
+computed once and read at their source row (:mod:`simulate.training.problem`, :mod:`simulate.training.dp`: ``θ``,
+``log π``, ``π``, the ``χ²`` terms and ``μ_k``'s alias rows), the DPs over the reachable rows only, and ``θ`` of
+the rows that copy it written only when recorded. Issue 59 changed two things on purpose (a re-made golden file):
+``Φᵀg`` is summed per distinct feature block (:func:`to_params_nb`), and ``exp`` in ``log π``, ``π``, the ``χ²``
+terms and the alias rows is :func:`simulate.training.vexp.exp_nb` (vectorised, ≤ 1 ulp from libm's); recorded
+values move by ≲ 1e-13 relative (≲ 3e-12 in Adam runs, whose ``m/√v`` amplifies them), no divergence step moves.
+
+The phases that take the :data:`Workspace` and :data:`~simulate.training.problem.Problem` tuples are compiled
+without Numba's reference counting (``_nrt=False``): with it, each call increfs and decrefs every array of both
+tuples (≈ 1 µs a call, 60 atomic pairs), more than most phases cost. They allocate nothing and call only functions
+compiled the same way (a callee inherits the caller's flag and is cached under the same key, so a shared kernel
+compiled without it would be loaded by callers that need it): the estimator's map runs in
+:func:`map_coefficients_nb`, with reference counting.
 """
 from __future__ import annotations
 
@@ -26,8 +37,8 @@ from numba import njit
 
 from asyncgrpo.estimators.kernels import log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
-from simulate.instances import (J_grad_law_nb, add_score_pi_nb, alias_row_nb, chi2_law_nb, chi2_terms_row_nb,
-                                log_softmax_row_nb, logratio_max_starts_nb)
+from simulate.training.dp import J_grad_rows_nb, add_score_rows_nb, chi2_rows_nb, logratio_max_rows_nb
+from simulate.training.rows import alias_row_nb, chi2_terms_rows_nb, log_softmax_pi_rows_nb
 
 #: The curves of one run (``kernel._train_one_nb`` documents each).
 Record = namedtuple("Record", ["J", "gn2", "chi2", "clip", "ess", "ghat", "zero", "theta", "dpar", "lrmax",
@@ -37,7 +48,8 @@ Record = namedtuple("Record", ["J", "gn2", "chi2", "clip", "ess", "ghat", "zero"
 Workspace = namedtuple("Workspace", [
     "par", "theta", "histlp", "histw", "pi", "grad", "ghat", "gneg", "gw", "gJ", "gneg_w", "m1", "m2",
     "occ", "val", "f", "f2", "prob", "alias", "stamp", "scaled", "small", "large",
-    "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw", "w2", "mp"])
+    "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw", "w2", "mp",
+    "gblk", "xm", "xbuf"])
 
 
 @njit(cache=True)
@@ -47,153 +59,175 @@ def make_workspace_nb(pb, w0, N, G, B):
     P = w0.shape[0]
     return Workspace(
         w0.copy(), np.empty((T, S, V)), np.zeros((B, T, S, V)), np.empty((B, P)), np.zeros((T, S, V)),
-        np.empty((T, S, V)), np.empty((T, S, V)), np.empty((T, S, V)), np.empty(P), np.empty(P), np.empty(P),
+        np.zeros((T, S, V)), np.empty((T, S, V)), np.empty((T, S, V)), np.empty(P), np.empty(P), np.empty(P),
         np.zeros(P), np.zeros(P), np.empty((T + 1, S)), np.empty((T + 1, S)), np.empty(S), np.empty(S),
         np.ones((T, S, V)), np.empty((T, S, V), dtype=np.int64), np.full((T, S), -1, dtype=np.int64), np.empty(V),
         np.empty(V, dtype=np.int64), np.empty(V, dtype=np.int64), np.empty((N, T), dtype=np.int64),
         np.empty((N, T), dtype=np.int64), np.empty(N, dtype=np.int64), np.empty((N, T)), np.empty(N),
         np.empty((N, T)), np.empty(N), np.empty(N), np.ones((N, T), dtype=np.bool_), np.empty((N, T)),
-        np.empty((N, T)), np.empty(G), np.zeros((T, S, V)), np.empty((4, S)))
+        np.empty((N, T)), np.empty(N), np.zeros((T, S, V)), np.empty((4, S)), np.empty((pb.blk_src.shape[0], V)),
+        np.empty(T * S), np.empty(T * S * V))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def logits_nb(pb, ws):
-    """``θ = Φw`` (``θ[i] = Σ_j Φ_ij w_j``, j ascending for every i) for a feature policy, else ``θ = w``. Only the
-    rows of ``pb.theta_rows`` are summed; every other row is a copy of its source row, whose features (hence sum)
-    are bit-equal (:func:`simulate.training.problem.row_maps_nb`)."""
+    """``θ = Φw`` (``θ[i] = Σ_j Φ_ij w_j``, j ascending for every i) on the rows of ``pb.theta_rows`` for a feature
+    policy, else ``θ = w``. The other rows are left stale: each is a copy of its source row (bit-equal features,
+    hence sum, :func:`simulate.training.problem.row_maps_nb`), and only :func:`record_theta_nb` reads them."""
     T, S, V = ws.theta.shape
     flat = ws.theta.reshape(T * S * V)
     if not pb.use_phi:
-        flat[:] = ws.par
+        for i in range(flat.shape[0]):
+            flat[i] = ws.par[i]
         return
+    rows = pb.theta_rows
+    if pb.sparse:
+        for u in range(rows.shape[0]):
+            base = rows[u] * V
+            for a in range(V):
+                flat[base + a] = 0.0
+        for j in range(ws.par.shape[0]):
+            wj = ws.par[j]
+            for e in range(pb.col_ptr[j], pb.col_ptr[j + 1]):
+                flat[pb.col_row[e]] += pb.col_val[e] * wj
+        return
+    # dense: the source rows packed (pb.phiT) in one long AXPY per j, each θ_i still summed over j = 0..p−1 in order
+    x = ws.xbuf
+    n = rows.shape[0] * V
+    for i in range(n):
+        x[i] = 0.0
+    for j in range(ws.par.shape[0]):
+        wj = ws.par[j]
+        row = pb.phiT[j]
+        for i in range(n):
+            x[i] += row[i] * wj
+    for u in range(rows.shape[0]):
+        base = rows[u] * V
+        for a in range(V):
+            flat[base + a] = x[u * V + a]
+
+
+@njit(cache=True, _nrt=False)
+def record_theta_nb(pb, theta, out):
+    """``out = θ`` on every row, a row that is not its own source (:func:`logits_nb` left it stale) taken from its
+    source row."""
+    T, S, V = theta.shape
+    src = pb.theta_src
+    for r in range(T * S):
+        q = src[r]
+        t, s = r // S, r - (r // S) * S
+        tq, sq = q // S, q - (q // S) * S
+        for a in range(V):
+            out[t, s, a] = theta[tq, sq, a]
+
+
+@njit(cache=True, _nrt=False)
+def policy_nb(pb, ws, logp):
+    """``log π_θ`` into ``logp`` and ``π = exp(log π)`` into ``ws.pi`` on ``pb.lp_rows``, the source rows of the
+    reachable rows (:func:`simulate.training.rows.log_softmax_pi_rows_nb`); every reader takes a row's values at its
+    source row (``pb.theta_src``), and no reader visits an unreachable row."""
+    log_softmax_pi_rows_nb(ws.theta, pb.lp_rows, logp, ws.pi, ws.xm, ws.xbuf)
+
+
+@njit(cache=True, _nrt=False)
+def to_params_nb(pb, g_theta, gblk, out):
+    """Chain rule through ``θ = Φw``: ``out = Φᵀ g_θ`` summed per distinct feature block (:mod:`simulate.training.problem`:
+    ``G_b = Σ_{r ∈ b} g_r`` over the reachable rows, ascending, into ``gblk``, then ``Σ_b Φ_bᵀ G_b``, blocks and
+    entries ascending; a zero ``G_{b,a}`` adds nothing); tabular: ``out = g_θ``. A row no path reaches has
+    ``g_θ = 0`` (∇J: zero occupancy; ĝ: never sampled), so summing over the reachable rows drops only zeros."""
+    T, S, V = g_theta.shape
+    flat = g_theta.reshape(T * S * V)
+    if not pb.use_phi:
+        for i in range(flat.shape[0]):
+            out[i] = flat[i]
+        return
+    gblk[:] = 0.0
+    rows, blk = pb.grad_rows, pb.grad_blk
+    for u in range(rows.shape[0]):
+        base = rows[u] * V
+        b = blk[u]
+        for a in range(V):
+            gblk[b, a] += flat[base + a]
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for b in range(pb.blk_src.shape[0]):
+        base = pb.blk_src[b] * V
+        for a in range(V):
+            gi = gblk[b, a]
+            if gi != 0.0:
+                i = base + a
+                if pb.sparse:
+                    for e in range(pb.row_ptr[i], pb.row_ptr[i + 1]):
+                        out[pb.row_col[e]] += pb.row_val[e] * gi
+                else:
+                    for j in range(out.shape[0]):
+                        out[j] += pb.phi[i, j] * gi
+
+
+@njit(cache=True, _nrt=False)
+def restore_nb(pb, ws, j):
+    """``w = w_j`` from the ring buffer (written at step ``j``, still there at step ``j + 1``) and ``θ = Φw_j``."""
+    old = ws.histw[j % ws.histw.shape[0]]
+    for i in range(ws.par.shape[0]):
+        ws.par[i] = old[i]
+    logits_nb(pb, ws)
+
+
+@njit(cache=True, _nrt=False)
+def finite_logits_nb(pb, theta, theta_max):
+    """``max|θ| ≤ θ_max`` and no NaN (the divergence check on ``θ_k``), over the rows :func:`logits_nb` computes (every
+    other row is a copy of one of them)."""
+    V = theta.shape[2]
+    flat = theta.reshape(theta.size)
     rows = pb.theta_rows
     for u in range(rows.shape[0]):
         base = rows[u] * V
         for a in range(V):
-            flat[base + a] = 0.0
-    for j in range(ws.par.shape[0]):
-        wj = ws.par[j]
-        if pb.sparse:
-            for e in range(pb.col_ptr[j], pb.col_ptr[j + 1]):
-                flat[pb.col_row[e]] += pb.col_val[e] * wj
-        else:  # a row's entries in the inner loop (vectorised), each θ_i still summed over j = 0..p−1 in order
-            row = pb.phiT[j]
-            for u in range(rows.shape[0]):
-                base = rows[u] * V
-                for a in range(V):
-                    flat[base + a] += row[base + a] * wj
-    src = pb.theta_src
-    for r in range(T * S):
-        if src[r] != r:
-            for a in range(V):
-                flat[r * V + a] = flat[src[r] * V + a]
-
-
-@njit(cache=True)
-def policy_nb(pb, ws, logp):
-    """``log π_θ`` into ``logp`` and ``π = exp(log π)`` into ``ws.pi`` on the rows anything reads: computed on
-    ``pb.lp_rows`` (:func:`simulate.instances.log_softmax_row_nb`), copied to the reachable rows that share their
-    logits. An unreachable row is never written (its zeros are read only by J's value pass, whose values there
-    feed no reachable row: :mod:`simulate.training.problem`)."""
-    S, V = logp.shape[1], logp.shape[2]
-    rows = pb.lp_rows
-    for u in range(rows.shape[0]):
-        t = rows[u] // S
-        s = rows[u] - t * S
-        log_softmax_row_nb(ws.theta, logp, t, s)
-        for a in range(V):
-            ws.pi[t, s, a] = math.exp(logp[t, s, a])
-    copy_rows_nb(pb, logp)
-    copy_rows_nb(pb, ws.pi)
-
-
-@njit(cache=True)
-def copy_rows_nb(pb, x):
-    """``x[r] = x[theta_src[r]]`` for every row ``r`` of ``pb.copy_rows`` (``x``: ``(T,S,V)``, rows ``r = t·S + s``):
-    a reachable row takes what its source row computed."""
-    T, S, V = x.shape
-    flat = x.reshape(T * S * V)
-    for i in range(pb.copy_rows.shape[0]):
-        dst = pb.copy_rows[i] * V
-        src = pb.theta_src[pb.copy_rows[i]] * V
-        for a in range(V):
-            flat[dst + a] = flat[src + a]
-
-
-@njit(cache=True)
-def to_params_nb(pb, g_theta, out):
-    """Chain rule through ``θ = Φw``: ``out = Φᵀ g_θ`` (i ascending for every j); tabular: ``out = g_θ``."""
-    T, S, V = g_theta.shape
-    flat = g_theta.reshape(T * S * V)
-    if not pb.use_phi:
-        out[:] = flat
-        return
-    for j in range(out.shape[0]):
-        out[j] = 0.0
-    for i in range(T * S * V):
-        gi = flat[i]
-        if gi != 0.0:
-            if pb.sparse:
-                for e in range(pb.row_ptr[i], pb.row_ptr[i + 1]):
-                    out[pb.row_col[e]] += pb.row_val[e] * gi
-            else:
-                for j in range(out.shape[0]):
-                    out[j] += pb.phi[i, j] * gi
-
-
-@njit(cache=True)
-def finite_logits_nb(theta, theta_max):
-    """``max|θ| ≤ θ_max`` and no NaN (the divergence check on ``θ_k``)."""
-    flat = theta.reshape(theta.size)
-    for i in range(flat.shape[0]):
-        if not (abs(flat[i]) <= theta_max):  # also catches NaN
-            return False
+            if not (abs(flat[base + a]) <= theta_max):  # also catches NaN
+                return False
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def diagnose_nb(pb, ws, logp):
     """``log π_{θ_k}`` into ``logp``, ``π = exp(log π)`` (:func:`policy_nb`), exact ``J(θ_k)`` and ``∇_θ J`` by one
     forward–backward DP from ``d₀`` (:func:`simulate.instances.J_grad_law_nb`), ``∇_w J = Φᵀ∇_θ J`` into ``gJ``; returns
     ``(J, ‖∇_w J‖²)``."""
     policy_nb(pb, ws, logp)
-    Jk = J_grad_law_nb(ws.pi, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts, ws.grad, ws.occ, ws.val)
-    to_params_nb(pb, ws.grad, ws.gJ)
+    Jk = J_grad_rows_nb(ws.pi, pb.theta_src, pb.grad_rows, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts,
+                        ws.grad, ws.occ, ws.val)
+    to_params_nb(pb, ws.grad, ws.gblk, ws.gJ)
     g2 = 0.0
     for j in range(ws.gJ.shape[0]):
         g2 += ws.gJ[j] * ws.gJ[j]
     return Jk, g2
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def behaviour_nb(pb, ws, k, d, logp, logq, rec, diagnostics):
     """Exact overlap of ``π_{θ_k}`` and ``μ_k = π_{θ_{k−d}}`` (``logq``, a ring-buffer slot): ``χ²(π‖μ)`` of the
     start mixture and, with ``diagnostics``, ``‖w_k − w_{k−d}‖₂`` and ``max_{τ∈supp μ} |log π(τ) − log μ(τ)|``
     (largest over starts)."""
     B = ws.histw.shape[0]
-    ws.histw[k % B] = ws.par
+    slot = ws.histw[k % B]
+    for j in range(slot.shape[0]):
+        slot[j] = ws.par[j]
     rec.chi2[k] = behaviour_chi2_nb(pb, ws, logp, logq)
     if diagnostics:
         overlap_nb(pb, ws, k, d, logp, logq, rec)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def behaviour_chi2_nb(pb, ws, logp, logq):
-    """``χ²(π‖μ)`` of the start mixture (:func:`simulate.instances.chi2_law_nb`). Where rows share logits
-    (``pb.copy_rows``), the terms ``π²/μ`` are computed on ``pb.lp_rows`` and copied (``μ_k``'s rows were made by
-    :func:`policy_nb` with the same maps, so a copied row's term is the one it would compute); else inline."""
-    if pb.copy_rows.shape[0] == 0:
-        return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2)
-    S = logp.shape[1]
-    rows = pb.lp_rows
-    for u in range(rows.shape[0]):
-        t = rows[u] // S
-        chi2_terms_row_nb(logp, logq, ws.w2, t, rows[u] - t * S)
-    copy_rows_nb(pb, ws.w2)
-    return chi2_law_nb(logp, logq, pb.next_state, pb.d0, ws.f, ws.f2, ws.w2)
+    """``χ²(π‖μ)`` of the start mixture (:func:`simulate.instances.chi2_law_nb`), its terms ``π²/μ`` computed on
+    ``pb.lp_rows`` (:func:`simulate.training.rows.chi2_terms_rows_nb`) and copied to the rows that share them
+    (``μ_k``'s rows were made by :func:`policy_nb` with the same maps, so a copied row's term is the one it would
+    compute). The DP reads terms only where its mass is nonzero, i.e. on reachable rows."""
+    chi2_terms_rows_nb(logp, logq, pb.lp_rows, ws.w2, ws.xbuf)
+    return chi2_rows_nb(ws.w2, pb.theta_src, pb.grad_rows, pb.next_state, pb.d0, ws.f, ws.f2)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def overlap_nb(pb, ws, k, d, logp, logq, rec):
     """C6's overlap of step ``k`` (after ``w_k`` is in the ring buffer): ``‖w_k − w_{k−d}‖₂`` and
     ``max_{τ∈supp μ} |log π(τ) − log μ(τ)|`` (largest over the starts)."""
@@ -204,10 +238,10 @@ def overlap_nb(pb, ws, k, d, logp, logq, rec):
         dw2 += (ws.par[j] - old[j]) * (ws.par[j] - old[j])
     rec.dpar[k] = math.sqrt(dw2)
     # the context law is shared by π and μ: the largest over the contexts, in one pass from all of them
-    rec.lrmax[k] = logratio_max_starts_nb(logp, logq, pb.next_state, pb.starts, ws.mp)
+    rec.lrmax[k] = logratio_max_rows_nb(logp, logq, pb.theta_src, pb.grad_rows, pb.next_state, pb.starts, ws.mp)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def sample_nb(pb, ws, k, n_prompts, G, logp, logq):
     """``N`` trajectories from ``μ_k`` (group ``g`` from ``starts[(k·n_prompts + g) mod C]``), one uniform per
     token (then one per trajectory for a Bernoulli reward) drawn first, in the run's stream order; alias rows
@@ -249,7 +283,10 @@ def sample_nb(pb, ws, k, n_prompts, G, logp, logq):
         for t in range(T):
             s = ws.states[n, t]
             a_t = ws.actions[n, t]
-            ws.tok_ell[n, t] = logp[t, s, a_t] - logq[t, s, a_t]
+            r = pb.theta_src[t * S + s]  # log π and log μ are kept on source rows only
+            tr = r // S
+            sr = r - tr * S
+            ws.tok_ell[n, t] = logp[tr, sr, a_t] - logq[tr, sr, a_t]
             ret += pb.step_reward[t, s, a_t]
             ws.ell[n] += ws.tok_ell[n, t]
         ret += pb.reward[ws.final[n]]
@@ -258,7 +295,7 @@ def sample_nb(pb, ws, k, n_prompts, G, logp, logq):
         ws.adv[n] = ret
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def advantages_nb(ws, n_prompts, G, zero_tol, adv_norm):
     """``A_{g,i} = R_{g,i} − R̄_g`` (÷ ``(std_g R + 10⁻⁶)`` with ``adv_norm``); exactly 0 for a group whose
     rewards are equal within ``zero_tol·max(1, |R|)`` (``zero_tol ≥ 0``)."""
@@ -289,16 +326,29 @@ def advantages_nb(ws, n_prompts, G, zero_tol, adv_norm):
 
 
 @njit(cache=True)
+def map_coefficients_nb(run, flags, tok_ell, mask, adv, ell, coef, logw):
+    """The estimator's map: token level, its coefficients into ``coef``; else ``log W_ε(ℓ)`` of each group into
+    ``logw`` (N,). With reference counting (the maps are the registry's kernels, shared with other callers, and
+    some allocate), so it takes arrays, not the :data:`Workspace`."""
+    if flags[0]:
+        token_coefficients_nb(run.code, tok_ell, mask, adv, run.eps_low, run.eps_high, run.tau_m2, coef)
+        return
+    G = run.G
+    for g in range(run.n_prompts):
+        log_weights_nb(run.code, ell[g * G:(g + 1) * G], run.eps, logw[g * G:(g + 1) * G])
+
+
+@njit(cache=True, _nrt=False)
 def weights_nb(ws, run, flags, k, rec):
-    """Stop-gradient coefficients ``c[n,t]``: ``w_n = W_ε(ℓ)_n`` of the trajectory map per group, or the token
-    map's coefficients; the clip fraction, the ESS ``(Σ_i w_i)²/Σ_i w_i²`` (``w_i = Σ_t c[i,t]``, mean over
+    """Stop-gradient coefficients ``c[n,t]``: ``w_n = W_ε(ℓ)_n`` of the trajectory map per group (``log w`` already in
+    ``ws.logw``), or (already in ``ws.coef``) the token map's coefficients (:func:`map_coefficients_nb`); the clip
+    fraction, the ESS ``(Σ_i w_i)²/Σ_i w_i²`` (``w_i = Σ_t c[i,t]``, mean over
     groups) and the zero-gradient flag (every advantage 0)."""
     token_level, clip_ratio, reports_clip = flags
     N, T = ws.coef.shape
     G, n_prompts = run.G, run.n_prompts
     n_cut = 0
     if token_level:
-        token_coefficients_nb(run.code, ws.tok_ell, ws.mask, ws.adv, run.eps_low, run.eps_high, run.tau_m2, ws.coef)
         for n in range(N):
             seq = math.exp(ws.ell[n] / T)
             for t in range(T):
@@ -310,14 +360,12 @@ def weights_nb(ws, run, flags, k, rec):
                     n_cut += 1
         rec.clip[k] = n_cut / (N * T) if clip_ratio != 0 else np.nan
     else:
-        for g in range(n_prompts):
-            log_weights_nb(run.code, ws.ell[g * G:(g + 1) * G], run.eps, ws.logw)
-            for i in range(G):
-                w = math.exp(ws.logw[i])
-                for t in range(T):
-                    ws.coef[g * G + i, t] = w
-                if ws.logw[i] < ws.ell[g * G + i] - 1e-9:
-                    n_cut += 1
+        for n in range(N):  # ws.logw holds log W_ε(ℓ) of every group (map_coefficients_nb)
+            w = math.exp(ws.logw[n])
+            for t in range(T):
+                ws.coef[n, t] = w
+            if ws.logw[n] < ws.ell[n] - 1e-9:
+                n_cut += 1
         rec.clip[k] = n_cut / N if reports_clip else np.nan
     ess_sum = 0.0
     for g in range(n_prompts):
@@ -339,8 +387,8 @@ def weights_nb(ws, run, flags, k, rec):
     rec.zero[k] = all_zero
 
 
-@njit(cache=True)
-def score_nb(ws, diagnostics):
+@njit(cache=True, _nrt=False)
+def score_nb(pb, ws, diagnostics):
     """``ĝ_k = (1/N) Σ_n A_n Σ_t c[n,t] (e_{a_t} − π(·|s_t))`` and, with ``diagnostics``, its part from
     negative-advantage tokens with ``π < μ`` (``gneg``); returns ``‖ĝ_k‖²`` in logit space. A zero-advantage
     trajectory adds nothing."""
@@ -349,13 +397,13 @@ def score_nb(ws, diagnostics):
         for t in range(T):
             ws.coef[n, t] = 0.0 if ws.adv[n] == 0.0 else ws.adv[n] * ws.coef[n, t] / N
     ws.ghat[:] = 0.0
-    add_score_pi_nb(ws.pi, ws.states, ws.actions, ws.coef, ws.ghat)
+    add_score_rows_nb(ws.pi, pb.theta_src, ws.states, ws.actions, ws.coef, ws.ghat)
     if diagnostics:
         for n in range(N):
             for t in range(T):
                 ws.coefneg[n, t] = ws.coef[n, t] if (ws.adv[n] < 0.0 and ws.tok_ell[n, t] < 0.0) else 0.0
         ws.gneg[:] = 0.0
-        add_score_pi_nb(ws.pi, ws.states, ws.actions, ws.coefneg, ws.gneg)
+        add_score_rows_nb(ws.pi, pb.theta_src, ws.states, ws.actions, ws.coefneg, ws.gneg)
     gh2 = 0.0
     flat = ws.ghat.reshape(ws.ghat.size)
     for i in range(flat.shape[0]):
@@ -363,11 +411,11 @@ def score_nb(ws, diagnostics):
     return gh2
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def update_nb(pb, ws, run, k, g2, rec):
     """``ĝ`` in ``w`` (``Φᵀĝ``): ``‖ĝ‖²``, with ``run.diagnostics`` the ascent rates ``⟨ĝ, ∇J⟩/‖∇J‖`` of ĝ and of
     its ``gneg`` part; then ``w_{k+1} = w_k + η ĝ`` (SGD) or Adam's bias-corrected step, and ``θ_{k+1}``."""
-    to_params_nb(pb, ws.ghat, ws.gw)
+    to_params_nb(pb, ws.ghat, ws.gblk, ws.gw)
     gw, par, m1, m2 = ws.gw, ws.par, ws.m1, ws.m2
     P = par.shape[0]
     gp2 = 0.0
@@ -375,7 +423,7 @@ def update_nb(pb, ws, run, k, g2, rec):
         gp2 += gw[j] * gw[j]
     rec.gpar[k] = gp2
     if run.diagnostics:
-        to_params_nb(pb, ws.gneg, ws.gneg_w)
+        to_params_nb(pb, ws.gneg, ws.gblk, ws.gneg_w)
         gn = math.sqrt(g2)
         dot = 0.0
         dneg = 0.0

@@ -1,6 +1,6 @@
 """The instance as the training kernel reads it (:data:`Problem`, made once per batch): transitions, rewards, start
 states and their law, features ``Φ`` in dense and CSR forms, and the row maps that let rows sharing their logits
-compute them once (issue 37).
+compute them once (issue 37), and the block maps that sum ``Φᵀg`` once per distinct feature block (issue 59).
 
 Row ``r = t·S + s`` of the ``(T·S, V)`` logits. With features ``θ = Φw``, two rows with bit-equal feature blocks have
 bit-equal logits (the same sum of the same products in the same order), so ``θ`` is computed on one of them and
@@ -9,6 +9,12 @@ path from a start visits has zero occupancy and zero ``χ²`` mass: only the bac
 ``π`` (never written, so 0), and those values feed no reachable row. An LM-like policy whose features
 repeat over positions computes ``S`` rows instead of ``T·S``; every recorded number is unchanged
 (``tests/test_kernel_row_maps.py``, ``tests/test_kernel_identity.py``).
+
+``Φᵀg`` by blocks (:data:`BLOCK_MAPS`, issue 59): with ``b(r)`` the distinct feature block of row ``r`` (its first
+row with a bit-equal block), ``(Φᵀg)_j = Σ_b Σ_a Φ_{(b,a),j} G_{b,a}``, ``G_{b,a} = Σ_{r: b(r)=b} g_{r,a}`` (rows
+ascending, blocks ascending, then ``a``): ``p·V`` products per block instead of per row. It equals ``Σ_i Φ_ij g_i``
+up to the order of the sum (≈ 1e-15 relative); the maps do not depend on ``share``, so a kernel that computes
+every row sums ``Φᵀg`` in the same order.
 """
 from __future__ import annotations
 
@@ -21,17 +27,22 @@ from numba import njit
 from simulate.instances import start_law_nb
 
 #: The instance, fixed for a batch: transitions, rewards, start states, the start law ``d₀`` (uniform over
-#: ``starts``), features ``Φ`` and ``Φᵀ`` (row-major), ``Φ`` as CSR rows (for ``Φᵀg``) and the source rows' part
-#: of ``Φ`` as CSR columns (for ``θ = Φw`` on ``theta_rows``, :func:`~simulate.training.phases.logits_nb`), used
-#: when ``sparse``, flags, and the row maps (:data:`ROW_MAPS`).
+#: ``starts``), features ``Φ``, the source rows' ``Φᵀ`` packed (``phiT[j, u·V + a] = Φ[theta_rows[u]·V + a, j]``),
+#: ``Φ`` as CSR rows (for ``Φᵀg``) and the source rows' part of ``Φ`` as CSR columns (for ``θ = Φw`` on
+#: ``theta_rows``, :func:`~simulate.training.phases.logits_nb`), used when ``sparse``, flags, the row maps
+#: (:data:`ROW_MAPS`) and the block maps (:data:`BLOCK_MAPS`).
 Problem = namedtuple("Problem", ["next_state", "reward", "step_reward", "starts", "d0", "use_phi", "bernoulli",
                                  "phi", "phiT", "sparse", "row_ptr", "row_col", "row_val", "col_ptr", "col_row",
-                                 "col_val", "theta_rows", "theta_src", "lp_rows", "copy_rows"])
+                                 "col_val", "theta_rows", "theta_src", "lp_rows", "copy_rows", "grad_rows", "grad_blk",
+                                 "blk_src"])
 #: The row maps of a :data:`Problem` (:func:`row_maps_nb`), row ``r = t·S + s`` of the ``(T·S, V)`` logits: the rows
 #: whose ``θ`` is computed (``theta_rows``), each row's source (``theta_src[r] = r`` or an earlier row with the same
 #: features, hence the same logits), the rows whose ``log π`` and ``π`` are computed (``lp_rows``) and the reachable
 #: rows that copy them from their source (``copy_rows``).
 ROW_MAPS = ("theta_rows", "theta_src", "lp_rows", "copy_rows")
+#: The block maps of a :data:`Problem` (:func:`block_maps_nb`): the reachable rows (``grad_rows``, ascending; only they
+#: carry a nonzero ``∇_θ J`` or ``ĝ``), the block of each (``grad_blk``) and each block's first row (``blk_src``).
+BLOCK_MAPS = ("grad_rows", "grad_blk", "blk_src")
 #: ``Φ`` products run over its nonzero entries (CSR) below this density, else over the dense rows (vectorised)
 SPARSE_BELOW = 0.25
 
@@ -143,12 +154,34 @@ def row_maps_nb(next_state, starts, phi, use_phi, share):
 
 
 @njit(cache=True)
+def block_maps_nb(next_state, starts, phi, use_phi):
+    """The block maps of :data:`BLOCK_MAPS` (module docstring): the reachable rows, each one's block index among the
+    blocks they use (blocks in ascending order of their first row, :func:`row_maps_nb`'s sources), and those first
+    rows. The same with or without row sharing; tabular: every reachable row is its own block."""
+    T, S, V = next_state.shape
+    R = T * S
+    reach = reachable_nb(next_state, starts).reshape(R)
+    src = row_maps_nb(next_state, starts, phi, use_phi, True)[1]
+    rows = np.nonzero(reach)[0]
+    used = np.zeros(R, dtype=np.bool_)
+    for u in range(rows.shape[0]):
+        used[src[rows[u]]] = True
+    blk_src = np.nonzero(used)[0]
+    index = np.full(R, -1, dtype=np.int64)
+    for b in range(blk_src.shape[0]):
+        index[blk_src[b]] = b
+    blk = np.empty(rows.shape[0], dtype=np.int64)
+    for u in range(rows.shape[0]):
+        blk[u] = index[src[rows[u]]]
+    return rows, blk, blk_src
+
+
+@njit(cache=True)
 def make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, bernoulli, share=True):
     """The :data:`Problem` of a batch; ``d₀(s) = Σ_c 1{starts[c] = s}/C``. ``θ = Φw`` by columns (CSR of ``Φᵀ``)
     runs over the rows of ``theta_rows`` only (the other rows' entries are left out of it); ``share``: whether
     rows share their computed logits (:func:`row_maps_nb`)."""
     d0 = start_law_nb(starts, next_state.shape[1])
-    phiT = np.ascontiguousarray(phi.T)
     rp, rc, rv = csr_nb(phi)
     theta_rows, theta_src, lp_rows, copy_rows = row_maps_nb(next_state, starts, phi, use_phi, share)
     V = next_state.shape[2]
@@ -158,9 +191,16 @@ def make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
             if theta_src[r] != r:
                 phi_src[r * V:(r + 1) * V] = 0.0
     cp, cr, cv = csr_nb(np.ascontiguousarray(phi_src.T))
+    # Φᵀ of the source rows only, packed: phiT[j, u·V + a] = Φ[theta_rows[u]·V + a, j] (θ = Φw as long AXPYs)
+    phiT = np.empty((phi.shape[1], theta_rows.shape[0] * V))
+    for u in range(theta_rows.shape[0]):
+        for a in range(V):
+            phiT[:, u * V + a] = phi[theta_rows[u] * V + a]
     sparse = rp[-1] < SPARSE_BELOW * phi.size
+    grad_rows, grad_blk, blk_src = block_maps_nb(next_state, starts, phi, use_phi)
     return Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                   cr, cv, theta_rows, theta_src, lp_rows, copy_rows)
+                   cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk, blk_src)
 
 
-__all__ = ["Problem", "ROW_MAPS", "SPARSE_BELOW", "csr_nb", "make_problem_nb", "reachable_nb", "row_maps_nb"]
+__all__ = ["BLOCK_MAPS", "Problem", "ROW_MAPS", "SPARSE_BELOW", "block_maps_nb", "csr_nb", "make_problem_nb",
+           "reachable_nb", "row_maps_nb"]

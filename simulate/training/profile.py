@@ -19,17 +19,17 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from asyncgrpo.estimators.kernels import estimator_flags_nb
-from simulate.instances import J_grad_law_nb
+from simulate.training.dp import J_grad_rows_nb
 from simulate.training.phases import (Record, advantages_nb, behaviour_chi2_nb, finite_logits_nb, logits_nb,
-                                      make_workspace_nb, overlap_nb, policy_nb, sample_nb, score_nb, to_params_nb,
-                                      update_nb, weights_nb)
+                                      make_workspace_nb, map_coefficients_nb, overlap_nb, policy_nb, sample_nb, score_nb,
+                                      to_params_nb, update_nb, weights_nb)
 from simulate.training.problem import make_problem_nb
 
 #: Phase names, in the order of a step (the columns of :func:`profile_phases`).
 PHASES = ("divergence check", "log-softmax + exp", "J/∇J DP", "Φᵀ∇J + ‖∇J‖²", "χ² DP",
           "overlap ‖Δw‖ + max-plus DP", "sample (alias rows, paths, returns)", "advantages", "weights / coefficients",
           "score ĝ, gneg",
-          "update (Φᵀĝ, step, θ = Φw)", "record θ")
+          "update (Φᵀĝ, step, θ = Φw)")
 
 @intrinsic
 def _cycles(typingctx):
@@ -68,15 +68,16 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
     steps = 0
     for k in range(K):
         c0 = _now(ts)
-        if not finite_logits_nb(ws.theta, run.theta_max):
+        if not finite_logits_nb(pb, ws.theta, run.theta_max):
             return steps
         c1 = _now(ts)
         logp = ws.histlp[k % B]
         policy_nb(pb, ws, logp)
         c2 = _now(ts)
-        Jk = J_grad_law_nb(ws.pi, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts, ws.grad, ws.occ, ws.val)
+        Jk = J_grad_rows_nb(ws.pi, pb.theta_src, pb.grad_rows, pb.next_state, pb.step_reward, pb.reward, pb.d0,
+                            pb.starts, ws.grad, ws.occ, ws.val)
         c3 = _now(ts)
-        to_params_nb(pb, ws.grad, ws.gJ)
+        to_params_nb(pb, ws.grad, ws.gblk, ws.gJ)
         g2 = 0.0
         for j in range(ws.gJ.shape[0]):
             g2 += ws.gJ[j] * ws.gJ[j]
@@ -99,18 +100,17 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
         c7 = _now(ts)
         advantages_nb(ws, run.n_prompts, run.G, run.zero_tol, run.adv_norm)
         c8 = _now(ts)
+        map_coefficients_nb(run, flags, ws.tok_ell, ws.mask, ws.adv, ws.ell, ws.coef, ws.logw)
         weights_nb(ws, run, flags, k, rec)
         c9 = _now(ts)
-        rec.ghat[k] = score_nb(ws, run.diagnostics)
+        rec.ghat[k] = score_nb(pb, ws, run.diagnostics)
         c10 = _now(ts)
         if not math.isfinite(rec.ghat[k]):
             return steps
         update_nb(pb, ws, run, k, g2, rec)
         c11 = _now(ts)
-        rec.theta[:] = ws.theta
-        c12 = _now(ts)
-        marks = (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12)
-        for p in range(12):
+        marks = (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11)
+        for p in range(11):
             acc[p] += marks[p + 1] - marks[p]
         steps += 1
     return steps

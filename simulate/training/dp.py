@@ -1,0 +1,177 @@
+"""The training kernel's exact DPs over the reachable rows, reading each row's policy through its source row
+(issue 59).
+
+Each is the instance layer's DP (:func:`simulate.instances.J_grad_law_nb`, :func:`~simulate.instances.chi2_law_nb`,
+:func:`~simulate.instances.logratio_max_starts_nb`, :func:`~simulate.instances.add_score_pi_nb`) with the same
+operations in the same order, restricted to ``rows`` (the reachable rows ``r = t·S + s``, ascending:
+:data:`simulate.training.problem.BLOCK_MAPS`' ``grad_rows``) and reading ``π``, ``log π``, ``log μ`` and the
+``χ²`` terms of row ``r`` from row ``src[r]``. A row no path visits has zero occupancy, zero ``χ²`` mass and is
+never reached by the max-plus pass, so the full DPs skip it too or compute there values that no reachable row
+reads; a row that shares its logits has bit-equal values at its source. The results are therefore the full DPs'
+bit for bit, without copying rows (``tests/test_kernel_row_maps.py``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, _nrt=False)
+def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, grad_out, occ, val):
+    """Exact ``J`` (returned) and ``∇_θ J`` into ``grad_out`` on ``rows`` (:func:`simulate.instances.J_grad_law_nb`:
+    occupancy ``occ`` forward, values ``val`` backward, ``∂J/∂θ[t,s,a] = occ[t](s) π(a|s) (Q_t(s,a) − val[t](s))``).
+    ``grad_out`` is not written off ``rows`` (the caller keeps it 0 there)."""
+    T, S, V = pi.shape
+    R = rows.shape[0]
+    for s in range(S):
+        occ[0, s] = d0[s]
+    for t in range(1, T + 1):
+        for s in range(S):
+            occ[t, s] = 0.0
+    for u in range(R):
+        r = rows[u]
+        t = r // S
+        s = r - t * S
+        if occ[t, s] > 0.0:
+            q = src[r]
+            tq = q // S
+            sq = q - tq * S
+            for a in range(V):
+                occ[t + 1, next_state[t, s, a]] += occ[t, s] * pi[tq, sq, a]
+    for s in range(S):
+        val[T, s] = reward[s]
+    for u in range(R - 1, -1, -1):  # t descending; the rows of one t are independent
+        r = rows[u]
+        t = r // S
+        s = r - t * S
+        q = src[r]
+        tq = q // S
+        sq = q - tq * S
+        v = 0.0
+        for a in range(V):
+            v += pi[tq, sq, a] * (step_reward[t, s, a] + val[t + 1, next_state[t, s, a]])
+        val[t, s] = v
+    for u in range(R):
+        r = rows[u]
+        t = r // S
+        s = r - t * S
+        if occ[t, s] == 0.0:
+            for a in range(V):
+                grad_out[t, s, a] = 0.0
+            continue
+        q = src[r]
+        tq = q // S
+        sq = q - tq * S
+        for a in range(V):
+            qv = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
+            grad_out[t, s, a] = occ[t, s] * pi[tq, sq, a] * (qv - val[t, s])
+    C = starts.shape[0]
+    if C == 1:
+        return val[0, starts[0]]
+    J = 0.0
+    for c in range(C):
+        J += val[0, starts[c]]
+    return J / C
+
+
+@njit(cache=True, _nrt=False)
+def chi2_rows_nb(w2, src, rows, next_state, d0, f, g):
+    """``χ²(π‖μ)`` of paths from the start law ``d0`` from the terms ``w2 = π²/μ`` (:func:`simulate.instances.chi2_law_nb`
+    with ``w2``): ``f_{t+1}(s') = Σ_{s,a→s'} f_t(s) w2[t,s,a]``, result ``Σ_s f_T(s) − 1``; ``f``, ``g``: scratch
+    ``(S,)``."""
+    T, S, V = w2.shape
+    R = rows.shape[0]
+    for s in range(S):
+        f[s] = d0[s]
+    u = 0
+    for t in range(T):
+        for s in range(S):
+            g[s] = 0.0
+        while u < R and rows[u] < (t + 1) * S:
+            r = rows[u]
+            s = r - t * S
+            u += 1
+            if f[s] != 0.0:
+                q = src[r]
+                tq = q // S
+                sq = q - tq * S
+                for a in range(V):
+                    term = w2[tq, sq, a]
+                    if term != 0.0:  # as chi2_law_nb: keeps an f that overflowed to inf from making inf·0 = NaN
+                        g[next_state[t, s, a]] += f[s] * term
+        f, g = g, f
+    tot = 0.0
+    for s in range(S):
+        tot += f[s]
+    return tot - 1.0
+
+
+@njit(cache=True, _nrt=False)
+def logratio_max_rows_nb(logp, logq, src, rows, next_state, starts, scratch):
+    """``max_{τ ∈ supp μ} |log π(τ) − log μ(τ)|`` over paths from any start (:func:`simulate.instances.logratio_max_starts_nb`:
+    max-plus DP); ``scratch``: ``(4, S)``."""
+    T, S, V = logp.shape
+    R = rows.shape[0]
+    hi, lo, nh, nl = scratch[0], scratch[1], scratch[2], scratch[3]
+    for s in range(S):
+        hi[s] = -np.inf
+        lo[s] = np.inf
+    for c in range(starts.shape[0]):
+        hi[starts[c]] = 0.0
+        lo[starts[c]] = 0.0
+    u = 0
+    for t in range(T):
+        for s in range(S):
+            nh[s] = -np.inf
+            nl[s] = np.inf
+        while u < R and rows[u] < (t + 1) * S:
+            r = rows[u]
+            s = r - t * S
+            u += 1
+            if hi[s] == -np.inf:  # not reached along μ's support
+                continue
+            q = src[r]
+            tq = q // S
+            sq = q - tq * S
+            for a in range(V):
+                lq = logq[tq, sq, a]
+                if lq == -np.inf:
+                    continue
+                x = logp[tq, sq, a] - lq
+                if x != x:  # NaN: say so rather than let the comparisons below drop it
+                    return np.nan
+                s2 = next_state[t, s, a]
+                if hi[s] + x > nh[s2]:
+                    nh[s2] = hi[s] + x
+                if lo[s] + x < nl[s2]:
+                    nl[s2] = lo[s] + x
+        hi, nh = nh, hi
+        lo, nl = nl, lo
+    out = 0.0
+    for s in range(S):
+        if hi[s] != -np.inf:
+            out = max(out, max(hi[s], -lo[s]))
+    return out
+
+
+@njit(cache=True, _nrt=False)
+def add_score_rows_nb(pi, src, states, actions, coef, grad_out):
+    """``grad_out[t, s_t] += c (e_{a_t} − π(·|s_t))`` for every token with ``c ≠ 0``
+    (:func:`simulate.instances.add_score_pi_nb`), ``π`` of row ``t·S + s_t`` read at its source row."""
+    n, T = actions.shape
+    S, V = pi.shape[1], pi.shape[2]
+    for i in range(n):
+        for t in range(T):
+            c = coef[i, t]
+            if c == 0.0:
+                continue
+            s = states[i, t]
+            q = src[t * S + s]
+            tq = q // S
+            sq = q - tq * S
+            for b in range(V):
+                grad_out[t, s, b] -= c * pi[tq, sq, b]
+            grad_out[t, s, actions[i, t]] += c
+
+
+__all__ = ["J_grad_rows_nb", "add_score_rows_nb", "chi2_rows_nb", "logratio_max_rows_nb"]
