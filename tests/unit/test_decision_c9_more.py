@@ -63,14 +63,15 @@ BASE = {("onpolicy", 0): 0.8, ("onpolicy", 8): 0.6, ("is", 0): 0.8, ("is", 8): 0
 JIT = (0.0, 0.01, 0.03, 0.02)
 
 
-def instance(inst="i", kinds=KINDS4, base=None, fail=(), seeds=(1, 2, 3, 4)):
+def instance(inst="i", kinds=KINDS4, base=None, fail=(), seeds=(1, 2, 3, 4), fail_kinds=KINDS4, fail_seeds=None):
     """One instance's evaluation runs at the primary cell (ε 0.2, G 8) and d = 0; ``fail``: (estimator, d) whose
-    every run failed."""
+    every run at an η kind of ``fail_kinds`` (and a seed of ``fail_seeds``, default all) failed."""
     out = []
     for (est, d), mu in (base or BASE).items():
         for kind in kinds:
-            for s, j in zip(seeds, JIT):
-                f = (est, d) in fail
+            for i, s in enumerate(seeds):
+                j = JIT[i % len(JIT)]
+                f = (est, d) in fail and kind in fail_kinds and (fail_seeds is None or s in fail_seeds)
                 out.append(dict(instance=inst, estimator=est, d=d, G=8, eps=0.2, eta_kind=kind, phase="eval", seed=s,
                                 eta=1.0, nauc=mu + j * (1 + 0.5 * (est == "gmc")), failed=f,
                                 failure="diverged" if f else "none", chi2_med=0.5, zero_frac=0.0,
@@ -220,3 +221,74 @@ def test_v4_a_rival_without_runs_on_one_arm_is_compared_on_the_other_only():
     t = t[~((t.estimator == "tic") & t.eta_kind.str.startswith("common"))]
     r = c9.c9_verdicts(t, P4, sensitivity=False)
     assert list(_rows(r, rival="tic").arm) == ["tuned"] and "tic" not in set(_rows(r, arm="common").rival)
+
+
+def test_failure_rates_are_counted_on_their_own_arm():
+    t = T(instance(fail={("is", 8)}, fail_kinds=("common", "common-neighbour")))
+    rates = _rows(c9.c9_verdicts(t, P2), test="Clopper–Pearson")
+    assert rates.iloc[0]["name"] == "is-unstable" and rates.iloc[0]["estimate"] == 1.0  # v2: the common arm
+    rates = _rows(c9.c9_verdicts(t, P4, sensitivity=False), subclaim="is-unstable")
+    assert list(zip(rates.arm, rates.estimate)) == [("tuned", 0.0), ("common", 1.0)]
+    # an arm without runs is skipped, the other still judged
+    t = T(instance())
+    t = t[~((t.estimator == "is") & t.eta_kind.isin(["tuned", "neighbour"]))]
+    rates = _rows(c9.c9_verdicts(t, P4, sensitivity=False), subclaim="is-unstable")
+    assert list(rates.arm) == ["common"]
+
+
+def test_rates_and_the_premise_at_the_protocols_alpha():
+    from dataclasses import replace
+
+    from scipy import stats
+    p = replace(P4, alpha=0.1)
+    t = T(instance(fail={("is", 8), ("is", 0)}, fail_kinds=("common", "common-neighbour")))
+    rates = _rows(c9.c9_verdicts(t, p, sensitivity=False), subclaim="is-unstable").set_index("arm")
+    ci = stats.binomtest(8, 8).proportion_ci(confidence_level=0.8, method="exact")
+    assert (rates.loc["common", "lo"], rates.loc["common", "hi"]) == pytest.approx((ci.low, ci.high))
+    assert rates.loc["common", "premise"] == (f"out of scope: is at d = 0 already fails 8/8, 80% Clopper–Pearson "
+                                              f"[{ci.low:.2f}, {ci.high:.2f}] (> p0 = 0.25), so failures at d = 8 "
+                                              f"are not the delay's")
+    assert rates.loc["tuned", "premise"] == "" and rates.loc["tuned", "verdict"] != "out of scope"
+    from simulate import verdicts as vd
+    t16 = T(instance(seeds=tuple(range(1, 9))))
+    rates = _rows(c9.c9_verdicts(t16, p, sensitivity=False), subclaim="is-unstable")
+    assert rates.iloc[0]["power"] == vd.rate_power(16, 0.25, "above", 0.1) != vd.rate_power(16, 0.25, "above")
+    # the d = 0 runs of one arm missing: that arm's premise is not checked, the other arm still judged
+    t = t[~((t.estimator == "is") & (t.d == 0) & t.eta_kind.isin(["tuned", "neighbour"]))]
+    rates = _rows(c9.c9_verdicts(t, p, sensitivity=False), subclaim="is-unstable")
+    assert list(rates.arm) == ["tuned", "common"] and list(rates.premise != "") == [False, True]
+
+
+@pytest.mark.parametrize("fail_kinds, fail_seeds, v3_out, v4_out", [
+    (("common",), (1,), False, False),                    # 1/8 = 0.125 ≤ p0
+    (("common", "common-neighbour"), (1,), False, False),  # 2/8 = p0 exactly: not above it
+    (("common",), None, True, False),                     # 4/8 > p0, but the 90 % CP lower bound 0.19 is not
+    (("common", "common-neighbour"), None, True, True),   # 8/8
+])
+def test_the_d0_premise_v3_on_the_rate_v4_on_its_lower_bound(fail_kinds, fail_seeds, v3_out, v4_out):
+    from simulate.protocol.spec import V3_PATH
+    P3 = load_protocol(V3_PATH)
+    t = T(instance(fail={("is", 0), ("is", 8)}, fail_kinds=fail_kinds, fail_seeds=fail_seeds))
+    r3 = _rows(c9.c9_verdicts(t, P3), subclaim="is-unstable")
+    assert list(r3.arm) == ["common"] and (r3.iloc[0]["verdict"] == "out of scope") == v3_out
+    r4 = _rows(c9.c9_verdicts(t, P4, sensitivity=False), subclaim="is-unstable", arm="common")
+    assert (r4.iloc[0]["verdict"] == "out of scope") == v4_out
+
+
+def test_comparisons_are_holm_corrected_at_the_protocols_alpha_and_powered_from_two_seeds():
+    from dataclasses import replace
+    t = T(instance())
+    a = _rows(c9.c9_verdicts(t, P4, sensitivity=False), test="paired t")
+    b = _rows(c9.c9_verdicts(t, replace(P4, alpha=0.1), sensitivity=False), test="paired t")
+    same = (a.verdict == b.verdict).to_numpy()
+    assert same.sum() >= 10
+    assert np.allclose(b.alpha_level.to_numpy()[same], 2 * a.alpha_level.to_numpy()[same])
+    two = T(instance(seeds=(1, 2)))
+    c = _rows(c9.c9_verdicts(two, P4, sensitivity=False), test="paired t")
+    assert set(c.n) == {2} and c.power.notna().all()
+
+
+def test_an_instance_with_rates_only_has_a_nan_margin_column():
+    t = T(instance(base={("is", 0): 0.8, ("is", 8): 0.5}))
+    c = c9.c9_verdicts(t, P4, sensitivity=False)["comparisons"]
+    assert set(c.test) == {"Clopper–Pearson"} and c["margin"].dtype == np.float64 and c["margin"].isna().all()
