@@ -119,7 +119,7 @@ def cmd_warmstart(args) -> int:
 def cmd_freeze_warmstart(args) -> int:
     from simulate.llm.experiment import protocol_base
     from simulate.llm.warmstart import freeze
-    from simulate.llm.protocol import PROTOCOLS
+    from simulate.llm.protocol import PROTOCOLS, draw_seeds
 
     key = int(args.protocol_version) if args.protocol_version.isdigit() else args.protocol_version
     if key not in PROTOCOLS:
@@ -151,7 +151,7 @@ def _int_list(text, option: str) -> tuple[int, ...]:
 
 def cmd_experiment(args) -> int:
     from simulate.llm import experiment as ex
-    from simulate.llm.protocol import PROTOCOLS
+    from simulate.llm.protocol import PROTOCOLS, draw_seeds
 
     key = int(args.protocol_version) if str(args.protocol_version).isdigit() else args.protocol_version
     if key not in PROTOCOLS:
@@ -185,7 +185,8 @@ def cmd_experiment(args) -> int:
     delays = _int_list(args.delays, "--delays")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    seeds = tuple(range(args.seeds))
+    # a protocol whose seeds are drawn (v8) runs the first n of its draw; earlier ones seeds 0..n-1
+    seeds = draw_seeds(PROTOCOL.seed_root, args.seeds) if PROTOCOL.seed_root else tuple(range(args.seeds))
     same_runs = base.replace(cache_dir="", out_dir="") == ex.protocol_base(PROTOCOL).replace(cache_dir="", out_dir="")
     is_protocol = same_runs and (estimators, delays, seeds) == (PROTOCOL.estimators, PROTOCOL.delays, PROTOCOL.seeds)
     arms = PROTOCOL.arms() if is_protocol else None
@@ -319,7 +320,7 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     p.add_argument("--estimators", default=",".join(PROTOCOL.estimators),
                    type=_checked_list("--estimators", str, "estimator names"))
     p.add_argument("--delays", default=",".join(str(d) for d in PROTOCOL.delays), type=_checked_list("--delays", int, "integers"))
-    p.add_argument("--seeds", type=int, default=len(PROTOCOL.seeds), help="number of seeds 0..n-1")
+    p.add_argument("--seeds", type=int, default=len(PROTOCOL.seeds), help="number of seeds: the first n of the protocol's drawn seeds (v8), else 0..n-1")
     p.add_argument("--experiment-dir", default="results/llm/experiment")
     p.add_argument("--backend", choices=("serial", "local"), default=None,
                    help=f"sweep engine backend (default {ex_defaults.DEFAULT_BACKEND} on CPU, serial on CUDA)")
