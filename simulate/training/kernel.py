@@ -65,7 +65,7 @@ def _train_one_nb(pb, w0, run, delays, rec):
     for k in range(K + 1):
         # rec.theta is written where the run stops, not every step: θ_k, or θ_{k−1} = Φw_{k−1} remade if θ_k is
         # not finite (w_{k−1} is still in the ring buffer)
-        if not finite_logits_nb(pb, ws.theta, run.theta_max):
+        if not finite_logits_nb(pb, ws.theta, run.theta_max, k):
             if k > 0:
                 restore_nb(pb, ws, k - 1)
                 record_theta_nb(pb, ws.theta, rec.theta)
@@ -115,7 +115,7 @@ def _train_batch_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
             gpar_out, gdot_out, gneg_out)
     # the prange body sees plain arrays only (a namedtuple crossing into Numba's parallel gufunc is not typed)
     arrays = (pb.d0, pb.phi, pb.phiT, pb.row_ptr, pb.row_col, pb.row_val, pb.col_ptr, pb.col_row, pb.col_val,
-              pb.theta_rows, pb.theta_src, pb.lp_rows, pb.copy_rows, pb.grad_rows, pb.grad_blk, pb.blk_src)
+              pb.theta_rows, pb.theta_src, pb.lp_rows, pb.copy_rows, pb.grad_rows, pb.grad_blk, pb.blk_src, pb.par_idx)
     sparse = pb.sparse
     for r in prange(runs.shape[0]):
         div_out[r] = _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse, arrays, w0[r],
@@ -128,9 +128,9 @@ def _run_nb(next_state, reward, step_reward, starts, use_phi, bernoulli, sparse,
     """Run ``r`` of :func:`_train_batch_nb`: its :data:`~simulate.training.problem.Problem` and :data:`~simulate.training.phases.Record` views, then
     :func:`_train_one_nb`."""
     (d0, phi, phiT, rp, rc, rv, cp, cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk,
-     blk_src) = arrays
+     blk_src, par_idx) = arrays
     pb = Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                 cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk, blk_src)
+                 cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk, blk_src, par_idx)
     J, gn2, chi2, clip, ess, ghat, zero, theta, dpar, lrmax, gpar, gdot, gneg = outs
     rec = Record(J[r], gn2[r], chi2[r], clip[r], ess[r], ghat[r], zero[r], theta[r], dpar[r], lrmax[r], gpar[r],
                  gdot[r], gneg[r])

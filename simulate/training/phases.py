@@ -16,7 +16,7 @@ leaves it unchanged for finite ``x``; the sums still run in the same order), row
 computed once and read at their source row (:mod:`simulate.training.problem`, :mod:`simulate.training.dp`: ``θ``,
 ``log π``, ``π``, the ``χ²`` terms and ``μ_k``'s alias rows), the DPs over the reachable rows only, and ``θ`` of
 the rows that copy it written only when recorded. Issue 59 changed two things on purpose (a re-made golden file):
-``Φᵀg`` is summed per distinct feature block (:func:`to_params_nb`), and ``exp`` in ``log π``, ``π``, the ``χ²``
+``Φᵀg`` is summed per distinct feature block (:func:`simulate.training.params.to_params_nb`), and ``exp`` in ``log π``, ``π``, the ``χ²``
 terms and the alias rows is :func:`simulate.training.vexp.exp_nb` (vectorised, ≤ 1 ulp from libm's); recorded
 values move by ≲ 1e-13 relative (≲ 3e-12 in Adam runs, whose ``m/√v`` amplifies them), no divergence step moves.
 
@@ -38,6 +38,7 @@ from numba import njit
 from asyncgrpo.estimators.kernels import log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
 from simulate.training.dp import J_grad_rows_nb, add_score_rows_nb, chi2_rows_nb, logratio_max_rows_nb
+from simulate.training.params import finite_logits_nb, logits_nb, record_theta_nb, restore_nb, to_params_nb
 from simulate.training.rows import alias_row_nb, chi2_terms_rows_nb, log_softmax_pi_rows_nb
 
 #: The curves of one run (``kernel._train_one_nb`` documents each).
@@ -57,9 +58,13 @@ def make_workspace_nb(pb, w0, N, G, B):
     """A :data:`Workspace` for ``N`` trajectories in groups of ``G`` and a ring of ``B`` past iterates."""
     T, S, V = pb.step_reward.shape
     P = w0.shape[0]
+    # zeros where a phase writes only the reachable rows or moving parameters (problem.BLOCK_MAPS, par_idx)
+    theta = np.zeros((T, S, V))
+    if not pb.use_phi:
+        theta.reshape(T * S * V)[:] = w0
     return Workspace(
-        w0.copy(), np.empty((T, S, V)), np.zeros((B, T, S, V)), np.empty((B, P)), np.zeros((T, S, V)),
-        np.zeros((T, S, V)), np.empty((T, S, V)), np.empty((T, S, V)), np.empty(P), np.empty(P), np.empty(P),
+        w0.copy(), theta, np.zeros((B, T, S, V)), np.empty((B, P)), np.zeros((T, S, V)),
+        np.zeros((T, S, V)), np.zeros((T, S, V)), np.zeros((T, S, V)), np.zeros(P), np.zeros(P), np.zeros(P),
         np.zeros(P), np.zeros(P), np.empty((T + 1, S)), np.empty((T + 1, S)), np.empty(S), np.empty(S),
         np.ones((T, S, V)), np.empty((T, S, V), dtype=np.int64), np.full((T, S), -1, dtype=np.int64), np.empty(V),
         np.empty(V, dtype=np.int64), np.empty(V, dtype=np.int64), np.empty((N, T), dtype=np.int64),
@@ -70,122 +75,11 @@ def make_workspace_nb(pb, w0, N, G, B):
 
 
 @njit(cache=True, _nrt=False)
-def logits_nb(pb, ws):
-    """``θ = Φw`` (``θ[i] = Σ_j Φ_ij w_j``, j ascending for every i) on the rows of ``pb.theta_rows`` for a feature
-    policy, else ``θ = w``. The other rows are left stale: each is a copy of its source row (bit-equal features,
-    hence sum, :func:`simulate.training.problem.row_maps_nb`), and only :func:`record_theta_nb` reads them."""
-    T, S, V = ws.theta.shape
-    flat = ws.theta.reshape(T * S * V)
-    if not pb.use_phi:
-        for i in range(flat.shape[0]):
-            flat[i] = ws.par[i]
-        return
-    rows = pb.theta_rows
-    if pb.sparse:
-        for u in range(rows.shape[0]):
-            base = rows[u] * V
-            for a in range(V):
-                flat[base + a] = 0.0
-        for j in range(ws.par.shape[0]):
-            wj = ws.par[j]
-            for e in range(pb.col_ptr[j], pb.col_ptr[j + 1]):
-                flat[pb.col_row[e]] += pb.col_val[e] * wj
-        return
-    # dense: the source rows packed (pb.phiT) in one long AXPY per j, each θ_i still summed over j = 0..p−1 in order
-    x = ws.xbuf
-    n = rows.shape[0] * V
-    for i in range(n):
-        x[i] = 0.0
-    for j in range(ws.par.shape[0]):
-        wj = ws.par[j]
-        row = pb.phiT[j]
-        for i in range(n):
-            x[i] += row[i] * wj
-    for u in range(rows.shape[0]):
-        base = rows[u] * V
-        for a in range(V):
-            flat[base + a] = x[u * V + a]
-
-
-@njit(cache=True, _nrt=False)
-def record_theta_nb(pb, theta, out):
-    """``out = θ`` on every row, a row that is not its own source (:func:`logits_nb` left it stale) taken from its
-    source row."""
-    T, S, V = theta.shape
-    src = pb.theta_src
-    for r in range(T * S):
-        q = src[r]
-        t, s = r // S, r - (r // S) * S
-        tq, sq = q // S, q - (q // S) * S
-        for a in range(V):
-            out[t, s, a] = theta[tq, sq, a]
-
-
-@njit(cache=True, _nrt=False)
 def policy_nb(pb, ws, logp):
     """``log π_θ`` into ``logp`` and ``π = exp(log π)`` into ``ws.pi`` on ``pb.lp_rows``, the source rows of the
     reachable rows (:func:`simulate.training.rows.log_softmax_pi_rows_nb`); every reader takes a row's values at its
     source row (``pb.theta_src``), and no reader visits an unreachable row."""
     log_softmax_pi_rows_nb(ws.theta, pb.lp_rows, logp, ws.pi, ws.xm, ws.xbuf)
-
-
-@njit(cache=True, _nrt=False)
-def to_params_nb(pb, g_theta, gblk, out):
-    """Chain rule through ``θ = Φw``: ``out = Φᵀ g_θ`` summed per distinct feature block (:mod:`simulate.training.problem`:
-    ``G_b = Σ_{r ∈ b} g_r`` over the reachable rows, ascending, into ``gblk``, then ``Σ_b Φ_bᵀ G_b``, blocks and
-    entries ascending; a zero ``G_{b,a}`` adds nothing); tabular: ``out = g_θ``. A row no path reaches has
-    ``g_θ = 0`` (∇J: zero occupancy; ĝ: never sampled), so summing over the reachable rows drops only zeros."""
-    T, S, V = g_theta.shape
-    flat = g_theta.reshape(T * S * V)
-    if not pb.use_phi:
-        for i in range(flat.shape[0]):
-            out[i] = flat[i]
-        return
-    gblk[:] = 0.0
-    rows, blk = pb.grad_rows, pb.grad_blk
-    for u in range(rows.shape[0]):
-        base = rows[u] * V
-        b = blk[u]
-        for a in range(V):
-            gblk[b, a] += flat[base + a]
-    for j in range(out.shape[0]):
-        out[j] = 0.0
-    for b in range(pb.blk_src.shape[0]):
-        base = pb.blk_src[b] * V
-        for a in range(V):
-            gi = gblk[b, a]
-            if gi != 0.0:
-                i = base + a
-                if pb.sparse:
-                    for e in range(pb.row_ptr[i], pb.row_ptr[i + 1]):
-                        out[pb.row_col[e]] += pb.row_val[e] * gi
-                else:
-                    for j in range(out.shape[0]):
-                        out[j] += pb.phi[i, j] * gi
-
-
-@njit(cache=True, _nrt=False)
-def restore_nb(pb, ws, j):
-    """``w = w_j`` from the ring buffer (written at step ``j``, still there at step ``j + 1``) and ``θ = Φw_j``."""
-    old = ws.histw[j % ws.histw.shape[0]]
-    for i in range(ws.par.shape[0]):
-        ws.par[i] = old[i]
-    logits_nb(pb, ws)
-
-
-@njit(cache=True, _nrt=False)
-def finite_logits_nb(pb, theta, theta_max):
-    """``max|θ| ≤ θ_max`` and no NaN (the divergence check on ``θ_k``), over the rows :func:`logits_nb` computes (every
-    other row is a copy of one of them)."""
-    V = theta.shape[2]
-    flat = theta.reshape(theta.size)
-    rows = pb.theta_rows
-    for u in range(rows.shape[0]):
-        base = rows[u] * V
-        for a in range(V):
-            if not (abs(flat[base + a]) <= theta_max):  # also catches NaN
-                return False
-    return True
 
 
 @njit(cache=True, _nrt=False)
@@ -198,8 +92,8 @@ def diagnose_nb(pb, ws, logp):
                         ws.grad, ws.occ, ws.val)
     to_params_nb(pb, ws.grad, ws.gblk, ws.gJ)
     g2 = 0.0
-    for j in range(ws.gJ.shape[0]):
-        g2 += ws.gJ[j] * ws.gJ[j]
+    for u in range(pb.par_idx.shape[0]):  # ascending; the entries left out are 0
+        g2 += ws.gJ[pb.par_idx[u]] * ws.gJ[pb.par_idx[u]]
     return Jk, g2
 
 
@@ -234,7 +128,8 @@ def overlap_nb(pb, ws, k, d, logp, logq, rec):
     B = ws.histw.shape[0]
     dw2 = 0.0
     old = ws.histw[(k - d) % B]
-    for j in range(ws.par.shape[0]):
+    for u in range(pb.par_idx.shape[0]):  # a parameter no step moves adds (w_0 − w_0)² = 0
+        j = pb.par_idx[u]
         dw2 += (ws.par[j] - old[j]) * (ws.par[j] - old[j])
     rec.dpar[k] = math.sqrt(dw2)
     # the context law is shared by π and μ: the largest over the contexts, in one pass from all of them
@@ -396,18 +291,26 @@ def score_nb(pb, ws, diagnostics):
     for n in range(N):
         for t in range(T):
             ws.coef[n, t] = 0.0 if ws.adv[n] == 0.0 else ws.adv[n] * ws.coef[n, t] / N
-    ws.ghat[:] = 0.0
+    V = ws.ghat.shape[2]
+    rows = pb.grad_rows  # ĝ is 0 off the reachable rows (never sampled; zeros from make_workspace_nb)
+    flat = ws.ghat.reshape(ws.ghat.size)
+    for u in range(rows.shape[0]):
+        for a in range(V):
+            flat[rows[u] * V + a] = 0.0
     add_score_rows_nb(ws.pi, pb.theta_src, ws.states, ws.actions, ws.coef, ws.ghat)
     if diagnostics:
         for n in range(N):
             for t in range(T):
                 ws.coefneg[n, t] = ws.coef[n, t] if (ws.adv[n] < 0.0 and ws.tok_ell[n, t] < 0.0) else 0.0
-        ws.gneg[:] = 0.0
+        neg = ws.gneg.reshape(ws.gneg.size)
+        for u in range(rows.shape[0]):
+            for a in range(V):
+                neg[rows[u] * V + a] = 0.0
         add_score_rows_nb(ws.pi, pb.theta_src, ws.states, ws.actions, ws.coefneg, ws.gneg)
     gh2 = 0.0
-    flat = ws.ghat.reshape(ws.ghat.size)
-    for i in range(flat.shape[0]):
-        gh2 += flat[i] * flat[i]
+    for u in range(rows.shape[0]):  # ascending, the zero rows left out
+        for a in range(V):
+            gh2 += flat[rows[u] * V + a] * flat[rows[u] * V + a]
     return gh2
 
 
@@ -417,31 +320,37 @@ def update_nb(pb, ws, run, k, g2, rec):
     its ``gneg`` part; then ``w_{k+1} = w_k + η ĝ`` (SGD) or Adam's bias-corrected step, and ``θ_{k+1}``."""
     to_params_nb(pb, ws.ghat, ws.gblk, ws.gw)
     gw, par, m1, m2 = ws.gw, ws.par, ws.m1, ws.m2
-    P = par.shape[0]
+    idx = pb.par_idx  # the parameters a step moves, ascending: every sum below skips only exact zeros
     gp2 = 0.0
-    for j in range(P):
-        gp2 += gw[j] * gw[j]
+    for u in range(idx.shape[0]):
+        gp2 += gw[idx[u]] * gw[idx[u]]
     rec.gpar[k] = gp2
     if run.diagnostics:
         to_params_nb(pb, ws.gneg, ws.gblk, ws.gneg_w)
         gn = math.sqrt(g2)
         dot = 0.0
         dneg = 0.0
-        for j in range(P):
-            dot += gw[j] * ws.gJ[j]
-            dneg += ws.gneg_w[j] * ws.gJ[j]
+        for u in range(idx.shape[0]):
+            dot += gw[idx[u]] * ws.gJ[idx[u]]
+            dneg += ws.gneg_w[idx[u]] * ws.gJ[idx[u]]
         rec.gdot[k] = dot / gn if gn > 0.0 else 0.0
         rec.gneg[k] = dneg / gn if gn > 0.0 else 0.0
     eta = run.eta
     if run.opt == 0:
-        for j in range(P):
-            par[j] += eta * gw[j]
+        for u in range(idx.shape[0]):
+            par[idx[u]] += eta * gw[idx[u]]
     else:
         beta1, beta2 = run.beta1, run.beta2
         bc1 = 1.0 - beta1 ** (k + 1)
         bc2 = 1.0 - beta2 ** (k + 1)
-        for j in range(P):
+        for u in range(idx.shape[0]):
+            j = idx[u]
             m1[j] = beta1 * m1[j] + (1.0 - beta1) * gw[j]
             m2[j] = beta2 * m2[j] + (1.0 - beta2) * gw[j] * gw[j]
             par[j] += eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + run.adam_eps)
     logits_nb(pb, ws)
+
+
+__all__ = ["Record", "Workspace", "advantages_nb", "behaviour_chi2_nb", "behaviour_nb", "diagnose_nb",
+           "finite_logits_nb", "logits_nb", "make_workspace_nb", "map_coefficients_nb", "overlap_nb", "policy_nb",
+           "record_theta_nb", "restore_nb", "sample_nb", "score_nb", "to_params_nb", "update_nb", "weights_nb"]

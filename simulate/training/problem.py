@@ -29,12 +29,12 @@ from simulate.instances import start_law_nb
 #: The instance, fixed for a batch: transitions, rewards, start states, the start law ``d₀`` (uniform over
 #: ``starts``), features ``Φ``, the source rows' ``Φᵀ`` packed (``phiT[j, u·V + a] = Φ[theta_rows[u]·V + a, j]``),
 #: ``Φ`` as CSR rows (for ``Φᵀg``) and the source rows' part of ``Φ`` as CSR columns (for ``θ = Φw`` on
-#: ``theta_rows``, :func:`~simulate.training.phases.logits_nb`), used when ``sparse``, flags, the row maps
+#: ``theta_rows``, :func:`~simulate.training.params.logits_nb`), used when ``sparse``, flags, the row maps
 #: (:data:`ROW_MAPS`) and the block maps (:data:`BLOCK_MAPS`).
 Problem = namedtuple("Problem", ["next_state", "reward", "step_reward", "starts", "d0", "use_phi", "bernoulli",
                                  "phi", "phiT", "sparse", "row_ptr", "row_col", "row_val", "col_ptr", "col_row",
                                  "col_val", "theta_rows", "theta_src", "lp_rows", "copy_rows", "grad_rows", "grad_blk",
-                                 "blk_src"])
+                                 "blk_src", "par_idx"])
 #: The row maps of a :data:`Problem` (:func:`row_maps_nb`), row ``r = t·S + s`` of the ``(T·S, V)`` logits: the rows
 #: whose ``θ`` is computed (``theta_rows``), each row's source (``theta_src[r] = r`` or an earlier row with the same
 #: features, hence the same logits), the rows whose ``log π`` and ``π`` are computed (``lp_rows``) and the reachable
@@ -43,6 +43,9 @@ ROW_MAPS = ("theta_rows", "theta_src", "lp_rows", "copy_rows")
 #: The block maps of a :data:`Problem` (:func:`block_maps_nb`): the reachable rows (``grad_rows``, ascending; only they
 #: carry a nonzero ``∇_θ J`` or ``ĝ``), the block of each (``grad_blk``) and each block's first row (``blk_src``).
 BLOCK_MAPS = ("grad_rows", "grad_blk", "blk_src")
+#: ``par_idx``: the parameters a step can move, ascending: every ``w_j`` of a feature policy; of a tabular one the
+#: entries of the reachable rows (an unreachable row's ``ĝ`` and ``∇J`` are 0, so its ``w`` stays ``w_0`` under SGD
+#: and Adam, and the sums over ``j`` that skip it skip exact zeros).
 #: ``Φ`` products run over its nonzero entries (CSR) below this density, else over the dense rows (vectorised)
 SPARSE_BELOW = 0.25
 
@@ -198,8 +201,15 @@ def make_problem_nb(next_state, reward, step_reward, starts, phi, use_phi, berno
             phiT[:, u * V + a] = phi[theta_rows[u] * V + a]
     sparse = rp[-1] < SPARSE_BELOW * phi.size
     grad_rows, grad_blk, blk_src = block_maps_nb(next_state, starts, phi, use_phi)
+    if use_phi:
+        par_idx = np.arange(phi.shape[1])
+    else:
+        par_idx = np.empty(grad_rows.shape[0] * V, dtype=np.int64)
+        for u in range(grad_rows.shape[0]):
+            for a in range(V):
+                par_idx[u * V + a] = grad_rows[u] * V + a
     return Problem(next_state, reward, step_reward, starts, d0, use_phi, bernoulli, phi, phiT, sparse, rp, rc, rv, cp,
-                   cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk, blk_src)
+                   cr, cv, theta_rows, theta_src, lp_rows, copy_rows, grad_rows, grad_blk, blk_src, par_idx)
 
 
 __all__ = ["BLOCK_MAPS", "Problem", "ROW_MAPS", "SPARSE_BELOW", "block_maps_nb", "csr_nb", "make_problem_nb",

@@ -68,7 +68,7 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
     steps = 0
     for k in range(K):
         c0 = _now(ts)
-        if not finite_logits_nb(pb, ws.theta, run.theta_max):
+        if not finite_logits_nb(pb, ws.theta, run.theta_max, k):
             return steps
         c1 = _now(ts)
         logp = ws.histlp[k % B]

@@ -93,16 +93,17 @@ def alias_row_nb(logp, t, s, prob, alias, scaled, small, large):
         tot += scaled[a]
     ns = 0
     nl = 0
+    # the two stacks without a branch on the data: each entry is written on top of both and kept on one (the
+    # other's top slot is free, so the stacks hold what the branching construction holds)
     for a in range(V):
         scaled[a] *= V / tot
         prob[t, s, a] = 1.0
         alias[t, s, a] = a
-        if scaled[a] < 1.0:
-            small[ns] = a
-            ns += 1
-        else:
-            large[nl] = a
-            nl += 1
+        c = 1 if scaled[a] < 1.0 else 0
+        small[ns] = a
+        large[nl] = a
+        ns += c
+        nl += 1 - c
     while ns > 0 and nl > 0:
         ns -= 1
         j = small[ns]
@@ -111,12 +112,11 @@ def alias_row_nb(logp, t, s, prob, alias, scaled, small, large):
         prob[t, s, j] = scaled[j]
         alias[t, s, j] = g
         scaled[g] = (scaled[g] + scaled[j]) - 1.0
-        if scaled[g] < 1.0:
-            small[ns] = g
-            ns += 1
-        else:
-            large[nl] = g
-            nl += 1
+        c = 1 if scaled[g] < 1.0 else 0
+        small[ns] = g
+        large[nl] = g
+        ns += c
+        nl += 1 - c
     # leftovers are 1 up to round-off: keep themselves (prob = 1, alias = self)
 
 
