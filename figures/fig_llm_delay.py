@@ -210,7 +210,7 @@ def gpu_rows() -> tuple[list[dict], str]:
     import pandas as pd
 
     from simulate.llm import analysis
-    from simulate.llm.perturb import protocol_from_dict
+    from simulate.llm.portability.perturbation import protocol_from_dict
 
     if not os.path.exists(GPU_RESULTS):
         return [], "GPU row: not run (no committed GPU results, figures/out/llm_gpu.json)."
@@ -230,17 +230,17 @@ def gpu_rows() -> tuple[list[dict], str]:
 
 def kernels_provenance(protocol, out_dir: str) -> dict:
     """Which CPU kernels the runs were made on: the protocol's pin (v5) and what the process that ran them
-    recorded (``kernels.json``, written by :func:`simulate.llm.perturb.main`), else this process's state."""
+    recorded (``kernels.json``, written by :func:`simulate.llm.portability.perturbation.main`), else this process's state."""
     import json
 
-    from simulate.llm import determinism
+    from simulate.llm.portability import kernel_paths
 
     path = os.path.join(out_dir, "kernels.json")
     if os.path.exists(path):
         with open(path) as f:
             ran = json.load(f)
     else:
-        ran = determinism.kernel_state()
+        ran = kernel_paths.kernel_state()
     return {"pin": getattr(protocol, "kernel_pin", ""), "ran": ran,
             "covers": "x86-64 CPUs with AVX2" if getattr(protocol, "kernel_pin", "") else "this CPU only"}
 
@@ -265,7 +265,7 @@ def section(protocol, gain: dict, regime_text: str, pert: dict | None, gpu_line:
     """The report section (interface "sections"): the protocol, the kernel pin, the learning gain, the regime
     and the perturbation table (v5: each part's verdict on the pinned table and on every substituted one,
     and the verdict reported under the consensus rule)."""
-    from simulate.llm.perturb import chi2_gaps
+    from simulate.llm.portability.perturbation import chi2_gaps
 
     paras = [f"Protocol {protocol.name} v{protocol.version} ({protocol.content_hash()}): delays {list(protocol.delays)}, "
              f"{len(protocol.seeds)} seeds{' (quick: not a verdict)' if quick else ''}.",
@@ -350,7 +350,8 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     df = ex.run(sw, **opts)
     results = ex.arm_results(df, protocol, quick=quick)
     result = results[0]  # the main arm: the registered verdict
-    from simulate.llm import analysis, perturb
+    from simulate.llm import analysis
+    from simulate.llm.portability import perturbation
 
     main_arm = ex.arm(df, 1.0)
     p_used = protocol.variant(quick)
@@ -360,10 +361,10 @@ def main(out_dir, quick: bool = False, *, results_root: str = "results", sweep_o
     # float64 run from the frozen warm start, and it cost a third of the LM part's CPU)
     if not quick and ((protocol.version >= 5 and protocol.perturb_paths and protocol.consensus)
                       or (protocol.version == 4 and protocol.perturb_capabilities)):
-        pert = perturb.perturb(main_arm, protocol, os.path.join(results_root, "llm", f"perturb-v{protocol.version}"))
-        print(perturb.table(pert))
+        pert = perturbation.perturb(main_arm, protocol, os.path.join(results_root, "llm", f"perturb-v{protocol.version}"))
+        print(perturbation.table(pert))
         if protocol.version >= 5 and protocol.consensus:  # the reported verdicts: the consensus rule's
-            result, reg = perturb.apply_consensus(result, reg, pert)
+            result, reg = perturbation.apply_consensus(result, reg, pert)
             results = [result] + list(results[1:])
     fig, _ = plot(df, result, protocol.metric)
     fig.tight_layout()

@@ -3,7 +3,7 @@
 Two checks that cannot move a shown number on one machine, so they left ``make run``, but can on another CPU or
 library version — run it after changing either, and before trusting a report made elsewhere:
 
-- **LM** (:mod:`simulate.llm.perturb`): the report's LM protocol's ``perturb_seeds`` re-made on each of its
+- **LM** (:mod:`simulate.llm.portability.perturbation`): the report's LM protocol's ``perturb_seeds`` re-made on each of its
   ``perturb_paths`` (other ATen / MKL kernel paths, in child processes, from the same frozen warm start), every
   registered part re-decided on the substituted table, and the re-made runs compared with the reference runs
   (how many equal it in every held-out accuracy, AUC and failure). Needs the LM sweep of ``make run`` (re-used, or
@@ -74,12 +74,12 @@ def verify_lm(results_root: str = "results") -> dict:
     """The LM kernel-path check of the report's protocol on its sweep (run or re-used)."""
     from figures import fig_llm_delay
     from simulate.llm import experiment as ex
-    from simulate.llm import perturb
+    from simulate.llm.portability import perturbation
     from simulate.llm.protocol import PROTOCOL
 
     df = ex.run(fig_llm_delay.sweep(False, results_root, PROTOCOL))
-    pert = perturb.perturb(ex.arm(df, 1.0), PROTOCOL, os.path.join(results_root, "llm", f"perturb-v{PROTOCOL.version}"))
-    print(perturb.table(pert))
+    pert = perturbation.perturb(ex.arm(df, 1.0), PROTOCOL, os.path.join(results_root, "llm", f"perturb-v{PROTOCOL.version}"))
+    print(perturbation.table(pert))
     ident = {p: dict(equal=int(i["equal"]), runs=int(i["runs"]), max_abs_auc=float(i["max_abs_auc"]))
              for p, i in (pert.get("identity") or {}).items()}
     return dict(protocol=f"{PROTOCOL.name} v{PROTOCOL.version} ({PROTOCOL.content_hash()})", seeds=list(pert["seeds"]),

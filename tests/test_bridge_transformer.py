@@ -148,7 +148,7 @@ def test_rung_cache_keys_are_stable():
 def test_protocol_t2_starts_every_run_from_the_committed_warm_start_in_float64(tmp_path):
     """t2 (module docstring): the registered file, its SHA-256, float64; the warm start is that file (no training),
     so every machine starts from the same policy; ``frozen=False`` gives t1's float32 supervised settings."""
-    from simulate.llm.frozen import file_sha256, resolve
+    from simulate.llm.portability.frozen_warmstart import file_sha256, resolve
     from simulate.llm.warmstart import warm_start
 
     cfg = tr.base_config("test", cache_dir=str(tmp_path))

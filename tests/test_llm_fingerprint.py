@@ -1,4 +1,4 @@
-"""The kernel fingerprint (issue 35, simulate/llm/fingerprint.py): one hash per kernel on fixed inputs, stable in a
+"""The kernel fingerprint (issue 35, simulate/llm/portability/fingerprint.py): one hash per kernel on fixed inputs, stable in a
 process, moved by a one-ulp change of one op and of nothing before it, and printed by ``python -m simulate.llm
 kernels`` under the kernel path it names. No assertion depends on which kernels this CPU has."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from simulate.llm import fingerprint as fp
+from simulate.llm.portability import fingerprint as fp
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 

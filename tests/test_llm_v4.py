@@ -98,7 +98,7 @@ def test_learning_gain_and_answer_rows():
 
 
 def test_fragile_parts_are_those_that_differ_under_some_path():
-    from simulate.llm.perturb import compare
+    from simulate.llm.portability.perturbation import compare
 
     rows = compare({"avx512": {"a": "holds", "b": "inconclusive"}, "avx2": {"a": "holds", "b": "refuted"},
                     "default": {"a": "holds", "b": "inconclusive"}}, "avx512")
@@ -119,12 +119,12 @@ def test_perturbation_reruns_under_another_kernel_path(tmp_path):
     """A real subprocess with ATEN_CPU_CAPABILITY=default (every x86 CPU has it): its runs are made under that
     path (the subprocess checks and records it) and every part gets a verdict under both paths."""
     from simulate.llm import experiment as ex
-    from simulate.llm import perturb
+    from simulate.llm.portability import perturbation
 
     proto = _tiny_protocol()
-    native = ex.run(perturb.perturb_sweep(proto, str(tmp_path / "nat")), progress=False, backend="serial")
-    here = perturb.effective_capability()
-    res = perturb.perturb(native, proto, str(tmp_path / "p"), capabilities=("default",))
+    native = ex.run(perturbation.perturb_sweep(proto, str(tmp_path / "nat")), progress=False, backend="serial")
+    here = perturbation.effective_capability()
+    res = perturbation.perturb(native, proto, str(tmp_path / "p"), capabilities=("default",))
     assert res["native"] == here and res["seeds"] == [0, 1]
     if here == "default":  # the machine runs the default path itself: nothing else to compare
         assert res["paths"][0]["note"] == "the native run"
@@ -132,11 +132,11 @@ def test_perturbation_reruns_under_another_kernel_path(tmp_path):
     assert res["paths"] == [dict(requested="default", effective="default", ran=True, note="")]
     assert (tmp_path / "p" / "default" / "capability.txt").read_text().strip() == "default"
     parts = {r["part"]: r for r in res["parts"]}
-    assert set(parts) >= {"gmc not worse than onpolicy at d=2", "C9 (all parts)", perturb.REGIME_PART}
+    assert set(parts) >= {"gmc not worse than onpolicy at d=2", "C9 (all parts)", perturbation.REGIME_PART}
     assert all(r[here] in vd.VERDICTS + ("local", "far") and r["default"] in vd.VERDICTS + ("local", "far")
                for r in res["parts"])
     assert res["fragile"] == [r["part"] for r in res["parts"] if r[here] != r["default"]]
-    assert "fragile parts" in perturb.table(res)
+    assert "fragile parts" in perturbation.table(res)
     sub = pd.read_csv(tmp_path / "p" / "default" / "results.csv")
     assert sorted(zip(sub["estimator"], sub["d"])) == sorted([("onpolicy", 0), ("gmc", 2), ("onpolicy", 2)] * 2)
 

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import torch
 
-from simulate.llm import determinism, frozen, perturb, wide
+from simulate.llm.portability import float64_model, frozen_warmstart, kernel_paths, perturbation
 from simulate.llm.config import TrainConfig, WarmStartConfig, warmstart_key
 from simulate.llm.experiment import protocol_base
 from simulate.llm.model import build_model, generate
@@ -55,8 +55,8 @@ def test_v7_changes_only_the_numerics_and_the_kernel_paths():
 
 
 def test_committed_frozen_file_has_the_registered_sha256_and_v6s_weights():
-    path = frozen.resolve(PROTOCOL.warmstart_frozen)
-    assert frozen.file_sha256(path) == PROTOCOL.warmstart_frozen_sha256
+    path = frozen_warmstart.resolve(PROTOCOL.warmstart_frozen)
+    assert frozen_warmstart.file_sha256(path) == PROTOCOL.warmstart_frozen_sha256
     blob = torch.load(path, weights_only=True)
     import json
 
@@ -79,7 +79,7 @@ def test_frozen_warm_start_loads_in_float64_and_a_changed_file_is_refused(tmp_pa
     assert {p.dtype for p in model.parameters()} == {torch.float64}
     assert info["heldout_accuracy"] > 0.3  # v6's warm start (0.51 in float32), not a random init (≈ 0)
     bad = tmp_path / "bad.pt"
-    shutil.copy(frozen.resolve(PROTOCOL.warmstart_frozen), bad)
+    shutil.copy(frozen_warmstart.resolve(PROTOCOL.warmstart_frozen), bad)
     data = bytearray(bad.read_bytes())
     data[len(data) // 2] ^= 1
     bad.write_bytes(bytes(data))
@@ -109,9 +109,9 @@ def test_freeze_refuses_to_overwrite(tmp_path):
 def test_float64_model_is_float64_throughout_and_float32_keeps_qwen3s_modules():
     tok = CharTokenizer()
     m64 = build_model("tiny", tok.vocab_size, 0, "float64")
-    assert wide.narrow_ops(m64) == [] and {p.dtype for p in m64.parameters()} == {torch.float64}
+    assert float64_model.narrow_ops(m64) == [] and {p.dtype for p in m64.parameters()} == {torch.float64}
     m32 = build_model("tiny", tok.vocab_size, 0, "float32")
-    assert wide.narrow_ops(m32)  # the float32 model is transformers' own, unchanged
+    assert float64_model.narrow_ops(m32)  # the float32 model is transformers' own, unchanged
     ro = generate(m64, [tok.encode_prompt("1+2=")] * 3, max_new_tokens=4, eos_id=tok.eos_id, pad_id=tok.pad_id,
                   generator=torch.Generator().manual_seed(0))
     assert ro.logp_old.dtype == torch.float64
@@ -121,7 +121,7 @@ def test_float64_model_is_float64_throughout_and_float32_keeps_qwen3s_modules():
     n = Qwen3RMSNorm(16)
     x = torch.randn(3, 16, generator=torch.Generator().manual_seed(1))
     y = n(x)
-    n.__class__ = wide.WideRMSNorm
+    n.__class__ = float64_model.WideRMSNorm
     assert torch.equal(n(x), y)
     # and keeps a float64 input in float64 (Qwen3's rounds it through float32)
     assert not torch.equal(n(x.double()), y.double())
@@ -149,7 +149,7 @@ def _run(tmp, name: str, kernels: str, dtype: str) -> pd.DataFrame:
            "--warmstart-steps", str(PROTOCOL.warmstart_steps), "--warmstart-frozen", PROTOCOL.warmstart_frozen,
            "--warmstart-frozen-sha256", PROTOCOL.warmstart_frozen_sha256, "--out-dir", os.path.join(out, "run"),
            "--cache-dir", os.path.join(out, "cache"), "--kernels", kernels]
-    env = {k: v for k, v in os.environ.items() if k not in (determinism.MARK, "ATEN_CPU_CAPABILITY", "MKL_CBWR")}
+    env = {k: v for k, v in os.environ.items() if k not in (kernel_paths.MARK, "ATEN_CPU_CAPABILITY", "MKL_CBWR")}
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     return pd.read_csv(os.path.join(out, "run", "metrics.csv"))
@@ -178,15 +178,15 @@ def test_identity_counts_equal_runs_and_the_largest_gaps():
     ref = pd.DataFrame(dict(**cols, initial_acc=0.5, final_acc=[0.7, 0.6, 0.65], auc=[0.6, 0.55, 0.6],
                             failure="none", chi2_learn_med=[1.0, 2.0, 0.5]))
     same = ref.copy()
-    got = perturb.identity(ref, same, [0, 1], [("gmc", 32), ("is", 32)])
+    got = perturbation.identity(ref, same, [0, 1], [("gmc", 32), ("is", 32)])
     assert np.isnan(got.pop("max_abs_chi2_roundoff"))  # no run at round-off
     assert got == dict(runs=3, equal=3, max_abs_auc=0.0, max_rel_chi2=0.0)
     moved = ref.copy()
     moved.loc[1, "auc"] = 0.5
     moved.loc[1, "chi2_learn_med"] = 2.5
-    got = perturb.identity(ref, moved, [0, 1], [("gmc", 32), ("is", 32)])
+    got = perturbation.identity(ref, moved, [0, 1], [("gmc", 32), ("is", 32)])
     assert got["equal"] == 2 and got["max_abs_auc"] == pytest.approx(0.05) and got["max_rel_chi2"] == pytest.approx(0.25)
-    assert perturb.identity(ref, moved, [0], [("gmc", 32)])["runs"] == 1  # only the runs asked for
+    assert perturbation.identity(ref, moved, [0], [("gmc", 32)])["runs"] == 1  # only the runs asked for
 
 
 def test_identity_compares_round_off_chi2_absolutely():
@@ -197,12 +197,12 @@ def test_identity_compares_round_off_chi2_absolutely():
                             chi2_learn_med=[5.5e-30, 0.86]))
     other = ref.copy()
     other["chi2_learn_med"] = [4.3e-30, 0.86 * (1 + 1e-14)]
-    got = perturb.identity(ref, other, [0], [("onpolicy", 0), ("gmc", 32)])
+    got = perturbation.identity(ref, other, [0], [("onpolicy", 0), ("gmc", 32)])
     assert got["max_rel_chi2"] == pytest.approx(1e-14, rel=0.01)
     assert got["max_abs_chi2_roundoff"] == pytest.approx(1.2e-30)
-    text = perturb.chi2_gaps(got)
+    text = perturbation.chi2_gaps(got)
     assert "9.94e-15" in text and "1.2e-30" in text and "1e-12" in text
-    assert perturb.chi2_gaps(dict(max_rel_chi2=0.2)) == "largest relative |Δ χ̂²| 0.2"  # a pre-floor result
+    assert perturbation.chi2_gaps(dict(max_rel_chi2=0.2)) == "largest relative |Δ χ̂²| 0.2"  # a pre-floor result
 
 
 def test_report_section_names_the_frozen_warm_start_and_the_reference_path():
@@ -235,10 +235,10 @@ def test_v7_sweep_and_perturbation_from_the_frozen_warm_start_remake_every_run_e
     sw = ex.protocol_sweep(proto, out_dir=str(tmp_path / "main"), cache_dir=str(tmp_path / "cache"))
     df = ex.run(sw, progress=False, backend="serial")
     assert (df["initial_acc"] > 0.3).all()  # every run starts from the frozen warm start
-    res = perturb.perturb(df, proto, str(tmp_path / "p"))
+    res = perturbation.perturb(df, proto, str(tmp_path / "p"))
     assert res["reference"] == "native" and not res["pinned"] and res["fragile"] == []
     for spec in ("avx2+COMPATIBLE", "default+COMPATIBLE"):
         i = res["identity"][spec]
         assert i["runs"] == 2 * len(proto.runs()) and i["equal"] == i["runs"] and i["max_abs_auc"] == 0.0
     assert res["parts"] and all(r["reported"] == r["native"] for r in res["parts"])  # nothing fragile: reported as made
-    assert "re-made runs equal the reference run" in perturb.table(res)
+    assert "re-made runs equal the reference run" in perturbation.table(res)

@@ -172,7 +172,7 @@ def train_exact(cfg, model0, tok) -> pd.DataFrame:
 def run_cell(*, estimator: str, d: int, seed: int, mode: str, cache_dir: str = CACHE_DIR,
              protocol: str = PROTOCOL["version"]) -> pd.DataFrame:
     """One sweep cell: the run ``(estimator, d, seed)`` of ``mode`` (:func:`train_exact`), in long format."""
-    from simulate.llm.determinism import set_determinism
+    from simulate.llm.portability import set_determinism
     from simulate.llm.warmstart import warm_start
 
     if protocol != PROTOCOL["version"]:

@@ -21,9 +21,9 @@ Modules::
     tokenizer.py   character tokenizer (random-init models); adapter for a checkpoint's own + chat template
     tasks.py       procedural arithmetic / countdown, held-out split by stable hash, never-raising parser
     model.py       Qwen3 build/load, KV-cached sampling recording log μ, float32 (float64) log π recompute
-    wide.py        float64 models float64 throughout (RMSNorm, rotary tables) with a NumPy init
     warmstart.py   supervised warm start (cached under results/llm/cache), greedy held-out accuracy
-    frozen.py      frozen warm starts: committed files (warmstarts/) checked by SHA-256 (protocol v7)
+    portability/   kernel paths, the run's deterministic setup (set_determinism: the one call a run makes),
+                   float64 models, frozen warm starts, kernel fingerprints, the perturbation check
     train.py       the asynchronous RL loop, top to bottom (delays, snapshots, guarded update, metrics),
                    resume checks, output lock, fsync-ed metrics lines, weights-only checkpoints
     tree.py        a seed's runs at several delays as one forest: shared prefixes (every k ≤ d samples the

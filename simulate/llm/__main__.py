@@ -226,39 +226,18 @@ def cmd_experiment(args) -> int:
 
 
 def _perturb(args, df, protocol) -> None:
-    """``--perturb``: the protocol's comparisons under the other CPU kernel paths (:mod:`simulate.llm.perturb`)."""
+    """``--perturb``: the protocol's comparisons under the other CPU kernel paths (:mod:`simulate.llm.portability.perturbation`)."""
     if not getattr(args, "perturb", False):
         return
-    from simulate.llm import experiment as ex
-    from simulate.llm import perturb
+    from simulate.llm.portability import perturbation
 
-    if protocol.version < 4 or not protocol.perturb_seeds:
-        raise ValueError(f"--perturb needs a protocol with perturb_seeds (version 4 or later), got version {protocol.version}")
-    main_arm = ex.arm(df, 1.0)
-    res = perturb.perturb(main_arm, protocol, os.path.join(args.experiment_dir, "perturb"))
-    print(perturb.table(res))
-    if protocol.version >= 5 and protocol.consensus:
-        from simulate.llm import analysis
-
-        rep, reg = perturb.apply_consensus(analysis.c9_result(main_arm, protocol), analysis.regime(main_arm, protocol), res)
-        print("reported under the consensus rule (a part that moves on a perturbed kernel path is inconclusive):")
-        print("\n".join(rep.lines))
-        print(analysis.regime_line(reg, protocol.d_max))
+    perturbation.run_and_print(df, protocol, os.path.join(args.experiment_dir, "perturb"))
 
 
 def cmd_gpu_check(args) -> int:
     from simulate.llm.gpu_check import main as gpu_main
 
     return gpu_main(dry_run=args.dry_run, out_dir=args.experiment_dir, budget_s=args.budget_s)
-
-
-def cmd_kernels(args) -> int:
-    import json
-
-    from simulate.llm.fingerprint import report
-
-    print(json.dumps(report(args.seed), indent=1))
-    return 0
 
 
 def _experiment_defaults(p: argparse.ArgumentParser, protocol=None) -> None:
@@ -308,7 +287,7 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true")
     p.set_defaults(_main=cmd_warmstart)
     p = sub.add_parser("freeze-warmstart", help="write a protocol's warm start to a file its runs can load "
-                                                "(simulate/llm/frozen.py)")
+                                                "(simulate/llm/portability/frozen_warmstart.py)")
     p.add_argument("--protocol-version", "--protocol", dest="protocol_version", default=str(PROTOCOL.version))
     p.add_argument("--out", required=True, help="the file to write (never overwritten)")
     p.add_argument("--cache-dir", default="results/llm/cache")
@@ -333,7 +312,7 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     p.add_argument("--perturb", action="store_true",
                    help="re-make the registered comparisons under other CPU kernel paths and list every fragile verdict "
                         "(v4: ATEN_CPU_CAPABILITY; v5: the protocol's perturb_paths with the consensus rule; "
-                        "simulate/llm/perturb.py)")
+                        "simulate/llm/portability/perturbation.py)")
     p.add_argument("--budget-s", type=float, default=420.0,
                    help="--protocol gpu: seconds for the runs; seeds are started while the next batch fits")
     p.add_argument("--dry-run", action="store_true",
@@ -355,10 +334,9 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     from simulate.llm import gpu_run  # the plan, its memory and time estimate, the fit check (simulate/llm/gpu_plan.py)
 
     gpu_run.add_parser(sub)
-    p = sub.add_parser("kernels", help="fingerprint of the CPU kernel path (--kernels PATH): compare two machines")
-    p.add_argument("--kernels", default="", help="kernel path to run under, e.g. avx2+COMPATIBLE (default: as started)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fixed inputs (default 0)")
-    p.set_defaults(_main=cmd_kernels)
+    from simulate.llm.portability import fingerprint  # the kernels command
+
+    fingerprint.add_parser(sub)
     return parser
 
 
@@ -384,8 +362,8 @@ def kernel_path_of(argv: list[str]) -> str:
 
 if __name__ == "__main__":
     # the kernel path must be in the environment before torch/MKL initialise: re-execute with it (the
-    # experiment's workers and warm starts inherit it; simulate/llm/determinism.py)
-    from simulate.llm.determinism import reexec_argv
+    # experiment's workers and warm starts inherit it; simulate/llm/portability/kernel_paths.py)
+    from simulate.llm.portability.kernel_paths import reexec_argv
 
     reexec_argv(kernel_path_of(sys.argv[1:]), sys.argv[1:])
     sys.exit(main())

@@ -108,7 +108,7 @@ class C9Result:
     """The step-size arm (``η·lr_factor``); the claim's registered verdict is the main arm's (1.0)."""
     notes: tuple[str, ...] = ()
     """v5's consensus rule: one note per part whose verdict moved on a perturbed kernel path
-    (:func:`simulate.llm.perturb.apply_consensus`)."""
+    (:func:`simulate.llm.portability.perturbation.apply_consensus`)."""
 
     @property
     def lines(self) -> list[str]:

@@ -39,7 +39,7 @@ from asyncgrpo.progress import progress as tqdm
 from simulate.llm import stacked_model as sm
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, warmstart_key
-from simulate.llm.determinism import set_determinism
+from simulate.llm.portability import set_determinism
 from simulate.llm.model import Rollout, left_pad
 from simulate.llm.train import (
     _loss_options,

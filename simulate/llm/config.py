@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from asyncgrpo.estimators.aggregation import check_loss_agg_mode
 from asyncgrpo.estimators.token_level import CISPO_CLAMPS, TOKEN_ESTIMATORS
-from simulate.llm.determinism import parse_path
+from simulate.llm.portability.kernel_paths import parse_path
 from simulate.training.config import (  # one list of estimator names each (torch-free)
     ALL_ESTIMATORS,
     REGISTERED_ESTIMATORS,
@@ -232,7 +232,7 @@ class TrainConfig:
     cache_dir: str = "results/llm/cache"
     """Warm-start cache."""
     kernels: str = ""
-    """CPU kernel path ``"<aten>+<mkl>"`` the run must be made on (:mod:`simulate.llm.determinism`; LM protocol
+    """CPU kernel path ``"<aten>+<mkl>"`` the run must be made on (:mod:`simulate.llm.portability.kernel_paths`; LM protocol
     v5 pins ``avx2+COMPATIBLE``): a process that does not run it refuses the run. ``""``: whatever the process
     runs, not recorded (before v5; left out of :meth:`to_dict`, so earlier configs and caches keep their keys)."""
 

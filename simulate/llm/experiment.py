@@ -344,18 +344,17 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
     (one device: parallel processes would only hold extra CUDA contexts). An ``out_dir`` holding runs
     of other settings is refused unless ``overwrite`` (:func:`check_manifest`). A sweep whose runs record a
     kernel path (``base.kernels``, v5) that this process does not run is run in a child process started
-    with it (:func:`simulate.llm.pinned.run_under`; the warm starts too), and its table read back.
+    with it (:func:`simulate.llm.portability.run_on_its_path`; the warm starts too), and its table read back.
     """
     from sweep import load_cells, run_sweep
 
-    from simulate.llm import determinism
+    from simulate.llm.portability import run_on_its_path
 
     check_manifest(sweep, overwrite)  # here too when a child runs it: the refusal is one clear error in this process
-    if sweep.base.kernels and sweep.base.device == "cpu" and not determinism.env_matches(sweep.base.kernels):
-        from simulate.llm.pinned import run_under
-
-        return run_under(sweep, sweep.base.kernels, data=sweep_to_dict(sweep), progress=progress, root=root,
-                         backend=backend, overwrite=overwrite, **engine_opts)
+    elsewhere = run_on_its_path(sweep, sweep_to_dict, progress=progress, root=root, backend=backend,
+                                overwrite=overwrite, **engine_opts)
+    if elsewhere is not None:
+        return elsewhere
     check_manifest(sweep, overwrite)
     eng = to_sweep(sweep)
     root = os.path.join(sweep.out_dir, "cells") if root is None else root

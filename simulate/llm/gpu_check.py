@@ -22,7 +22,7 @@ Every code path it runs also runs on CPU in the tests: ``--dry-run`` (alias ``--
 parts on CPU with the ``tiny`` preset in **bf16** (the bf16-weights / float32-log-probs path of the
 ``gpu`` preset), a few steps and a CPU-vs-CPU parity (which must be exact), in seconds
 (``tests/test_llm_cli.py::test_gpu_check_dry_run_end_to_end``). The CUDA-only lines are the device
-moves, ``CUBLAS_WORKSPACE_CONFIG`` (:mod:`simulate.llm.determinism`) and the CUDA rows of the bench.
+moves, ``CUBLAS_WORKSPACE_CONFIG`` (:mod:`simulate.llm.portability.kernel_paths`) and the CUDA rows of the bench.
 Timings of the full check were sized, not measured (no GPU has run it yet).
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ harness is Python-bound: a forest keeps the card ~1 % busy, issue 35), batch aft
 batch is predicted to fit in ``budget_s``. The seeds that ran are stated in the results; the verdicts use
 those seeds (12 planned).
 
-Determinism: :func:`simulate.llm.determinism.set_determinism` asks for deterministic algorithms
+Determinism: :func:`simulate.llm.portability.set_determinism` asks for deterministic algorithms
 (``warn_only``), sets ``CUBLAS_WORKSPACE_CONFIG`` and holds attention to its math kernel; the CPU-vs-GPU
 parity (:func:`simulate.llm.gpu_check.parity`, relative tolerance ``PARITY_RTOL``) runs first. Writes
 ``out_dir/llm_gpu.json`` (protocol, runs, verdict lines, timings, throughput, parity), which

@@ -99,7 +99,7 @@ def tiny_step(plan: GpuPlan, out_dir: str) -> dict:
     from simulate.llm import stacked_model as sm
     from simulate.llm import tasks
     from simulate.llm.batched import forest_step
-    from simulate.llm.determinism import set_determinism
+    from simulate.llm.portability import set_determinism
     from simulate.llm.train import _loss_options, delay_schedule, new_state
     from simulate.llm.warmstart import warm_start
 

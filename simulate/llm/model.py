@@ -34,7 +34,7 @@ def logit_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def build_model(preset: str, vocab_size: int, seed: int, dtype: str = "float32", device: str = "cpu"):
     """Random-init ``Qwen3ForCausalLM`` of size ``PRESETS[preset]``; init drawn from ``seed`` only (for
-    ``float64``: by NumPy, in a model float64 throughout, :mod:`simulate.llm.wide`)."""
+    ``float64``: by NumPy, in a model float64 throughout, :mod:`simulate.llm.portability.float64_model`)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     if preset not in PRESETS:
@@ -60,11 +60,11 @@ def build_model(preset: str, vocab_size: int, seed: int, dtype: str = "float32",
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(cfg)
     model = model.to(device=device, dtype=_DTYPES[dtype])
-    if dtype == "float64":  # float64 throughout, initial weights from NumPy (simulate.llm.wide)
-        from simulate.llm import wide
+    if dtype == "float64":  # float64 throughout, initial weights from NumPy (simulate.llm.portability.float64_model)
+        from simulate.llm.portability import float64_model
 
-        wide.widen(model)
-        wide.numpy_init(model, seed)
+        float64_model.widen(model)
+        float64_model.numpy_init(model, seed)
     return model
 
 
@@ -91,10 +91,10 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu"):
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=_DTYPES[dtype])
     except TypeError:  # transformers < 4.56 spells it torch_dtype
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, torch_dtype=_DTYPES[dtype])
-    if dtype == "float64":  # Qwen3's norms and rotary tables in float64 too (simulate.llm.wide)
-        from simulate.llm import wide
+    if dtype == "float64":  # Qwen3's norms and rotary tables in float64 too (simulate.llm.portability.float64_model)
+        from simulate.llm.portability import float64_model
 
-        wide.widen(model)
+        float64_model.widen(model)
     return model.to(device), HFTokenizer(tok)
 
 

@@ -208,7 +208,7 @@ class LMProtocol:
             raise ValueError("seeds must hold at least 2 distinct seeds (paired t over seeds)")
 
         if self.version >= 5:
-            from simulate.llm.determinism import parse_path
+            from simulate.llm.portability.kernel_paths import parse_path
 
             for spec in (self.kernel_pin, *self.perturb_paths):
                 if spec:

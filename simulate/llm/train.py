@@ -40,7 +40,7 @@ from asyncgrpo.progress import progress as tqdm
 from simulate import delays
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, check_runtime
-from simulate.llm.determinism import set_determinism
+from simulate.llm.portability import set_determinism
 from simulate.llm.diagnostics import ratio_stats  # noqa: F401  (re-exported: one row's diagnostics)
 from simulate.llm.learner_step import (  # noqa: F401  (re-exported: the harness's engines import them from here)
     RunState,

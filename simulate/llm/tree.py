@@ -31,7 +31,7 @@ import os
 
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig
-from simulate.llm.determinism import set_determinism
+from simulate.llm.portability import set_determinism
 from simulate.llm.run_files import write_run  # noqa: F401 (re-exported: tree.write_run)
 from simulate.llm.train import (
     _loss_options,

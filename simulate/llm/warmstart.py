@@ -9,7 +9,7 @@ non-trivial success from which staleness can be studied. The result is cached un
 so the runs of an experiment share it. The cache file carries a SHA-256 of its weights; a file that
 does not load, lacks the checksum or fails it is reported with a warning naming it and recomputed.
 A *frozen* warm start (``cfg.warmstart.frozen``, LM protocol v7) is loaded from its committed file instead
-(:mod:`simulate.llm.frozen`).
+(:mod:`simulate.llm.portability.frozen_warmstart`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from asyncgrpo.progress import progress as tqdm
 
 from simulate.llm import tasks
 from simulate.llm.config import TrainConfig, warmstart_key
-from simulate.llm.frozen import load_frozen, state_checksum, write_frozen  # noqa: F401 (state_checksum re-exported)
+from simulate.llm.portability.frozen_warmstart import load_frozen, state_checksum, write_frozen  # noqa: F401 (state_checksum re-exported)
 from simulate.llm.model import completion_logprobs, generate, left_pad, make_policy
 from simulate.llm.tokenizer import CharTokenizer
 
@@ -88,11 +88,11 @@ def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = Tru
 
     ``info`` holds the cache path, the held-out accuracy after warm start and the wall time.
     """
-    from simulate.llm.determinism import set_determinism
+    from simulate.llm.portability import set_determinism
 
     set_determinism(cfg)
     model, tok = make_policy(cfg)
-    if cfg.warmstart.frozen:  # a committed file, checked by its SHA-256 (simulate.llm.frozen)
+    if cfg.warmstart.frozen:  # a committed file, checked by its SHA-256 (simulate.llm.portability.frozen_warmstart)
         info = load_frozen(cfg, model)
         # re-measured in this model's dtype: greedy argmax near-ties may resolve otherwise than where it was made
         info["heldout_accuracy"] = heldout_accuracy(model, tok, tasks.eval_set(cfg.task), cfg.max_new_tokens)
@@ -134,12 +134,12 @@ def warm_start(cfg: TrainConfig, *, use_cache: bool = True, progress: bool = Tru
 
 def freeze(cfg: TrainConfig, out: str, *, progress: bool = True) -> dict:
     """Write the warm start of ``cfg`` (its settings without ``frozen``; trained, or loaded from the cache) to
-    ``out`` with its provenance (:func:`simulate.llm.frozen.write_frozen`); returns ``{"path", "sha256", "info"}``.
+    ``out`` with its provenance (:func:`simulate.llm.portability.frozen_warmstart.write_frozen`); returns ``{"path", "sha256", "info"}``.
     Refuses to overwrite ``out``."""
     import dataclasses
     import subprocess
 
-    from simulate.llm.fingerprint import cpu_name
+    from simulate.llm.portability.fingerprint import cpu_name
 
     if os.path.exists(out):
         raise ValueError(f"--out {out!r} exists; a frozen warm start is never overwritten (choose another name)")

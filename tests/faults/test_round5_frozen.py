@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from simulate.llm.frozen import file_sha256, load_frozen, state_checksum, write_frozen
+from simulate.llm.portability.frozen_warmstart import file_sha256, load_frozen, state_checksum, write_frozen
 
 
 def _model():

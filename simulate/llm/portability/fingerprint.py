@@ -2,7 +2,7 @@
 fixed inputs, so two machines (or two kernel paths) can be compared without running an experiment.
 
 The LM row's numbers are a function of the kernels' last bits: a pinned path (``avx2+COMPATIBLE``,
-:mod:`simulate.llm.determinism`) is meant to give the same bits on every x86-64 CPU with AVX2, and the
+:mod:`simulate.llm.portability.kernel_paths`) is meant to give the same bits on every x86-64 CPU with AVX2, and the
 fingerprint is how a user checks that claim on their machine: ``python -m simulate.llm kernels --kernels
 avx2+COMPATIBLE`` on two machines, same torch, must print the same hashes wherever the pin holds. Each entry is
 the first 12 hex digits of SHA-256 over the float32 bytes of one output: torch's own normal draws (its RNG
@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import platform
 
-__all__ = ["OPS", "kernel_fingerprint", "cpu_name", "report"]
+__all__ = ["OPS", "kernel_fingerprint", "cpu_name", "report", "add_parser"]
 
 #: The fingerprint's entries, in the order they are computed (a difference in an early one explains later ones).
 OPS = ("torch_randn", "sgemm_linear", "bmm", "softmax", "rms_norm", "exp", "silu", "rsqrt", "mean", "tiny_init",
@@ -81,7 +81,23 @@ def cpu_name() -> str:
 
 
 def report(seed: int = 0) -> dict:
-    """The fingerprint with what produced it: CPU, kernel state (:func:`simulate.llm.determinism.kernel_state`)."""
-    from simulate.llm.determinism import kernel_state
+    """The fingerprint with what produced it: CPU, kernel state (:func:`simulate.llm.portability.kernel_paths.kernel_state`)."""
+    from simulate.llm.portability.kernel_paths import kernel_state
 
     return {"cpu": cpu_name(), "kernels": kernel_state(), "seed": seed, "fingerprint": kernel_fingerprint(seed)}
+
+
+def add_parser(sub) -> None:
+    """The ``kernels`` subcommand of ``python -m simulate.llm``: :func:`report` as JSON (the CLI re-executes itself
+    on ``--kernels PATH`` first, :func:`simulate.llm.portability.kernel_paths.reexec_argv`)."""
+    p = sub.add_parser("kernels", help="fingerprint of the CPU kernel path (--kernels PATH): compare two machines")
+    p.add_argument("--kernels", default="", help="kernel path to run under, e.g. avx2+COMPATIBLE (default: as started)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fixed inputs (default 0)")
+    p.set_defaults(_main=_main)
+
+
+def _main(args) -> int:
+    import json
+
+    print(json.dumps(report(args.seed), indent=1))
+    return 0

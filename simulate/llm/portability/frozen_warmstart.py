@@ -24,7 +24,7 @@ import torch
 __all__ = ["DIR", "resolve", "file_sha256", "state_checksum", "load_frozen", "write_frozen"]
 
 #: Where committed frozen warm starts live; a bare file name in ``WarmStartConfig.frozen`` is looked up here.
-DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmstarts")
+DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "warmstarts")  # simulate/llm/warmstarts
 
 
 def resolve(name: str) -> str:

@@ -1,6 +1,6 @@
-"""Deterministic CPU runs of the LM harness: one definition, used by the training loop and the warm start
-(so that :mod:`simulate.llm.train` and :mod:`simulate.llm.warmstart` import it, not each other), and the
-*kernel path* a run is made on (LM protocol v5, issue 35).
+"""The CPU *kernel path* a run is made on (LM protocol v5, issue 35): what a path is, how a process starts on
+one, whether this process runs it, and :func:`set_determinism`, the run's deterministic setup (the one function the
+harness calls before a run, through the package's face).
 
 **Kernel paths.** The same config on the same commit gives the same numbers on one CPU, but the float
 kernels choose their code from the CPU: ATen's SIMD kernels from ``ATEN_CPU_CAPABILITY`` (``default``,
@@ -86,7 +86,7 @@ def running(spec: str) -> str:
     if not env_matches(spec):
         got = {k: _start_environ().get(k) for k in want}
         return (f"the process started with {got} but kernel path {spec!r} needs {want} (these are read when "
-                f"torch/MKL initialise: start the process with them, e.g. via simulate.llm.determinism.path_env)")
+                f"torch/MKL initialise: start the process with them, e.g. via simulate.llm.portability.kernel_paths.path_env)")
     if want[ATEN_VAR] is not None:
         import torch
 
@@ -128,7 +128,7 @@ def kernel_state() -> dict:
             "path": env.get(MARK), "torch": torch.__version__}
 
 
-def set_determinism(cfg) -> None:  # cfg: a TrainConfig (config imports this module, not the other way round)
+def set_determinism(cfg) -> None:  # cfg: a TrainConfig (config imports this package, not the other way round)
     """Fixed thread count and deterministic kernels: the same config gives the same numbers on CPU; a config
     that records a kernel path (``cfg.kernels``, v5) is refused unless this process runs it.
 

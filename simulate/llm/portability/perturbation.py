@@ -10,7 +10,7 @@ and compares every part's verdict (the Holm family, the rate checks, the claim) 
 label with the native run's on the same seeds. A part whose verdict or label differs under any path
 is **fragile**. Paths the CPU lacks (torch then runs another one) are listed as not available, not run.
 
-``python -m simulate.llm.perturb --capability avx2 --out DIR --protocol PROTOCOL.json [--quick]`` is the
+``python -m simulate.llm.portability.perturbation --capability avx2 --out DIR --protocol PROTOCOL.json [--quick]`` is the
 subprocess's entry point (it writes ``DIR/results.csv`` and ``DIR/capability.txt``).
 
 **Version 7**: the runs are float64 from a frozen warm start on the CPU's own path (no pin); the same check
@@ -18,13 +18,13 @@ re-makes ``perturb_seeds`` on ``perturb_paths`` and also measures how far the re
 reference ones (:func:`identity`).
 
 **Version 5** (:mod:`simulate.llm.protocol`): the runs are made on the pinned kernel path
-(``protocol.kernel_pin``, :mod:`simulate.llm.determinism`) and the check is a sensitivity check. Every path
+(``protocol.kernel_pin``, :mod:`simulate.llm.portability.kernel_paths`) and the check is a sensitivity check. Every path
 of ``protocol.perturb_paths`` (``"<aten>+<mkl>"``) re-makes the same runs on ``perturb_seeds`` in a child
 process started with that path; its runs are *substituted* for the pinned runs of those seeds in the full
 table, and every part is re-decided on the substituted table (:func:`perturb_v5`). A part is fragile when
 some substituted table gives another verdict or label; under the consensus rule
 (:func:`apply_consensus`) its reported verdict is then ``inconclusive`` with the note "kernel-fragile:
-<path> gives <verdict>". ``python -m simulate.llm.perturb --sweep SWEEP.json --path SPEC`` is the child
+<path> gives <verdict>". ``python -m simulate.llm.portability.perturbation --sweep SWEEP.json --path SPEC`` is the child
 that runs any sweep under a path (:func:`run_under`: also the pinned protocol sweep itself, when the
 calling process does not run the pin).
 """
@@ -42,9 +42,9 @@ import time
 import pandas as pd
 
 from simulate import verdicts as vd
-from simulate.llm import determinism
 from simulate.llm import experiment as ex
-from simulate.llm.pinned import finish_under, run_under, start_under  # noqa: F401 (re-exported)
+from simulate.llm.portability import kernel_paths
+from simulate.llm.portability.sweep_on_path import finish_under, run_under, start_under  # noqa: F401 (re-exported)
 from simulate.llm.protocol import CPU_CAPABILITIES, LMProtocol
 
 #: Environment variable that selects ATen's CPU kernel path.
@@ -111,7 +111,7 @@ def run_paths(protocol: LMProtocol, root: str, capabilities, *, quick: bool = Fa
     for cap in capabilities:
         out = os.path.join(root, cap)
         os.makedirs(out, exist_ok=True)
-        cmd = [sys.executable, "-m", "simulate.llm.perturb", "--capability", cap, "--out", out,
+        cmd = [sys.executable, "-m", "simulate.llm.portability.perturbation", "--capability", cap, "--out", out,
                "--protocol", spec] + (["--quick"] if quick else [])
         log = open(os.path.join(out, "log.txt"), "w")
         procs[cap] = (subprocess.Popen(cmd, env={**os.environ, ENV: cap}, stdout=log, stderr=subprocess.STDOUT), log)
@@ -184,8 +184,8 @@ def perturb_v5(table: pd.DataFrame, protocol: LMProtocol, root: str, *, quick: b
     todo, paths = [], []
     code = "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"
     for spec in protocol.perturb_paths:
-        aten = determinism.parse_path(spec)[determinism.ATEN_VAR]
-        eff = subprocess.run([sys.executable, "-c", code], env=determinism.path_env(spec), capture_output=True,
+        aten = kernel_paths.parse_path(spec)[kernel_paths.ATEN_VAR]
+        eff = subprocess.run([sys.executable, "-c", code], env=kernel_paths.path_env(spec), capture_output=True,
                              text=True, check=True).stdout.strip()
         ok = aten is None or eff == aten
         paths.append(dict(requested=spec, effective=eff, ran=ok, note="" if ok else f"not on this CPU (torch runs {eff})"))
@@ -312,10 +312,28 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def run_and_print(df: pd.DataFrame, protocol: LMProtocol, root: str) -> dict:
+    """``python -m simulate.llm experiment --perturb``: :func:`perturb` of the main arm of ``df`` under ``root``, its
+    table printed and, under the consensus rule (v5), the reported verdicts and regime; returns the check's result."""
+    if protocol.version < 4 or not protocol.perturb_seeds:
+        raise ValueError(f"--perturb needs a protocol with perturb_seeds (version 4 or later), got version {protocol.version}")
+    main_arm = ex.arm(df, 1.0)
+    res = perturb(main_arm, protocol, root)
+    print(table(res))
+    if protocol.version >= 5 and protocol.consensus:
+        from simulate.llm import analysis
+
+        rep, reg = apply_consensus(analysis.c9_result(main_arm, protocol), analysis.regime(main_arm, protocol), res)
+        print("reported under the consensus rule (a part that moves on a perturbed kernel path is inconclusive):")
+        print("\n".join(rep.lines))
+        print(analysis.regime_line(reg, protocol.d_max))
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     """Subprocess entry point: run :func:`perturb_sweep` under this process's kernel path (v4, ``--capability``),
     or any sweep under a v5 kernel path (``--sweep``/``--path``, :func:`run_under`)."""
-    p = argparse.ArgumentParser(prog="python -m simulate.llm.perturb", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m simulate.llm.portability.perturbation", description=__doc__.splitlines()[0])
     p.add_argument("--capability", choices=CPU_CAPABILITIES)
     p.add_argument("--out")
     p.add_argument("--protocol", help="the protocol as JSON (LMProtocol.to_dict)")
@@ -331,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.sweep:
         if not a.path:
             raise SystemExit("error: --sweep needs --path")
-        why = determinism.running(a.path)
+        why = kernel_paths.running(a.path)
         if why:
             raise SystemExit(f"error: {why}")
         with open(a.sweep) as f:
@@ -339,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         ex.run(sw, progress=a.progress, root=a.root, backend=a.backend, overwrite=a.overwrite,
                **({"n_workers": a.workers} if a.workers else {}))
         with open(os.path.join(sw.out_dir, "kernels.json"), "w") as f:
-            json.dump(determinism.kernel_state(), f)
+            json.dump(kernel_paths.kernel_state(), f)
         return 0
     if not (a.capability and a.out and a.protocol):
         raise SystemExit("error: --capability, --out and --protocol are required (or --sweep and --path)")
