@@ -5,8 +5,9 @@ and what measures how they move (docs/portability.md; issue 60).
 (train, tree, batched, the warm start, gpu-run, the bridge's rung): a fixed thread count, deterministic kernels,
 and the refusal of a process that does not run the kernel path ``cfg.kernels`` records. A sweep driver
 (:func:`simulate.llm.experiment.run`) calls :func:`run_on_its_path` first: ``None`` when this process may run the
-sweep, else the table from a child process started on the sweep's path. The harness knows nothing else of kernel
-paths; it imports this face, never a module below it, for these two.
+sweep, else the table from a child process started on the sweep's path. It imports these two from this face. Beyond
+them only the CLI (re-executing itself on a path, ``kernel_paths.reexec_argv``) and the config and protocol
+dataclasses (checking their ``kernels`` / ``kernel_pin`` field, ``kernel_paths.parse_path``) name a kernel path.
 
 Modules, one idea each::
 
