@@ -375,7 +375,8 @@ def _source_hash(modules: tuple[str, ...]) -> str:
 
 #: Source files that determine the warm start's weights: a change in them is a new cache entry, so a
 #: stale cache from older code can never give different numbers than a fresh run of this commit.
-WARMSTART_SOURCES: tuple[str, ...] = ("model.py", "warmstart.py", "tasks.py", "tokenizer.py")
+#: float64_model.py sets the float64 warm start's init (numpy_init): an edit there must move the key too.
+WARMSTART_SOURCES: tuple[str, ...] = ("model.py", "warmstart.py", "tasks.py", "tokenizer.py", "portability/float64_model.py")
 
 
 def warmstart_key(cfg: TrainConfig) -> str:

@@ -179,7 +179,7 @@ class LMProtocol:
     """A part whose verdict moves on some perturbed path is reported ``inconclusive`` (v5, module docstring)."""
     # version 7 (absent from the hash of versions < 7)
     warmstart_frozen: str = ""
-    """Frozen warm start every run loads (:mod:`simulate.llm.frozen`; ``""``: each path trains its own)."""
+    """Frozen warm start every run loads (:mod:`simulate.llm.portability.frozen_warmstart`; ``""``: each path trains its own)."""
     warmstart_frozen_sha256: str = ""
     """SHA-256 of that file's bytes (a file that differs is refused)."""
     # version 8 (absent from the hash of versions < 8)
