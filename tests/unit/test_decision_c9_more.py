@@ -288,7 +288,81 @@ def test_comparisons_are_holm_corrected_at_the_protocols_alpha_and_powered_from_
     assert set(c.n) == {2} and c.power.notna().all()
 
 
-def test_an_instance_with_rates_only_has_a_nan_margin_column():
+@pytest.mark.parametrize("proto", [P1, P4], ids=["v1", "v4"])
+def test_an_instance_with_rates_only_has_a_nan_margin_column(proto):
     t = T(instance(base={("is", 0): 0.8, ("is", 8): 0.5}))
-    c = c9.c9_verdicts(t, P4, sensitivity=False)["comparisons"]
+    c = c9.c9_verdicts(t, proto, sensitivity=False)["comparisons"]
     assert set(c.test) == {"Clopper–Pearson"} and c["margin"].dtype == np.float64 and c["margin"].isna().all()
+
+
+def test_saturation_keeps_a_rows_own_premise_and_works_without_rate_rows():
+    base = {**BASE, ("onpolicy", 0): 0.99}
+    t = T(instance(base=base, fail={("is", 0), ("is", 8)}))
+    c = c9.c9_verdicts(t, P4, sensitivity=False)["comparisons"]
+    own = _rows({"comparisons": c}, subclaim="is-unstable")
+    assert all(p.startswith("out of scope: is at d = 0 already fails") for p in own.premise)
+    assert all(p.startswith("saturated: ") for p in _rows({"comparisons": c}, subclaim="gmc-stable").premise)
+    t = T(instance(base={("onpolicy", 0): 0.99, ("onpolicy", 8): 0.6, ("tic", 0): 0.8, ("tic", 8): 0.7}))
+    c = c9.c9_verdicts(t, P4, sensitivity=False)["comparisons"]
+    assert set(c.test) == {"paired t"} and all(p.startswith("saturated: ") for p in c.premise)
+
+
+def test_underpowered_needs_power_strictly_below_the_target():
+    from dataclasses import replace
+    c = c9.c9_verdicts(T(instance()), P4, sensitivity=False)["comparisons"]
+    row = c[c.verdict == "inconclusive"].iloc[0]
+    c2 = c9.c9_verdicts(T(instance()), replace(P4, power_target=float(row["power"])), sensitivity=False)["comparisons"]
+    assert not c2.loc[row.name, "underpowered"]
+    c3 = c9.c9_verdicts(T(instance()), replace(P4, power_target=float(row["power"]) + 1e-9),
+                        sensitivity=False)["comparisons"]
+    assert c3.loc[row.name, "underpowered"]
+
+
+def test_median_interval_reads_missing_values_as_nan():
+    assert c9.median_interval([3, None, 1, 2]) == (2.0, -np.inf, np.inf)  # None → NaN → dropped
+    assert c9.median_interval(pd.Series([3, 1, None, 2], dtype=object))[0] == 2.0
+
+
+def test_an_unknown_regime_has_every_field_nan():
+    t = T(rows(chi2_learn_med=np.nan, chi2_med=[0.1, 0.3, 0.2]))
+    r = c9.learning_regime(t, "gmc", 8, 0.2, 8, P4)
+    assert set(r) == {"regime", "chi2_learn_med", "chi2_lo", "chi2_hi", "chi2_learn_mean", "chi2_learn_p90",
+                      "chi2_learn_max", "chi2_all_med"} and r["regime"] == "unknown"
+    for k in ("chi2_learn_med", "chi2_lo", "chi2_hi", "chi2_learn_mean", "chi2_learn_p90", "chi2_learn_max"):
+        assert isinstance(r[k], float) and math.isnan(r[k]), k
+    t2 = T(rows(chi2_learn_med=[0.1, 0.2, 0.3], chi2_learn_mean=0.2, chi2_learn_p90=0.4, chi2_learn_max=0.5))
+    assert set(c9.learning_regime(t2, "gmc", 8, 0.2, 8, P4)) == set(r)
+
+
+def test_learning_max_skips_missing_values_of_an_object_column():
+    t = T(rows(chi2_learn_med=[0.1, 0.2, 0.3], chi2_learn_mean=0.2, chi2_learn_p90=0.4, chi2_learn_max=[5.0, None, 2.0]))
+    t["chi2_learn_max"] = t["chi2_learn_max"].astype(object)  # a merged table: None where a run had no value
+    assert c9.learning_regime(t, "gmc", 8, 0.2, 8, P4)["chi2_learn_max"] == 5.0
+
+
+def test_v4_saturation_is_judged_on_the_one_sided_1_minus_alpha_bound():
+    from dataclasses import replace
+    p = replace(P4, saturation_nauc=0.9, saturation_zero=0.5)
+    t = T(rows(est="onpolicy", d=0, nauc=[0.92, 0.94, 0.96]))
+    s = c9.saturation(t, p)  # 90 % two-sided lower bound 0.906 > 0.9; the 95 % one, 0.890, is not
+    assert s["saturated"] is True and "lower bound 0.906" in s["reason"]
+
+
+def test_v1_uses_the_protocols_alpha_for_holm_and_rates():
+    from dataclasses import replace
+
+    from scipy import stats
+    t = T(instance(kinds=("tuned", "neighbour"), fail={("is", 8)}))
+    a = c9.c9_verdicts(t, P1)["comparisons"]
+    b = c9.c9_verdicts(t, replace(P1, alpha=0.1))["comparisons"]
+    pt = (a.test == "paired t") & (a.verdict == b.verdict)
+    assert pt.sum() >= 4 and np.allclose(b.alpha_level[pt], 2 * a.alpha_level[pt])
+    ci = stats.binomtest(8, 8).proportion_ci(confidence_level=0.8, method="exact")
+    r = b[b.subclaim == "is-unstable"].iloc[0]
+    assert (r["lo"], r["hi"]) == pytest.approx((ci.low, ci.high))
+
+
+def test_v1_regime_is_unknown_without_the_regime_estimators_runs_at_d():
+    base = {("grpo", 0): 0.8, ("onpolicy", 0): 0.8, ("onpolicy", 8): 0.6}  # no gmc: grpo's, which has no d = 8 run
+    s = c9.c9_verdicts(T(instance(kinds=("tuned", "neighbour"), base=base)), P1)["subclaims"].iloc[0]
+    assert s["regime"] == "unknown" and math.isnan(s["chi2_median"])
