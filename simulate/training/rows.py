@@ -1,12 +1,13 @@
-"""The training kernel's per-row ``exp`` work with the vectorisable :func:`~simulate.training.vexp.exp_nb` (issue 59):
-``log π`` and ``π`` of a set of rows, their ``χ²`` terms ``π²/μ``, and ``μ_k``'s alias row.
+"""The training kernel's per-row ``exp`` work over many rows at once (issue 59): ``log π`` and ``π`` of a set of rows,
+their ``χ²`` terms ``π²/μ``, and ``μ_k``'s alias row.
 
 Each is the instance layer's row function (:func:`simulate.instances.log_softmax_row_nb`,
 :func:`~simulate.instances.chi2_terms_row_nb`, :func:`~simulate.instances.alias_row_nb`) with the same operations in
-the same order, but for ``exp``: the exponentials are written by one loop (which LLVM vectorises, over all the
-rows at once where there are several) and summed by the next, in the order the single loop summed them. So the results differ from the instance layer's only
-through ``exp`` (≤ 1 ulp per value, ``tests/test_training_vexp.py``). Compiled without reference counting, as
-the phases that call them (:mod:`simulate.training.phases`).
+the same order and libm's ``exp`` (``math.exp``), so the results are the instance layer's bit for bit
+(``tests/test_training_vexp.py``). The vectorisable :func:`simulate.training.vexp.exp_nb` is not used here: with it
+(≤ 1 ulp from libm's), 6 of 320 protocol-length runs (count-long-bernoulli, seed 0, Adam) moved by up to 20 % in
+``J`` from step 11 on (2026-12-07), beyond the last bits. Compiled without reference counting, as the phases
+that call them (:mod:`simulate.training.phases`).
 """
 from __future__ import annotations
 
@@ -14,14 +15,13 @@ import math
 
 from numba import njit
 
-from simulate.training.vexp import exp_nb
 
 
 @njit(cache=True, _nrt=False)
 def log_softmax_pi_rows_nb(theta, rows, logp, pi, m, x):
     """For each row ``r = t·S + s`` of ``rows``: ``logp[t,s,:] = θ[t,s,:] − (m_r + log Σ_a e^{θ[t,s,a] − m_r})``,
     ``m_r = max_a θ[t,s,a]``, and ``pi[t,s,:] = e^{logp[t,s,:]}``. The exponentials of all rows are taken in one
-    flat loop (vectorised) and each row's sum runs over ``a`` ascending, as one row at a time would. Scratch: ``m``
+    flat loop and each row's sum runs over ``a`` ascending, as one row at a time would. Scratch: ``m``
     ``(≥ len(rows),)``, ``x`` ``(≥ len(rows)·V,)``."""
     T, S, V = theta.shape
     th = theta.reshape(T * S * V)
@@ -38,7 +38,7 @@ def log_softmax_pi_rows_nb(theta, rows, logp, pi, m, x):
         for a in range(V):
             x[u * V + a] = th[base + a] - mu
     for i in range(n * V):
-        x[i] = exp_nb(x[i])
+        x[i] = math.exp(x[i])
     for u in range(n):
         z = 0.0
         for a in range(V):
@@ -49,7 +49,7 @@ def log_softmax_pi_rows_nb(theta, rows, logp, pi, m, x):
             lp[base + a] = th[base + a] - lz
             x[u * V + a] = lp[base + a]
     for i in range(n * V):
-        x[i] = exp_nb(x[i])
+        x[i] = math.exp(x[i])
     for u in range(n):
         base = rows[u] * V
         for a in range(V):
@@ -70,7 +70,7 @@ def chi2_terms_rows_nb(logp, logq, rows, w2, x):
         for a in range(V):
             x[u * V + a] = 2.0 * lp[base + a] - lq[base + a]
     for i in range(n * V):
-        x[i] = exp_nb(x[i])
+        x[i] = math.exp(x[i])
     for u in range(n):
         base = rows[u] * V
         for a in range(V):
@@ -87,7 +87,7 @@ def alias_row_nb(logp, t, s, prob, alias, scaled, small, large):
     for a in range(1, V):
         m = max(m, logp[t, s, a])
     for a in range(V):
-        scaled[a] = exp_nb(logp[t, s, a] - m)
+        scaled[a] = math.exp(logp[t, s, a] - m)
     tot = 0.0
     for a in range(V):
         tot += scaled[a]

@@ -1,4 +1,8 @@
-"""``e^x`` that LLVM can vectorise, for the training kernel's hot loops (issue 59).
+"""``e^x`` that LLVM can vectorise (issue 59), measured for the training kernel's hot loops and not used there.
+
+It made ``log π``, ``π``, the ``χ²`` terms and the alias rows ≈ 3× cheaper, but moved 6 of 320 protocol-length runs
+(count-long-bernoulli, seed 0, Adam) by up to 20 % in ``J`` from step 11 on (:mod:`simulate.training.rows`), so the
+kernel keeps libm's ``exp``. Kept, tested, for a decision that accepts such moves.
 
 Numba's ``math.exp`` is a call into the C library, one element at a time (≈ 6.6 ns on an Intel Xeon, 2026-12-07),
 and a learner step evaluates a few thousand of them. :func:`exp_nb` is straight-line IEEE arithmetic, so a loop of
