@@ -117,25 +117,14 @@ def _per_run(results, stats):
     return {s: np.array([f(r) for r in results], dtype=float) for s, f in stats.items()}
 
 
-def _chi2_rounding(mean_chi2: float) -> float:
-    """Rounding of ``χ² = Σ_τ π²/μ − 1`` on count-frac (T = 6, V = 3): the forward DP sums ≤ V terms per step over
-    T steps, each term ``e^{2 log π − log μ}`` within 2 ulp (the kernel's vectorised ``exp``, issue 59), so
-    ``T·(V + 2)·eps·(1 + χ²)``. At ``d = 0`` (``π = μ``) χ² is 0 and both learners return only their rounding:
-    the means then compare two roundings, which the tolerance must admit."""
-    T, V = 6, 3
-    return T * (V + 2) * np.finfo(float).eps * (1.0 + abs(mean_chi2))
-
-
 def _disagreements(a: dict, b: dict) -> list[str]:
     """Statistics whose means over runs differ by more than ``4·√(se_a² + se_b²)`` (1e-12 when both are
-    constant over runs), χ²'s tolerance at least its rounding (:func:`_chi2_rounding`)."""
+    constant over runs)."""
     bad = []
     for s in a:
         x, y = a[s], b[s]
         se = math.sqrt(np.var(x, ddof=1) / x.size + np.var(y, ddof=1) / y.size)
         tol = 4 * se if se > 0 else 1e-12
-        if s == "mean χ²":
-            tol = max(tol, _chi2_rounding(x.mean()))
         if not abs(x.mean() - y.mean()) <= tol:
             bad.append(f"{s}: numba {x.mean():.4g} vs numpy {y.mean():.4g} (tolerance {tol:.2g})")
     return bad
