@@ -336,7 +336,8 @@ def test_an_unknown_regime_has_every_field_nan():
 
 def test_learning_max_skips_missing_values_of_an_object_column():
     t = T(rows(chi2_learn_med=[0.1, 0.2, 0.3], chi2_learn_mean=0.2, chi2_learn_p90=0.4, chi2_learn_max=[5.0, None, 2.0]))
-    t["chi2_learn_max"] = t["chi2_learn_max"].astype(object)  # a merged table: None where a run had no value
+    t["chi2_learn_max"] = pd.Series([5.0, None, 2.0], dtype=object, index=t.index)  # a merged table: None where a
+    # run had no value
     assert c9.learning_regime(t, "gmc", 8, 0.2, 8, P4)["chi2_learn_max"] == 5.0
 
 
