@@ -4,8 +4,9 @@ A BLAS ``dgemv`` sums in an order chosen by the CPU's kernel: OpenBLAS's Haswell
 ``Φw`` different last bits, and a supervised warm start iterated on them (:func:`simulate.bridge.rungs.supervised_init`)
 ended at a different ``w_init`` on an AMD EPYC than on an Intel Xeon, so every number of ``lm-faithful-exact`` moved
 with the machine. These loops fix the order and run without ``fastmath`` (no reassociation), so the result is the
-same on any CPU, and it is the one the training kernel computes (:func:`simulate.training.phases.logits_nb` and
-``to_params_nb`` sum in the same order from ``0.0``):
+same on any CPU. ``Φw`` is the order the training kernel computes (:func:`simulate.training.phases.logits_nb`, from
+``0.0``); the kernel's ``Φᵀg`` is summed per distinct feature block instead (issue 59,
+:func:`simulate.training.params.to_params_nb`), which agrees with this loop to ~1e-15 relative, not bit for bit:
 
     (Φw)_i = Σ_j Φ_ij w_j   (j = 0, 1, …, p−1)        (Φᵀg)_j = Σ_i Φ_ij g_i   (i = 0, 1, …, n−1)
 
