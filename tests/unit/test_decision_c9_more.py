@@ -367,3 +367,10 @@ def test_v1_regime_is_unknown_without_the_regime_estimators_runs_at_d():
     base = {("grpo", 0): 0.8, ("onpolicy", 0): 0.8, ("onpolicy", 8): 0.6}  # no gmc: grpo's, which has no d = 8 run
     s = c9.c9_verdicts(T(instance(kinds=("tuned", "neighbour"), base=base)), P1)["subclaims"].iloc[0]
     assert s["regime"] == "unknown" and math.isnan(s["chi2_median"])
+
+
+def test_c9_verdicts_takes_sensitivity_by_keyword_only():
+    t = T(instance(base={("is", 0): 0.8, ("is", 8): 0.5}))
+    assert c9.c9_verdicts(table=t, proto=P4, sensitivity=False)["verdict"] in ("holds", "refuted", "inconclusive")
+    with pytest.raises(TypeError):
+        c9.c9_verdicts(t, P4, False)
