@@ -374,3 +374,11 @@ def test_c9_verdicts_takes_sensitivity_by_keyword_only():
     assert c9.c9_verdicts(table=t, proto=P4, sensitivity=False)["verdict"] in ("holds", "refuted", "inconclusive")
     with pytest.raises(TypeError):
         c9.c9_verdicts(t, P4, False)
+
+
+def test_the_repeated_run_message_names_the_first_repeat():
+    t = T(instance(kinds=("tuned",)))
+    reps = t.iloc[[0, 5]]  # two runs repeated: the message shows the first
+    with pytest.raises(ValueError, match=r"table holds 2 repeated run\(s\).*first: \{'instance': 'i', 'estimator': "
+                                         r"'onpolicy', 'd': 0, .*'seed': 1\}"):
+        c9.c9_verdicts(pd.concat([t, reps], ignore_index=True), P1)
