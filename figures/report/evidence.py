@@ -122,8 +122,11 @@ def seal(meta: dict) -> dict:
 def stamp(meta: dict) -> dict:
     """What made a sidecar: ``{"commit", "code", "protocols"}`` (protocols: ``name@sha256`` of each protocol key)."""
     prs = [meta[k] for k in PROTOCOL_KEYS if isinstance(meta.get(k), dict)]
-    return {"commit": str(meta.get("git_commit")), "code": str(meta.get("code_version")),
-            "protocols": [f"{pr.get('name')}@{pr.get('sha256')}" for pr in prs]}
+    names = [f"{pr.get('name')}@{pr.get('sha256')}" for pr in prs]
+    lm = meta.get("lm_protocol")
+    if isinstance(lm, dict) and meta.get("protocol_hash"):  # the LM row's protocol: hashed by simulate.llm.protocol
+        names.append(f"{lm.get('name')}-v{lm.get('version')}@{meta['protocol_hash']}")
+    return {"commit": str(meta.get("git_commit")), "code": str(meta.get("code_version")), "protocols": names}
 
 
 def registered_protocols() -> dict[str, str]:
