@@ -94,7 +94,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from sweep import git_commit
 
+    # stage lines: the LM part re-runs the LM sweep when the code changed since `make run` (minutes, its own bar)
+    if not args.skip_lm:
+        print("[verify] LM: the protocol's sweep (re-used when cached), then its perturb_seeds on each other kernel "
+              "path", flush=True)
     lm = {} if args.skip_lm else verify_lm(args.results)
+    print(f"[verify] Numba: {len(NUMBA_CELLS)} protocol v6 cells on the host target and under NUMBA_CPU_NAME=generic "
+          "(two child processes)", flush=True)
     nb = compare_numba()
     ok = not (lm.get("fragile") or nb["failure_flips"])
     st = dict(date=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), commit=git_commit(), ok=ok, lm=lm, numba=nb)
