@@ -52,6 +52,7 @@ TARGETS: dict[str, list[str]] = {
     "figures/report/answer.py": ["tests/unit/test_decision_answer*.py"],
     "figures/report/lm_runs.py": ["tests/unit/test_decision_answer*.py"],
     "figures/report/exploratory.py": ["tests/unit/test_decision_answer*.py"],  # the appendix, split out of answer.py
+    "figures/report/lm_history.py": ["tests/unit/test_decision_lm_history*.py"],  # earlier LM versions' extract
     "simulate/protocol/spec.py": ["tests/unit/test_decision_spec*.py"],
     "simulate/llm/analysis.py": ["tests/unit/test_decision_analysis*.py"],
     # the ladder's instances and rungs (tiny prompt-answer tasks)

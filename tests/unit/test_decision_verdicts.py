@@ -291,3 +291,145 @@ def test_slope_weights_and_bootstrap_slope():
     _, lo80, hi80 = vd.bootstrap_slope(x, Y, n_resamples=400, level=0.5, seed=2)
     _, lo99, hi99 = vd.bootstrap_slope(x, Y, n_resamples=400, level=0.99, seed=2)
     assert lo99 <= lo80 and hi80 <= hi99
+
+
+# --- issue 55, second round: the rule's edges that mutants showed untested ------------------------------------------
+
+VOCAB = ", ".join(vd.VERDICTS)
+
+
+def test_messages_are_the_documented_ones_in_full():
+    import re
+    full = lambda s: "^" + re.escape(s) + "$"  # noqa: E731
+    with pytest.raises(ValueError, match=full(f"unknown verdict 'maybe'; the vocabulary is {VOCAB}")):
+        vd.combine([H, "maybe"])
+    with pytest.raises(ValueError, match=full(f"unknown verdict 'nope'; the vocabulary is {VOCAB}")):
+        vd.aggregate([H, "nope"])
+    with pytest.raises(ValueError, match=full("verdicts must not be empty")):
+        vd.combine([])
+    with pytest.raises(ValueError, match=full("measured, upper and bound must be finite")):
+        vd.bound_verdict(1.0, math.inf, 2.0)
+    with pytest.raises(ValueError, match=full("measured, se and predicted must be finite, se >= 0")):
+        vd.exact_verdict(1.0, -0.1, 1.0)
+    with pytest.raises(ValueError, match=full("pvalues must lie in [0, 1]")):
+        vd.holm([0.1, 1.1])
+    with pytest.raises(ValueError, match=full("x needs at least two distinct values")):
+        vd.slope_weights([2.0, 2.0])
+    with pytest.raises(ValueError, match=full("x must hold at least one value")):
+        vd.t_interval([])
+    with pytest.raises(ValueError, match=full("x must be finite (no NaN/inf)")):
+        vd.t_interval([1.0, math.inf])
+    Y = np.array([[0.0, 1.0, 3.0], [0.2, 1.0, math.nan]])
+    with pytest.raises(ValueError, match=full("x and Y must be finite")):
+        vd.bootstrap_slope([1.0, 2.0, 4.0], Y)
+
+
+def test_a_missing_value_none_is_refused_as_non_finite():
+    """Inputs are read as float64: a None becomes NaN and is refused with the module's own message."""
+    with pytest.raises(ValueError, match=r"a must be finite \(no NaN/inf\); got 1 non-finite values"):
+        vd.paired_comparison([1.0, None, 2.0], [0.0, 0.0, 0.0], kind="superiority", margin=0.1)
+    with pytest.raises(ValueError, match="x must be finite"):
+        vd.t_interval([1.0, None])
+    with pytest.raises(ValueError, match=r"pvalues must lie in \[0, 1\]"):
+        vd.holm([0.01, None])
+    Y = [[0.0, 1.0, 3.0], [0.2, None, 2.8]]
+    with pytest.raises(ValueError, match="x and Y must be finite"):
+        vd.bootstrap_slope([1.0, 2.0, 4.0], Y)
+    with pytest.raises(ValueError, match="x and Y must be finite"):
+        vd.bootstrap_slope([1.0, None, 4.0], [[0.0, 1.0, 3.0], [0.2, 1.0, 2.8]])
+
+
+def test_unsigned_and_boolean_samples_are_differenced_as_real_numbers():
+    """Δ = a − b on the values, not in the inputs' integer type: uint8 0 − 1 is −1 (not 255), booleans subtract."""
+    a = np.array([0, 0, 1, 0], dtype=np.uint8)
+    b = np.array([1, 1, 1, 2], dtype=np.uint8)
+    c = vd.paired_comparison(a, b, kind="superiority", margin=0.0)
+    assert c.estimate == pytest.approx(-1.0) and c.verdict == R
+    c = vd.paired_comparison(np.array([True, True, True, False]), np.array([False, False, False, False]),
+                             kind="noninferiority", margin=0.0)
+    assert c.estimate == pytest.approx(0.75)
+
+
+def test_float32_inputs_are_computed_in_float64():
+    x32 = np.array([0.1, 0.2, 0.7, 1.3], dtype=np.float32)
+    assert np.array_equal(vd.slope_weights(x32), vd.slope_weights(x32.astype(np.float64)))
+    Y32 = np.array([[0.1, 0.3, 0.2, 0.9], [0.2, 0.35, 0.1, 1.1], [0.15, 0.2, 0.3, 0.7]], dtype=np.float32)
+    assert vd.bootstrap_slope(x32, Y32, n_resamples=100) == vd.bootstrap_slope(
+        x32.astype(np.float64), Y32.astype(np.float64), n_resamples=100)
+    assert vd.t_interval(x32) == vd.t_interval(x32.astype(np.float64))
+
+
+def test_bootstrap_slope_with_identical_seeds_is_the_point_estimate_exactly():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        x = rng.normal(size=4)
+        y = rng.normal(size=4) * 1e-3
+        est, lo, hi = vd.bootstrap_slope(x, np.tile(y, (3, 1)), n_resamples=50)
+        assert lo == est == hi
+
+
+def test_looseness_of_a_zero_upper_limit_is_none():
+    assert vd.looseness(0.0, 0.0, 1.0) is None and vd.looseness(0.0, None, 1.0) is None
+
+
+def test_equivalence_boundaries_p_equal_alpha_and_touching_intervals():
+    x, se, m = 0.3, 0.1, 0.5
+    p = max(float(stats.norm.sf((x + m) / se)), float(stats.norm.cdf((x - m) / se)))
+    assert vd.equivalence(x, se, m, alpha=p)[0] == I                    # holds iff p < α, strictly
+    q = float(stats.norm.ppf(0.95))
+    v, _, lo, hi = vd.equivalence(q, 1.0, 0.0)
+    assert lo == 0.0 and v == I                                        # touching +margin is not outside it
+    v, _, lo, hi = vd.equivalence(-q, 1.0, 0.0)
+    assert hi == 0.0 and v == I                                        # touching −margin neither
+    v, p, lo, hi = vd.equivalence(-0.45, 0.1, 0.5)                    # mirror of 0.45: straddles −margin
+    assert v == I and hi < 0.5 and lo < -0.5 < hi
+
+
+def test_decide_reports_the_level_of_the_side_that_decided():
+    mk = lambda name, ph, pr: vd.Comparison(name, "superiority", 0.0, 0.0, 5, 0.0, 0.1, ph, pr)  # noqa: E731
+    # A holds at the second holds-rank (level α), while its refutes-rank is the first (α/2): its level is α.
+    a, b = vd.decide([mk("A", 0.02, 0.98), mk("B", 0.001, 0.999)])
+    assert (a.verdict, b.verdict) == (H, H) and a.alpha_level == pytest.approx(0.05)
+    # mirror: A refuted at the second refutes-rank
+    a, b = vd.decide([mk("A", 0.98, 0.02), mk("B", 0.999, 0.001)])
+    assert (a.verdict, b.verdict) == (R, R) and a.alpha_level == pytest.approx(0.05)
+    # the family's α reaches both Holm corrections
+    out = vd.decide([mk("A", 0.9, 0.08), mk("B", 0.9, 0.09)], alpha=0.2)
+    assert [c.verdict for c in out] == [R, R]
+    assert [c.alpha_level for c in out] == pytest.approx([0.1, 0.2])
+
+
+def test_holm_levels_of_tied_pvalues_follow_the_input_order_and_rejected_is_a_mask():
+    p = np.full(100, 0.5)
+    p[::3] = 0.2
+    rej, lev = vd.holm(p)
+    order = np.concatenate([np.flatnonzero(p == 0.2), np.flatnonzero(p == 0.5)])
+    assert list(lev[order]) == pytest.approx([0.05 / (100 - r) for r in range(100)])
+    rej, _ = vd.holm([0.001, 0.9, 0.002])
+    assert list(np.array([0.001, 0.9, 0.002])[rej]) == [0.001, 0.002]  # usable as a boolean mask
+
+
+def test_one_sample_comparison_and_rate_check_defaults_and_alpha():
+    x = np.array([0.3, 0.1, 0.25, 0.2])
+    assert vd.one_sample_comparison(x, kind="superiority", margin=0.0).name == ""
+    c = vd.one_sample_comparison(x, kind="superiority", margin=0.15, alpha=0.3)
+    assert c.alpha_level == 0.3 and c == vd.paired_comparison(x, np.zeros(4), kind="superiority", margin=0.15,
+                                                              alpha=0.3)
+    assert vd.rate_check(1, 10, p0=0.25, direction="above").name == ""
+
+
+def test_rate_power_formula_over_a_grid_and_its_n():
+    for n, alphas in ((20, (0.05, 0.2)), (40, (0.05,))):
+        for p0 in (0.1, 0.25):
+            for direction in ("above", "below"):
+                for alpha in alphas:
+                    ks = np.arange(n + 1)
+                    v = np.array([vd.rate_check(int(k), n, p0=p0, direction=direction, alpha=alpha).verdict
+                                  for k in ks])
+                    claim, neg = (2 * p0, p0 / 4) if direction == "above" else (p0 / 4, 2 * p0)
+                    want = min(stats.binom.pmf(ks, n, claim)[v == H].sum(), stats.binom.pmf(ks, n, neg)[v == R].sum())
+                    assert vd.rate_power(n, p0, direction, alpha=alpha) == pytest.approx(want), (n, p0, direction)
+    assert vd.rate_power(1, 0.25, "above") == 0.0                       # one run is allowed (and has no power)
+    for n in (10.0, 2.5):
+        with pytest.raises(ValueError, match="n must be an integer >= 1"):
+            vd.rate_power(n, 0.25, "above")
