@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
+from _llm_snapshot_rollouts import sample_step
+
 from simulate.llm import batched
 from simulate.llm import stacked_model as sm
 from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
@@ -83,7 +85,7 @@ def test_one_step_per_run_matches_the_serial_step(setup):
     k = 2
     dv = [(d, 2 - d) for d in (0, 1, 2)]
     names, arch = sm.weight_names(mine[0].model), sm.arch_of(mine[0].model)
-    got = batched.sample_step(cfgs, mine, [v for _, v in dv], k, tok, names, arch)
+    got = sample_step(cfgs, mine, [v for _, v in dv], k, tok, names, arch)  # the stacked decode from snapshots
     logp_ref = []
     for c, st, (_, v), g in zip(cfgs, serial, dv, got):
         st.behaviour.load_state_dict(st.snapshots[v])

@@ -1,23 +1,28 @@
 """The runs of a forest trained together: one stacked forward/backward and one decode per step for every run.
 
 A forest's runs (estimators × delays, and several seeds) share the model's shape and the step's batch
-shape, and differ in their weights, optimiser state, behaviour snapshots and loss. Each step ``k`` of
+shape, and differ in their weights, optimiser state, queued rollouts and loss. Each step ``k`` of
 :func:`train_forest_batched`:
 
-1. every run picks its behaviour version ``v − min(d_k, v)`` (:func:`simulate.llm.train.behaviour_of`);
-   runs whose behaviour is the warm start of the same seed share one batch (it is the same computation,
-   :class:`simulate.llm.tree.Version0Batches`' argument), every other run samples its own;
-2. all samplers decode together (:func:`simulate.llm.stacked_model.generate`: stacked behaviour snapshots,
-   static KV cache, each run's own generator seeded ``[seed, 3, k]`` as in the serial path), rewards and
-   advantages come from the serial code;
+1. rollouts (:class:`simulate.llm.rollout_queue.RolloutQueue`): before the update, every batch whose behaviour
+   policy is the current one is decoded now, all together (:func:`simulate.llm.stacked_model.generate`: stacked
+   current weights, static KV cache, each batch's own generator ``[seed, 3, k']`` as in the serial path), and
+   queued; run ``r`` then takes its step-``k`` batch from the queue, sampled ``min(d_k, k)`` steps ago from
+   ``θ_{k − min(d_k, k)}`` (no weight snapshots are kept); runs of a seed share its version-0 batches;
+2. the batch's rewards and advantages come from the serial code;
 3. one stacked forward gives every run's ``log π_θ`` (:func:`simulate.llm.stacked_model.completion_logprobs`),
    each run's loss is the serial path's surrogate (:func:`simulate.llm.train.surrogate`, the estimator
    registry's torch path), and one ``backward`` of ``Σ_r loss_r`` fills every run's own gradients (a
    run's weights enter only its own loss, so ``∂Σ/∂θ_r = ∂loss_r/∂θ_r``);
 4. each run clips its gradient and takes its own AdamW step (:func:`simulate.llm.train.clip_and_step`,
-   the serial optimiser, skipped when the loss or gradient is not finite), keeps its snapshot, and logs
-   the serial metrics row (:func:`simulate.llm.train.finish_row`); when an evaluation is due, every run's
-   greedy held-out accuracy comes from one stacked decode (:func:`heldout_accuracies`).
+   the serial optimiser, skipped when the loss or gradient is not finite), and logs the serial metrics row
+   (:func:`simulate.llm.train.finish_row`; its behaviour version is the one the batch was sampled from, its
+   delay ``v_k −`` that version); when an evaluation is due, every run's greedy held-out accuracy comes from
+   one stacked decode (:func:`heldout_accuracies`).
+
+The queue gives every metrics row bit for bit what sampling from weight snapshots at step ``k`` gave
+(``tests/test_llm_queue.py``; the argument and the one exception, a skipped update, are in
+:mod:`simulate.llm.rollout_queue`).
 
 A run's state is the serial :class:`simulate.llm.train.RunState`, so everything after the forward is the
 serial code. The numbers agree with the one-run-at-a-time path to float round-off, not bit for bit: the
@@ -43,7 +48,6 @@ from simulate.llm.portability import set_determinism
 from simulate.llm.model import Rollout, left_pad
 from simulate.llm.train import (
     _loss_options,
-    behaviour_of,
     clip_and_step,
     commit_update,
     copy_state,
@@ -54,12 +58,11 @@ from simulate.llm.train import (
     kept_versions,
     new_state,
     rewards,
-    sampler,
     set_step_size,
-    step_problems,
     summarise_run,
     surrogate,
 )
+from simulate.llm.rollout_queue import RolloutQueue, _pad_left  # noqa: F401  (_pad_left: the learner's too)
 from simulate.llm.run_files import write_run
 from simulate.llm.warmstart import heldout_accuracy, prompt_ids, warm_start
 
@@ -83,43 +86,6 @@ def check_forest(cfgs: list[TrainConfig]) -> None:
                              f"these differ: {', '.join(diff)}")
     if len({c.out_dir for c in cfgs}) != len(cfgs):
         raise ValueError("cfgs: every run needs its own out_dir")
-
-
-def _pad_left(x: torch.Tensor, extra: int, value: int) -> torch.Tensor:
-    """``x [N, L]`` with ``extra`` more columns of ``value`` on the left (prompts of different seeds may differ
-    in width; a further-left pad is a masked key, so no row's numbers change)."""
-    return torch.nn.functional.pad(x, (extra, 0), value=value) if extra > 0 else x
-
-
-def sample_step(cfgs, states, versions, k: int, tok, names, arch) -> list[tuple]:
-    """Step ``k``'s batches ``(problems, Rollout, rewards, seconds)`` for every run, one decode for all.
-
-    Runs of one seed whose behaviour is version 0 share one sampler (the same warm start, prompts and
-    generator); every other run decodes from its own snapshot with its own generator.
-    """
-    t0 = time.perf_counter()
-    key_of, samplers = [], {}
-    for r, (c, st, v) in enumerate(zip(cfgs, states, versions)):
-        key = (c.seed, c.init_seed) if v == 0 else r  # the forest's other warm-start settings are common
-        key_of.append(key)
-        samplers.setdefault(key, r)
-    owners = list(samplers.values())
-    batches = [step_problems(cfgs[r], k) for r in owners]
-    padded = [left_pad([prompt_ids(tok, p) for p in b], tok.pad_id, cfgs[0].device) for b in batches]
-    P = max(i.shape[1] for i, _ in padded)  # seeds' prompts may differ in width: more left padding, same numbers
-    ids = torch.stack([_pad_left(i, P - i.shape[1], tok.pad_id) for i, _ in padded])
-    attn = torch.stack([_pad_left(a, P - a.shape[1], 0) for _, a in padded])
-    W = sm.stack_weights([states[r].snapshots[versions[r]] for r in owners], names)
-    c0 = cfgs[0]
-    seq, at, mask, logp = sm.generate(W, arch, ids, attn, max_new_tokens=c0.max_new_tokens, eos_id=tok.eos_id,
-                                      pad_id=tok.pad_id, temperature=c0.temperature,
-                                      generators=[sampler(cfgs[r], k) for r in owners])
-    t_gen = time.perf_counter() - t0
-    got = {}
-    for j, r in enumerate(owners):
-        ro = Rollout(seq=seq[j], attn=at[j], mask=mask[j], logp_old=logp[j], prompt_len=P)
-        got[r] = (batches[j], ro, rewards(tok, batches[j], ro), t_gen)
-    return [got[samplers[key]] for key in key_of]
 
 
 def learner_step(cfgs, states, got, names, arch, loss_opts) -> list[tuple]:
@@ -154,18 +120,22 @@ def learner_step(cfgs, states, got, names, arch, loss_opts) -> list[tuple]:
     return [tuple(o) for o in out]
 
 
-def forest_step(cfgs, states, sched, k: int, *, tok, evalset, names, arch, loss_opts) -> list[dict]:
-    """Step ``k`` of every run (module docstring, steps 1–4); returns the runs' metrics rows (also appended to
-    each state's ``rows``). ``sched``: each run's :func:`simulate.llm.train.delay_schedule`."""
+def forest_step(cfgs, states, queue, k: int, *, tok, evalset, names, arch, loss_opts) -> list[dict]:
+    """Step ``k`` of every run whose state exists (``states[i] is None``: a branch not yet forked; module docstring,
+    steps 1–4); returns those runs' metrics rows (also appended to each state's ``rows``). ``queue``: the forest's
+    :class:`simulate.llm.rollout_queue.RolloutQueue` (or an object with its ``sample``/``pop``)."""
     t0 = time.perf_counter()
-    dv = [behaviour_of(st, s, k) for st, s in zip(states, sched)]
-    got = sample_step(cfgs, states, [v for _, v in dv], k, tok, names, arch)
-    learned = learner_step(cfgs, states, got, names, arch, loss_opts)
+    on = [i for i, st in enumerate(states) if st is not None]
+    queue.sample(k, states)
+    got = [queue.pop(i, k) for i in on]
+    run_cfgs, run_states = [cfgs[i] for i in on], [states[i] for i in on]
+    dv = [(st.version - g[4], g[4]) for st, g in zip(run_states, got)]  # realised delay, behaviour version
+    learned = learner_step(run_cfgs, run_states, got, names, arch, [loss_opts[i] for i in on])
     t_step = time.perf_counter() - t0
-    accs = heldout_accuracies(cfgs[0], [st.model for st in states], tok, evalset, names, arch) \
-        if eval_due(cfgs[0], k) else [None] * len(cfgs)
+    accs = heldout_accuracies(cfgs[0], [st.model for st in run_states], tok, evalset, names, arch) \
+        if eval_due(cfgs[0], k) else [None] * len(on)
     rows = []
-    for c, st, g, (d, v), out, acc in zip(cfgs, states, got, dv, learned, accs):
+    for c, st, g, (d, v), out, acc in zip(run_cfgs, run_states, got, dv, learned, accs):
         logp_new, adv, loss, metrics, lr, grad_norm, skipped = out
         rows.append(finish_row(c, st, k, tok=tok, evalset=evalset, batch=g[0], ro=g[1], R=g[2], adv=adv,
                                logp_new=logp_new, loss=loss, loss_metrics=metrics, lr=lr, grad_norm=grad_norm,
@@ -206,12 +176,14 @@ def fork_plan(cfgs: list[TrainConfig]) -> dict[int, tuple[int, int]]:
     return plan
 
 
-def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False, share_prefixes: bool = True) -> list[dict]:
+def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False, share_prefixes: bool = True,
+                         rollouts=RolloutQueue) -> list[dict]:
     """Train every config of ``cfgs`` together (module docstring); returns their summaries in input order and
     writes each run's ``config.json``, ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` like
     :func:`simulate.llm.tree.train_forest`. With ``share_prefixes`` a run that differs from another only in a
-    smaller fixed delay is forked from it (:func:`fork_plan`) rather than computed until then.
-    ``ValueError`` from :func:`check_forest`."""
+    smaller fixed delay is forked from it (:func:`fork_plan`) rather than computed until then. ``rollouts``:
+    the batches' source, ``rollouts(cfgs, delays, forks, tok, names, arch)`` (the tests' snapshot reference
+    sets ``keeps_snapshots``). ``ValueError`` from :func:`check_forest`."""
     if not cfgs:
         return []
     check_forest(cfgs)
@@ -220,30 +192,32 @@ def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False, sha
     warm, states = {}, []
     evalset = tasks.eval_set(c0.task)
     plan = fork_plan(cfgs) if share_prefixes else {}
+    snaps = getattr(rollouts, "keeps_snapshots", False)
     for i, c in enumerate(cfgs):
         key = warmstart_key(c)
         if key not in warm:
             model0, tok, info = warm_start(c, progress=progress)
             warm[key] = (model0, tok, info, heldout_accuracy(model0, tok, evalset, c.max_new_tokens))
         model0, tok, info, acc0 = warm[key]
-        st = None if i in plan else new_state(c, copy.deepcopy(model0))
+        st = None if i in plan else new_state(c, copy.deepcopy(model0), snapshots=snaps)
         if st is not None:
             st.last_acc = acc0
         states.append(st)
     arch, names = sm.arch_of(model0), sm.weight_names(model0)
     sched = [delay_schedule(c) for c in cfgs]
     loss_opts = [_loss_options(c) for c in cfgs]
+    queue = rollouts(cfgs, sched, plan, tok, names, arch)
     for k in tqdm(range(c0.steps), desc=f"batched forest ({len(cfgs)} runs)", disable=not progress):
         on = [i for i, st in enumerate(states) if st is not None]
-        rows = forest_step([cfgs[i] for i in on], [states[i] for i in on], [sched[i] for i in on], k, tok=tok,
-                           evalset=evalset, names=names, arch=arch, loss_opts=[loss_opts[i] for i in on])
+        rows = forest_step(cfgs, states, queue, k, tok=tok, evalset=evalset, names=names, arch=arch,
+                           loss_opts=loss_opts)
         if k == 0:
             for i, row in zip(on, rows):
                 row["heldout_acc_start"] = warm[warmstart_key(cfgs[i])][3]
         for i, (trunk, at) in plan.items():
             if at == k:
                 st = states[i] = copy_state(cfgs[trunk], states[trunk])
-                for v in [v for v in st.snapshots if v < st.version - kept_versions(cfgs[i])]:
+                for v in [v for v in st.snapshots or () if v < st.version - kept_versions(cfgs[i])]:
                     del st.snapshots[v]  # versions the branch's delay never reads
     out = []
     for c, st in zip(cfgs, states):

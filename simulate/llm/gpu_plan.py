@@ -1,26 +1,34 @@
-"""A GPU run's plan, sized before it runs: every seed of a forest in one batch on the batched engine, its peak
-memory and time estimated from the model size, the batch and the sequence lengths, refused when it does not fit.
+"""A GPU run's plan, sized before it runs: the forest on the batched engine in the fewest chunks of runs that
+fit the card, its peak memory and time estimated from the model size, the batch and the sequence lengths.
 
-The run is the batched forest (:mod:`simulate.llm.batched`, :mod:`simulate.llm.stacked_model`): ``R`` runs
-(seeds × estimators × delays) step together; each step decodes every run's ``N = n_prompts·G`` completions
-(prompt ``P`` tokens, ``T = max_new_tokens`` new ones), takes one stacked forward/backward over ``L = P + T``
-tokens, and every ``eval_every`` steps decodes ``n_eval`` held-out prompts per run. Memory, in bytes, with ``p``
-parameters, ``b_w`` bytes per weight and ``b_a`` per activation (``float32``: 4 and 4; ``bf16-autocast``:
-float32 weights, bf16 products: 4 and 2, plus a bf16 copy of the stacked weights):
+The run is the batched forest (:mod:`simulate.llm.batched`, :mod:`simulate.llm.stacked_model`, rollouts queued by
+:mod:`simulate.llm.rollout_queue`): ``R`` runs (seeds × estimators × delays) step together; each step decodes
+every run's ``N = n_prompts·G`` completions (prompt ``P`` tokens, ``T = max_new_tokens`` new ones), takes one
+stacked forward/backward over ``L = P + T`` tokens, and every ``eval_every`` steps decodes ``n_eval`` held-out
+prompts per run. Memory, in bytes, with ``p`` parameters, ``b_w`` bytes per weight and ``b_a`` per activation
+(``float32``: 4 and 4; ``bf16-autocast``: float32 weights, bf16 products: 4 and 2, plus a bf16 copy of the
+stacked weights):
 
 - **resident** (between steps, :class:`simulate.llm.learner_step.RunState`): per run the weights, their
-  gradient, the behaviour copy and ``s = min(D, d) + 1`` snapshots (``b_w·p`` each), AdamW's two moments
-  (``2·b_w·p``); one warm start ``b_w·p`` per forest;
+  gradient and AdamW's two moments (``4·b_w·p``) and its queued batches, at most ``s = min(D, d) + 1`` of
+  ``N·(16·L + 5·T + 8)`` bytes each (token ids and attention mask int64, completion mask, float32 ``log μ``,
+  float64 rewards); one warm start ``b_w·p`` per forest. No weight snapshots: a batch is sampled while its
+  behaviour policy is the current one;
 - **learner** (on top, gradients freed first): the stacked weights ``R·p·b_w`` and the activations kept for
   the backward, ``R·N·L·(n_layers·a + 2h + V)·b_a + R·N·T·V·8`` with ``a = 4h + 4I + 10·H·d + 4·K·d + H·L``
   elements per token and layer (counted in :func:`simulate.llm.stacked_model._block`: norms, q/k paths with
   RoPE, grouped keys repeated, the math attention's probabilities, the MLP), or the gradients coming back;
-- **decode** (sampling, and held-out evaluation): the stacked snapshots ``R·p·b_w``, the static KV cache
-  ``2·n_layers·R·N·K·L·d·b_w`` and one layer's prefill;
+- **decode** (sampling, at most ``R`` entries per decode, and held-out evaluation): the stacked current weights
+  ``R·p·b_w``, the static KV cache ``2·n_layers·R·N·K·L·d·b_w`` and one layer's prefill;
 
-the peak is the resident memory plus the largest phase. Time: ``6·p·R·N·L`` FLOPs for the learner,
-``2·p·R·N·L`` for the decode, at :data:`MFU` of the card's dense peak, or, when more, one kernel launch of
-:data:`LAUNCH_S` per op (the decode runs ``T`` steps of ``n_layers`` layers one after another).
+the peak is the resident memory plus the largest phase. **Chunks**: when the whole forest's peak exceeds the
+card's usable memory, the runs are split into the fewest chunks whose peak fits (:func:`chunking`), trained one
+after another, each its own forest (``R`` above is a chunk's runs; the chunks' sizes differ by at most one).
+Time: ``6·p·R·N·L`` FLOPs for the learner, ``2·p·R·N·L`` for the decode, at :data:`MFU` of the card's dense
+peak — a guess until a card measures it — or, when more, one kernel launch of :data:`LAUNCH_S` per op (the
+decode runs ``T`` steps of ``n_layers`` layers one after another, once per group of queued batches, about one
+per delay); plus :data:`OPS_PER_RUN_STEP` launches per run and step (loss, metrics, clipping, AdamW) and
+:data:`HOST_S_PER_SEQ` of Python per sequence sampled or evaluated; summed over the chunks.
 """
 from __future__ import annotations
 
@@ -40,6 +48,11 @@ MFU = 0.25
 LAUNCH_S = 10e-6
 #: Kernel launches per layer: forward ≈ 30 ops, backward ≈ 2× that.
 OPS_FORWARD, OPS_BACKWARD = 30, 60
+#: Launches per run and step outside the stacked products (its loss, metrics row, clipping, AdamW; a guess).
+OPS_PER_RUN_STEP = 300
+#: Host seconds per sampled or evaluated sequence: its prompt drawn and tokenised, its completion decoded and
+#: rewarded in Python (16 us measured on the 2-core CPU of 2026-12-07; the card waits meanwhile).
+HOST_S_PER_SEQ = 16e-6
 PRECISIONS = ("float32", "bf16-autocast")
 
 
@@ -80,7 +93,7 @@ class GpuPlan:
     """What a GPU run will do: the model, precision, card, and the forest (every seed in one batch)."""
 
     preset: str = "gpu"
-    precision: str = "float32"
+    precision: str = "bf16-autocast"  # float32 needs ~13x the time (67 vs 989 TFLOP/s dense on an H100)
     card: str = "h100"
     estimators: tuple = ("onpolicy", "is", "tis", "tic", "gmc", "grpo")
     delays: tuple = (0, 8, 32)
@@ -143,105 +156,139 @@ class GpuPlan:
         return (4, 4) if self.precision == "float32" else (4, 2)
 
 
+def queue_lengths(plan: GpuPlan) -> list[int]:
+    """Each run's most queued batches ``s = min(D, d) + 1`` (runs in the order seeds × estimators × delays)."""
+    return [min(plan.D, d) + 1 for _s in plan.seeds for _e in plan.estimators for d in plan.delays]
+
+
 def estimate_memory(plan: GpuPlan, runs_kept: list[int] | None = None) -> dict:
-    """The module docstring's terms in bytes, ``peak`` their sum at the largest phase; ``runs_kept``: each run's
-    snapshot count ``s`` (default: from the plan's delays, every seed alike)."""
+    """The module docstring's terms in bytes for one chunk, ``peak`` their sum at the largest phase; ``runs_kept``:
+    each of the chunk's runs' queue length ``s`` (default: the whole forest's, :func:`queue_lengths`)."""
     m, (P, T) = plan.shape(), plan.sequence_lengths()
     p, L, N = m.params, P + T, plan.n_prompts * plan.G
     bw, ba = plan.bytes_per()
-    kept = runs_kept if runs_kept is not None else [min(plan.D, d) + 1 for _s in plan.seeds
-                                                    for _e in plan.estimators for d in plan.delays]
+    kept = runs_kept if runs_kept is not None else queue_lengths(plan)
     R = len(kept)
-    per_run = bw * p * (3 + 2)  # weights, gradient, behaviour copy; AdamW's two moments
-    # snapshots, +1 while a run's new one is in and its oldest not yet out; one warm start
-    resident = R * per_run + bw * p * (sum(kept) + 1) + bw * p
+    batch = N * (16 * L + 5 * T + 8)  # one queued batch: ids + attention int64, mask bool, log mu f32, rewards f64
+    queued = batch * sum(kept)
+    resident = R * bw * p * 4 + bw * p + queued  # weights, gradient, AdamW's two moments; the warm start
     grads = R * bw * p
     stacked = R * p * bw + (R * p * 2 if plan.precision == "bf16-autocast" else 0)
     acts = R * N * (L * (m.n_layers * m.act_per_token_layer(L) + 2 * m.h + m.V) * ba + T * m.V * 8)
     learner = stacked - grads + max(acts, grads)
 
-    def decode(n):  # stacked snapshots, the KV cache, one layer's prefill (activations and attention scores)
+    def decode(n):  # stacked current weights, the KV cache, one layer's prefill (activations and attention scores)
         return R * p * bw + 2 * m.n_layers * R * n * m.K * L * m.d * bw + R * n * P * (m.act_per_token_layer(P)
                                                                                         + m.V) * ba
     sample, evaluate = decode(N), decode(plan.n_eval)
     phases = dict(learner=learner, sample=sample, evaluate=evaluate)
     worst = max(phases, key=phases.get)
-    return dict(params=p, runs=R, P=P, T=T, N=N, resident=resident, activations=acts, stacked_weights=stacked,
-                kv_sample=sample - R * p * bw, kv_eval=evaluate - R * p * bw, phases=phases, worst_phase=worst,
-                peak=resident + phases[worst])
+    return dict(params=p, runs=R, P=P, T=T, N=N, resident=resident, queued=queued, batch_bytes=batch,
+                activations=acts, stacked_weights=stacked, kv_sample=sample - R * p * bw,
+                kv_eval=evaluate - R * p * bw, phases=phases, worst_phase=worst, peak=resident + phases[worst])
 
 
-def estimate_seconds(plan: GpuPlan) -> dict:
-    """Seconds per step and for the run on the plan's card (module docstring): FLOPs at :data:`MFU`, or launches."""
+def chunking(plan: GpuPlan) -> dict:
+    """The fewest chunks of runs whose estimated peak fits the card: ``{chunks, size, sizes, est}`` (``est``: the
+    largest chunk's :func:`estimate_memory`, its runs those with the longest queues), ``chunks = 0`` when not
+    even one run fits. The largest fitting chunk size ``c`` gives ``n = ⌈R/c⌉`` chunks of ``⌈R/n⌉`` or one fewer."""
+    kept = sorted(queue_lengths(plan), reverse=True)
+    have, R = usable_bytes(plan), len(kept)
+    lo, hi = 0, R  # the largest size that fits, by bisection (the peak grows with the chunk's runs)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_memory(plan, kept[:mid])["peak"] <= have:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        return dict(chunks=0, size=0, sizes=[], est=estimate_memory(plan, kept[:1]))
+    n = -(-R // lo)
+    size = -(-R // n)
+    sizes = [R // n + (j < R % n) for j in range(n)]
+    return dict(chunks=n, size=size, sizes=sizes, est=estimate_memory(plan, kept[:size]))
+
+
+def chunks_of(items: list, sizes: list[int]) -> list[list]:
+    """``items`` cut into consecutive chunks of ``sizes`` (seeds × estimators × delays order: a chunk holds whole
+    seeds' forests where the size allows, so forked branches find their trunk)."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(items[at:at + n])
+        at += n
+    return out
+
+
+def estimate_seconds(plan: GpuPlan, sizes: list[int] | None = None) -> dict:
+    """Seconds per step and for the run on the plan's card (module docstring), summed over chunks of ``sizes`` runs
+    (default: one chunk): FLOPs at :data:`MFU`, or launches, per chunk."""
     m, (P, T) = plan.shape(), plan.sequence_lengths()
-    p, L, N, R = m.params, P + T, plan.n_prompts * plan.G, plan.runs
+    p, L, N = m.params, P + T, plan.n_prompts * plan.G
+    sizes = sizes or [plan.runs]
     peak = CARDS[plan.card]["float32" if plan.precision == "float32" else "bf16"] * MFU
-    learn = max(6 * p * R * N * L / peak, m.n_layers * (OPS_FORWARD + OPS_BACKWARD) * LAUNCH_S)
-    sample = max(2 * p * R * N * L / peak, T * m.n_layers * OPS_FORWARD * LAUNCH_S)
     evals = math.ceil(plan.steps / plan.eval_every)
-    evaluate = max(2 * p * R * plan.n_eval * L / peak, T * m.n_layers * OPS_FORWARD * LAUNCH_S)
+    decode_launch = T * m.n_layers * OPS_FORWARD * LAUNCH_S
+    learn = sample = evaluate = 0.0
+    for R in sizes:
+        learn += max(6 * p * R * N * L / peak, m.n_layers * (OPS_FORWARD + OPS_BACKWARD) * LAUNCH_S)
+        learn += R * OPS_PER_RUN_STEP * LAUNCH_S
+        sample += max(2 * p * R * N * L / peak, len(plan.delays) * decode_launch) + R * N * HOST_S_PER_SEQ
+        evaluate += max(2 * p * R * plan.n_eval * L / peak, decode_launch) + R * plan.n_eval * HOST_S_PER_SEQ
     step = learn + sample
-    return dict(learner_s=learn, sample_s=sample, eval_s=evaluate, step_s=step,
-                total_s=plan.steps * step + evals * evaluate, flops_per_step=8 * p * R * N * L)
+    return dict(learner_s=learn, sample_s=sample, eval_s=evaluate, step_s=step, chunks=len(sizes),
+                total_s=plan.steps * step + evals * evaluate, flops_per_step=8 * p * plan.runs * N * L)
 
 
 def usable_bytes(plan: GpuPlan) -> float:
     return CARDS[plan.card]["memory"] * (1 - HEADROOM)
 
 
-def largest_fitting(plan: GpuPlan, name: str, values) -> object | None:
-    """The largest of ``values`` (ascending) for plan field ``name`` whose estimate fits the card, or ``None``."""
-    best = None
-    for v in values:
-        if estimate_memory(replace(plan, **{name: v}))["peak"] <= usable_bytes(plan):
-            best = v
-    return best
-
-
-def check_fits(plan: GpuPlan, est: dict | None = None) -> None:
-    """``ValueError`` naming the parameter to change when the plan's estimated peak exceeds the card's usable memory:
-    the seeds in one batch, else (one seed) the prompts per step, else the largest delay (snapshots)."""
-    est = est or estimate_memory(plan)
-    have = usable_bytes(plan)
-    if est["peak"] <= have:
+def check_fits(plan: GpuPlan, chunks: dict | None = None) -> None:
+    """``ValueError`` naming the parameter to change when not even one run fits the card's usable memory: the
+    prompts per step when fewer would fit one run, else the preset (the state of one run alone is too large)."""
+    ch = chunks or chunking(plan)
+    if ch["chunks"]:
         return
-    card = CARDS[plan.card]
-    seeds = largest_fitting(plan, "seeds", [tuple(plan.seeds[:k]) for k in range(1, len(plan.seeds) + 1)])
-    one = replace(plan, seeds=tuple(plan.seeds[:1]))
-    prompts = largest_fitting(one, "n_prompts", [2 ** k for k in range(int(math.log2(plan.n_prompts)) + 1)])
-    if seeds:
-        hint = f"--seeds: at most {len(seeds)} of the {len(plan.seeds)} seeds fit in one batch"
-    elif prompts:
-        hint = (f"--n-prompts: not even one seed fits at {plan.n_prompts} prompts per step; one seed fits at "
-                f"{prompts} (activations of {prompts * plan.G} sequences per run)")
+    card, have, est = CARDS[plan.card], usable_bytes(plan), ch["est"]
+    one = replace(plan, seeds=tuple(plan.seeds[:1]), estimators=tuple(plan.estimators[:1]), delays=(plan.D,))
+    prompts = [2 ** k for k in range(int(math.log2(plan.n_prompts)) + 1)
+               if estimate_memory(replace(one, n_prompts=2 ** k))["peak"] <= have]
+    if prompts:
+        hint = (f"--n-prompts: one run fits at {prompts[-1]} prompts per step (activations of "
+                f"{prompts[-1] * plan.G} sequences)")
     else:
-        hint = (f"--delays: one seed with one prompt per step does not fit; its {len(plan.estimators)} estimators keep "
-                f"{sum(min(plan.D, d) + 1 for d in plan.delays) * len(plan.estimators)} snapshots (delays "
-                f"{', '.join(map(str, plan.delays))}): lower the largest delay or --preset")
-    raise ValueError(f"the plan does not fit {card['name']}: estimated peak {est['peak'] / GiB:.1f} GiB > "
-                     f"{have / GiB:.1f} GiB usable ({card['memory'] / GiB:.0f} GiB, {HEADROOM:.0%} kept free; "
-                     f"resident {est['resident'] / GiB:.1f} GiB + {est['worst_phase']} "
-                     f"{est['phases'][est['worst_phase']] / GiB:.1f} GiB on {est['runs']} runs); {hint}")
+        hint = (f"--preset: one run's state (weights, gradient, AdamW moments: {4 * 4 * est['params'] / GiB:.1f} GiB) "
+                f"with one prompt per step does not fit; choose a smaller preset or a larger --card")
+    raise ValueError(f"the plan does not fit {card['name']}: not even one run fits; estimated peak of one run "
+                     f"{est['peak'] / GiB:.1f} GiB > {have / GiB:.1f} GiB usable ({card['memory'] / GiB:.0f} GiB, "
+                     f"{HEADROOM:.0%} kept free; resident {est['resident'] / GiB:.1f} GiB + {est['worst_phase']} "
+                     f"{est['phases'][est['worst_phase']] / GiB:.1f} GiB); {hint}")
 
 
-def describe(plan: GpuPlan, est: dict, sec: dict) -> str:
-    """The plan in a few lines (what ``gpu-run`` prints before it runs)."""
-    card = CARDS[plan.card]
+def describe(plan: GpuPlan, ch: dict, sec: dict) -> str:
+    """The plan in a few lines (what ``gpu-run`` prints before it runs); ``ch``: :func:`chunking`, ``sec``:
+    :func:`estimate_seconds` over its chunks."""
+    card, est = CARDS[plan.card], ch["est"]
     prec = ("float32 weights and products" if plan.precision == "float32" else
             "float32 weights, bf16 autocast products (log-probs float32)")
+    how = ("in one batch" if ch["chunks"] == 1 else
+           f"in {ch['chunks']} chunks of at most {ch['size']} runs, one after another")
     lines = [
         f"plan: preset {plan.preset} ({est['params'] / 1e6:.1f}M parameters), {prec}, on {card['name']}",
-        f"  forest in one batch on the batched engine (simulate/llm/batched.py + stacked_model.py): {est['runs']} runs"
-        f" = {len(plan.seeds)} seeds x {len(plan.estimators)} estimators ({', '.join(plan.estimators)}) x delays "
-        f"{', '.join(map(str, plan.delays))}",
+        f"  forest on the batched engine (simulate/llm/batched.py + stacked_model.py, rollouts queued): {plan.runs} "
+        f"runs = {len(plan.seeds)} seeds x {len(plan.estimators)} estimators ({', '.join(plan.estimators)}) x delays "
+        f"{', '.join(map(str, plan.delays))}, {how}" if ch["chunks"] else
+        f"  forest on the batched engine: {plan.runs} runs; not even one run fits",
         f"  per step: {plan.n_prompts} prompts x G = {plan.G} = {est['N']} sequences per run, P = {est['P']} prompt + "
         f"T = {est['T']} new tokens; {plan.steps} steps, held-out evaluation ({plan.n_eval} prompts) every "
         f"{plan.eval_every}",
-        f"  memory estimate: peak {est['peak'] / GiB:.2f} GiB = resident {est['resident'] / GiB:.2f} GiB (weights, "
-        f"gradients, AdamW moments, snapshots) + {est['worst_phase']} "
+        f"  memory estimate per chunk ({est['runs']} runs): peak {est['peak'] / GiB:.2f} GiB = resident "
+        f"{est['resident'] / GiB:.2f} GiB (weights, gradients, AdamW moments; queued rollouts "
+        f"{est['queued'] / 2**20:.1f} MiB, no weight snapshots) + {est['worst_phase']} "
         f"{est['phases'][est['worst_phase']] / GiB:.2f} GiB; usable {usable_bytes(plan) / GiB:.1f} GiB",
-        f"  time estimate: {sec['step_s']:.3g} s per step (learner {sec['learner_s']:.3g} s, decode "
-        f"{sec['sample_s']:.3g} s), {sec['total_s']:.0f} s for the run (at {MFU:.0%} of the dense peak, or "
-        f"{LAUNCH_S * 1e6:.0f} us per kernel launch when that is more)",
+        f"  time estimate: {sec['step_s']:.3g} s per step over all chunks (learner {sec['learner_s']:.3g} s, decode "
+        f"{sec['sample_s']:.3g} s), {sec['total_s']:.0f} s for the run (at an assumed {MFU:.0%} of the card's dense "
+        f"{'float32' if plan.precision == 'float32' else 'bf16'} peak, or {LAUNCH_S * 1e6:.0f} us per kernel launch "
+        f"when that is more; the MFU is a guess until a card measures it; warm start not included)",
     ]
     return "\n".join(lines)

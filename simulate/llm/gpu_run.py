@@ -1,10 +1,10 @@
-"""``python -m simulate.llm gpu-run [--dry-run]``: print a GPU run's plan (:mod:`simulate.llm.gpu_plan`), refuse
-it when it does not fit the card, then run it — or, with ``--dry-run``, one tiny step of the same engine on CPU.
+"""``python -m simulate.llm gpu-run [--dry-run]``: print a GPU run's plan (:mod:`simulate.llm.gpu_plan`: the forest in
+the fewest chunks of runs that fit the card), refuse it when not even one run fits, then run the chunks one after
+another — or, with ``--dry-run``, a tiny forest of the same engine on CPU.
 
-The dry run needs no GPU (tested on CPU): it prints the plan for the card, checks that it fits, and runs the last
-step of a tiny forest (``tiny`` preset, two seeds in one batch) under the memory profiler, to set the estimate
-beside a measurement. **How the peak is measured**: the tensors alive before the step (every run's weights,
-gradients, behaviour copy, snapshots and AdamW moments, and the warm start, each storage counted once) plus the
+The dry run needs no GPU (tested on CPU): it prints the plan for the card, checks that it fits, and runs a tiny
+forest (``tiny`` preset, two seeds in one batch, rollouts queued) under the memory profiler, to set the estimate
+beside a measurement. **How the peak is measured**: the tensors alive before the forest (the warm start) plus the
 largest running sum of the step's allocations and frees as ``torch.profiler`` records them
 (``profile_memory=True``: every allocation of torch's CPU allocator, in time order). This counts tensor memory,
 what ``torch.cuda.max_memory_allocated`` counts on a card; it leaves out the Python heap and the libraries'
@@ -18,12 +18,21 @@ import os
 import time
 from dataclasses import replace
 
-from simulate.llm.gpu_plan import GiB, GpuPlan, check_fits, describe, estimate_memory, estimate_seconds
+from simulate.llm.gpu_plan import (
+    GiB,
+    GpuPlan,
+    check_fits,
+    chunking,
+    chunks_of,
+    describe,
+    estimate_memory,
+    estimate_seconds,
+)
 
 #: The dry run's forest: the engine's every part (two seeds sharing a batch, two estimators, a delay with
-#: snapshots, a held-out evaluation in the measured step) at a size a CPU runs in seconds.
-TINY = GpuPlan(preset="tiny", card="cpu", estimators=("gmc", "tic"), delays=(0, 2), seeds=(0, 1), n_prompts=4, G=4,
-               steps=4, eval_every=4, n_eval=16, digits=3)
+#: queued rollouts, a held-out evaluation in the last step) at a size a CPU runs in seconds.
+TINY = GpuPlan(preset="tiny", precision="float32", card="cpu", estimators=("gmc", "tic"), delays=(0, 2), seeds=(0, 1),
+               n_prompts=4, G=4, steps=4, eval_every=4, n_eval=16, digits=3)
 
 
 def configs(plan: GpuPlan, device: str, out_dir: str) -> list:
@@ -71,9 +80,6 @@ def _state_tensors(states, model0):
             yield p
             if p.grad is not None:
                 yield p.grad
-        yield from st.behaviour.parameters()
-        for snap in st.snapshots.values():
-            yield from snap.values()
         for s in st.opt.state.values():
             yield from (v for v in s.values() if hasattr(v, "untyped_storage"))
     yield from model0.parameters()
@@ -100,6 +106,7 @@ def tiny_step(plan: GpuPlan, out_dir: str) -> dict:
     from simulate.llm import tasks
     from simulate.llm.batched import forest_step
     from simulate.llm.portability import set_determinism
+    from simulate.llm.rollout_queue import RolloutQueue
     from simulate.llm.train import _loss_options, delay_schedule, new_state
     from simulate.llm.warmstart import warm_start
 
@@ -110,36 +117,42 @@ def tiny_step(plan: GpuPlan, out_dir: str) -> dict:
     sched, loss_opts = [delay_schedule(c) for c in cfgs], [_loss_options(c) for c in cfgs]
     evalset = tasks.eval_set(cfgs[0].task)
     before = _live_bytes(model0.parameters())  # allocated before the profiler starts, alive throughout
-    seconds = []
+    seconds, queued = [], []
 
     def forest():
         # the states are made under the profiler too: a block it saw allocated is one it can see freed
-        states = [new_state(c, copy.deepcopy(model0)) for c in cfgs]
+        states = [new_state(c, copy.deepcopy(model0), snapshots=False) for c in cfgs]
+        queue = RolloutQueue(cfgs, sched, {}, tok, names, arch)
         for k in range(plan.steps):
             t0 = time.perf_counter()
             with _autocast(plan, "cpu"):
-                rows = forest_step(cfgs, states, sched, k, tok=tok, evalset=evalset, names=names, arch=arch,
+                rows = forest_step(cfgs, states, queue, k, tok=tok, evalset=evalset, names=names, arch=arch,
                                    loss_opts=loss_opts)
             seconds.append(time.perf_counter() - t0)
+            queued.append(queue.queued_bytes())
         return states, rows
 
     extra, (states, rows) = _profiled_peak(forest)
     return dict(resident=_live_bytes(_state_tensors(states, model0)), peak=before + extra, seconds=seconds[-1],
-                runs=len(cfgs), rewards=[r["reward"] for r in rows], heldout_acc=[r["heldout_acc"] for r in rows])
+                queued_max=max(queued), runs=len(cfgs), rewards=[r["reward"] for r in rows],
+                heldout_acc=[r["heldout_acc"] for r in rows])
 
 
-def run_on_card(plan: GpuPlan, out_dir: str) -> dict:
-    """The plan's forest on CUDA in one batch (:func:`simulate.llm.batched.train_forest_batched`); the measured peak
-    (``torch.cuda.max_memory_allocated``) and wall time. Not yet run on a card."""
+def run_on_card(plan: GpuPlan, out_dir: str, sizes: list[int]) -> dict:
+    """The plan's forest on CUDA in chunks of ``sizes`` runs, one after another
+    (:func:`simulate.llm.batched.train_forest_batched` each); the measured peak (``torch.cuda.max_memory_allocated``
+    over all chunks) and wall time. Not yet run on a card."""
     import torch
 
     from simulate.llm.batched import train_forest_batched
 
-    cfgs = configs(plan, "cuda", out_dir)
+    summaries = []
     torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    with _autocast(plan, "cuda"):
-        summaries = train_forest_batched(cfgs)
+    for j, chunk in enumerate(chunks_of(configs(plan, "cuda", out_dir), sizes)):
+        with _autocast(plan, "cuda"):
+            summaries += train_forest_batched(chunk)
+        print(f"  chunk {j + 1}/{len(sizes)}: {len(chunk)} runs, {time.perf_counter() - t0:.0f} s so far", flush=True)
     return dict(peak=torch.cuda.max_memory_allocated(), seconds=time.perf_counter() - t0, summaries=summaries)
 
 
@@ -148,27 +161,31 @@ def main(plan: GpuPlan, *, dry_run: bool, out_dir: str = "results/llm/gpu_run", 
     ``dry_run``, the tiny step on CPU with its estimate beside the measured peak)."""
     import torch
 
-    est, sec = estimate_memory(plan), estimate_seconds(plan)
-    print(describe(plan, est, sec), flush=True)
-    check_fits(plan, est)
-    print("  fits: yes", flush=True)
+    ch = chunking(plan)
+    sec = estimate_seconds(plan, ch["sizes"] or [1])
+    print(describe(plan, ch, sec), flush=True)
+    check_fits(plan, ch)
+    print(f"  fits: yes, in {ch['chunks']} chunk{'s' * (ch['chunks'] > 1)} of {ch['size']} runs or one fewer"
+          if ch["chunks"] > 1 else "  fits: yes, in one batch", flush=True)
+    est = ch["est"]
     if not dry_run:
         if not torch.cuda.is_available():
             raise ValueError("gpu-run needs a CUDA device (torch.cuda.is_available() is False); add --dry-run on CPU")
-        got = run_on_card(plan, out_dir)
+        got = run_on_card(plan, out_dir, ch["sizes"])
         print(f"ran: peak {got['peak'] / GiB:.2f} GiB (estimate {est['peak'] / GiB:.2f}), {got['seconds']:.0f} s "
               f"(estimate {sec['total_s']:.0f} s)")
         return 0
     tiny = replace(tiny, precision=plan.precision)
     t_est = estimate_memory(tiny)
-    print(f"dry run: one step of a tiny forest on CPU ({tiny.preset} preset, {t_est['runs']} runs = "
+    print(f"dry run: a tiny forest on CPU ({tiny.preset} preset, {t_est['runs']} runs = "
           f"{len(tiny.seeds)} seeds x {len(tiny.estimators)} estimators x {len(tiny.delays)} delays, "
           f"{tiny.precision})", flush=True)
     got = tiny_step(tiny, out_dir)
     ratio = t_est["peak"] / got["peak"]
     print(f"  step {tiny.steps - 1}: {got['seconds']:.2f} s; mean reward {sum(got['rewards']) / len(got['rewards']):.3f}")
     print(f"  memory: estimate {t_est['peak'] / 2**20:.1f} MiB, measured peak {got['peak'] / 2**20:.1f} MiB "
-          f"(resident after the run {got['resident'] / 2**20:.1f}; estimate resident "
+          f"(resident after the run {got['resident'] / 2**20:.1f}, queued rollouts at most "
+          f"{got['queued_max'] / 2**20:.2f} (estimate {t_est['queued'] / 2**20:.2f}); estimate resident "
           f"{t_est['resident'] / 2**20:.1f} + {t_est['worst_phase']} {t_est['phases'][t_est['worst_phase']] / 2**20:.1f}"
           f"); estimate / measured = {ratio:.2f}")
     return 0

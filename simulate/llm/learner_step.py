@@ -46,11 +46,13 @@ class RunState:
     """Everything a run carries from one step to the next (copied whole to branch a run, :mod:`simulate.llm.tree`).
 
     ``snapshots`` maps a policy version to a detached copy of its weights (the last ``D + 1`` are
-    kept); ``rows`` are the metrics rows so far; ``last_acc`` the latest held-out accuracy.
+    kept); ``rows`` are the metrics rows so far; ``last_acc`` the latest held-out accuracy. The batched
+    engine keeps no snapshots and no behaviour copy (``None`` both): it queues rollouts instead
+    (:mod:`simulate.llm.rollout_queue`).
     """
 
     model: torch.nn.Module
-    behaviour: torch.nn.Module
+    behaviour: torch.nn.Module | None
     opt: torch.optim.Optimizer
     snapshots: dict
     version: int
@@ -58,13 +60,16 @@ class RunState:
     last_acc: float | None
 
 
-def new_state(cfg: TrainConfig, model) -> RunState:
-    """A fresh run's state from ``model`` (the warm start): AdamW at ``cfg.eta``, version 0 snapshotted."""
+def new_state(cfg: TrainConfig, model, *, snapshots: bool = True) -> RunState:
+    """A fresh run's state from ``model`` (the warm start): AdamW at ``cfg.eta``, version 0 snapshotted (with
+    ``snapshots=False``: neither snapshots nor a behaviour copy, for a run whose rollouts are queued)."""
     model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.eta, weight_decay=cfg.weight_decay)
+    if not snapshots:
+        return RunState(model, None, opt, None, 0, [], None)
     behaviour = copy.deepcopy(model).eval()
     for p in behaviour.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.eta, weight_decay=cfg.weight_decay)
     return RunState(model, behaviour, opt, {0: _snapshot(model)}, 0, [], None)
 
 
@@ -75,7 +80,7 @@ def copy_state(cfg: TrainConfig, st: RunState) -> RunState:
     behaviour = copy.deepcopy(st.behaviour)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.eta, weight_decay=cfg.weight_decay)  # as new_state
     opt.load_state_dict(copy.deepcopy(st.opt.state_dict()))
-    snaps = {v: {k: t.clone() for k, t in s.items()} for v, s in st.snapshots.items()}
+    snaps = None if st.snapshots is None else {v: {k: t.clone() for k, t in s.items()} for v, s in st.snapshots.items()}
     return RunState(model, behaviour, opt, snaps, st.version, copy.deepcopy(st.rows), st.last_acc)
 
 
@@ -255,8 +260,11 @@ def clip_and_step(model, opt, max_grad_norm: float) -> tuple[float, str | None]:
 
 
 def commit_update(cfg: TrainConfig, st: RunState) -> None:
-    """After an applied update: the version advances, its snapshot is kept, snapshots the delay never reads go."""
+    """After an applied update: the version advances, its snapshot is kept, snapshots the delay never reads go
+    (a run without snapshots only advances its version)."""
     st.version += 1
+    if st.snapshots is None:
+        return
     st.snapshots[st.version] = _snapshot(st.model)
     for old in [v for v in st.snapshots if v < st.version - kept_versions(cfg)]:
         del st.snapshots[old]

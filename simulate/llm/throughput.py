@@ -161,7 +161,8 @@ def forest_training(preset: str = "tiny", estimators=FOREST_ESTIMATORS, delays=(
     step is a warm-up and is not timed; neither evaluates (the held-out evaluation is the same serial code in
     both). One run at a time: :func:`simulate.llm.train.rl_step` run by run, version-0 batches shared
     (:class:`simulate.llm.tree.Version0Batches`, as the serial forest does); batched:
-    :func:`simulate.llm.batched.forest_step`. Per engine: completion tokens trained per wall second and per
+    :func:`simulate.llm.batched.forest_step` (rollouts queued, :mod:`simulate.llm.rollout_queue`). Per engine:
+    completion tokens trained per wall second and per
     CPU second of this process (``time.process_time``: less sensitive to other processes on a shared
     machine), and ``MFU = 6·N·(real prompt + completion tokens of the learner batches) / wall s ÷``
     :func:`matmul_peak` (sampling FLOPs left out: a lower bound)."""
@@ -173,6 +174,7 @@ def forest_training(preset: str = "tiny", estimators=FOREST_ESTIMATORS, delays=(
     from simulate.llm import batched, tasks
     from simulate.llm import stacked_model as sm
     from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
+    from simulate.llm.rollout_queue import RolloutQueue
     from simulate.llm.train import _loss_options, delay_schedule, new_state, rl_step, step_problems
     from simulate.llm.tree import Version0Batches
     from simulate.llm.warmstart import prompt_ids, warm_start
@@ -189,8 +191,8 @@ def forest_training(preset: str = "tiny", estimators=FOREST_ESTIMATORS, delays=(
     prompt_tok = [sum(len(prompt_ids(tok, p)) for p in step_problems(base, k)) for k in range(steps)]
     n_params = sum(p.numel() for p in model0.parameters())
 
-    def timed(step_fn) -> dict:
-        states = [new_state(c, copy.deepcopy(model0)) for c in cfgs]
+    def timed(step_fn, snapshots: bool) -> dict:
+        states = [new_state(c, copy.deepcopy(model0), snapshots=snapshots) for c in cfgs]
         step_fn(states, 0)  # warm-up (allocations, kernel selection): not timed
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         sync()
@@ -211,11 +213,12 @@ def forest_training(preset: str = "tiny", estimators=FOREST_ESTIMATORS, delays=(
             rl_step(c, st, k, tok=tok, evalset=evalset, delays=s, loss_opts=o, batch_source=v0)
 
     names, arch = sm.weight_names(model0), sm.arch_of(model0)
+    queue = RolloutQueue(cfgs, sched, {}, tok, names, arch)
 
     def stacked(states, k):
-        batched.forest_step(cfgs, states, sched, k, tok=tok, evalset=evalset, names=names, arch=arch, loss_opts=opts)
+        batched.forest_step(cfgs, states, queue, k, tok=tok, evalset=evalset, names=names, arch=arch, loss_opts=opts)
 
-    one, many = timed(serial), timed(stacked)
+    one, many = timed(serial, True), timed(stacked, False)
     peak = matmul_peak(device, dtype)
     return dict(device=device, preset=preset, dtype=dtype, runs=len(cfgs), steps_timed=steps - 1, params=n_params,
                 peak_flops_per_s=peak, serial=one, batched=many, ratio=many["tokens_per_s"] / one["tokens_per_s"],
