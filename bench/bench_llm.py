@@ -20,7 +20,7 @@ import os
 
 from simulate.llm.throughput import forest_training, measure, table, training  # shared with the GPU check
 
-__all__ = ["FOREST_ROWS", "forest_lines", "measure", "rows", "run", "table", "training"]
+__all__ = ["FOREST_ROWS", "MFU_ROWS", "forest_lines", "measure", "mfu_lines", "rows", "run", "table", "training"]
 
 #: Batched forest vs one run at a time (issue 35): ``(device, preset, dtype, estimators, delays, n_prompts, G,
 #: steps, in quick mode)``. The target is on training tokens per wall second, batched ÷ one run at a time.
@@ -80,7 +80,35 @@ def run(quick: bool = False) -> str:
     lines += [f"  {r['device']:<5} {r['preset']:<5} {r['mode']}: {r['tokens_per_s']:,.0f} tokens/s, "
               f"{r['model_flops_per_s'] / 1e9:.3g} GFLOP/s of {r['peak_flops_per_s'] / 1e9:.3g} → MFU {r['mfu']:.2%} "
               f"(N = {r['params']:,} parameters)" for r in tr]
-    return table(rs) + "\n" + note + "\n".join(lines) + "\n" + "\n".join(forest_lines(quick))
+    return (table(rs) + "\n" + note + "\n".join(lines) + "\n" + "\n".join(forest_lines(quick)) + "\n"
+            + "\n".join(mfu_lines(quick)))
+
+
+#: The per-phase MFU rows (:mod:`simulate.llm.mfu`): ``(preset, dtype, in quick mode)``, CPU at one thread.
+MFU_ROWS = (("tiny", "float32", True), ("tiny", "float64", True), ("small", "float32", False),
+            ("small", "float64", False))
+
+
+def mfu_lines(quick: bool = False) -> list[str]:
+    """Model FLOP utilisation of the batched engine per phase, decoding and learner step, against the measured
+    float32 and float64 matmul peaks of this CPU at one thread (the harness's setting), and on CUDA in bf16 when
+    a device is present."""
+    import torch
+
+    from simulate.llm.mfu import lines, phase_mfu
+
+    before = torch.get_num_threads()
+    rs = []
+    try:
+        torch.set_num_threads(1)
+        for preset, dtype, in_quick in MFU_ROWS:
+            if in_quick or not quick:
+                rs.append(phase_mfu(preset, dtype, steps=2 if quick else 3))
+        if torch.cuda.is_available():
+            rs.append(phase_mfu("gpu", "bfloat16", runs=18, n_prompts=32, device="cuda"))
+    finally:
+        torch.set_num_threads(before)
+    return lines(rs) + [f"  {_uptime()}"]
 
 
 def _uptime() -> str:

@@ -107,7 +107,7 @@ def matmul_peak(device: str = "cpu", dtype: str = "float32", n: int = 1024, repe
     on the densest work, not a data-sheet number."""
     import torch
 
-    dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    dt = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     a = torch.randn(n, n, device=device).to(dt)
     b = torch.randn(n, n, device=device).to(dt)
     _, _, best = best_rate(lambda: int((a @ b).shape[0]), repeats, device)
