@@ -737,3 +737,11 @@ def test_v6_family_size_and_budget_range_ends_are_accepted():
     inst = tuple(f"{fam}-{s}" for fam, n in fams.items() for s in family_seeds(V6.family_root, fam, n))
     p = ok(V6, families=fams, instances=inst, family_budget={"tabular": 1, "lm-like": 1})
     assert p.families["tabular"] == 64 and p.family_budget["tabular"] == 1
+
+
+def test_c5_smallest_steps_accepted_and_a_bad_group_size_named_at_its_first_check():
+    assert ok(V5, c5=c5(steps=1)).c5["steps"] == 1                      # steps >= 1: one step is enough
+    for G in ([2, 0], [2, 1.5], [0, 2, 4]):
+        with pytest.raises(ValueError) as ei:
+            replace(V5, c5=c5(G=G))
+        assert str(ei.value) == "protocol field c5.G/c5.steps must be distinct integers >= 1 (G a list of them)", G
