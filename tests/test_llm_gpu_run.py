@@ -123,3 +123,36 @@ def test_the_estimate_holds_where_activations_dominate(tmp_path):
     est, got = estimate_memory(plan), tiny_step(plan, str(tmp_path))
     assert 0.75 <= est["peak"] / got["peak"] <= 1.25, (est["peak"], got["peak"])
     assert abs(est["resident"] - got["resident"]) <= 0.05 * got["resident"]
+
+
+def test_chunks_run_one_after_another_give_the_one_batch_rows(tmp_path, monkeypatch):
+    """gpu-run's card path on CPU (run_chunks): three seeds' forests in one batch, in three chunks of one seed and in
+    chunks of 5 and 7 runs (a cut through a seed's forest: a branch without its trunk is computed, not forked). Every
+    metrics row equal (timing columns aside): a run's numbers do not depend on the chunk it is trained in. The
+    stand-in reward of tests/test_llm_batched.py makes every update non-zero."""
+    import json
+    import math
+
+    from test_llm_batched import text_parity_reward
+
+    from simulate.llm import tasks
+    from simulate.llm.gpu_run import run_chunks
+
+    monkeypatch.setattr(tasks, "reward", text_parity_reward)
+    plan = replace(TINY, steps=5, eval_every=2, seeds=(0, 1, 2))
+    rows = {}
+    for name, sizes in (("one", [plan.runs]), ("seeds", [4, 4, 4]), ("cut", [5, 7])):
+        got = run_chunks(plan, str(tmp_path / name), sizes, device="cpu")
+        assert len(got["summaries"]) == plan.runs and got["peak"] is None
+        rows[name] = {p.parent.name: [json.loads(x) for x in p.read_text().splitlines()]
+                      for p in sorted((tmp_path / name / "runs").glob("*/metrics.jsonl"))}
+    assert len(rows["one"]) == plan.runs and any(r["grad_norm"] > 0 for run in rows["one"].values() for r in run)
+
+    def same(a, b):
+        return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+    for name in ("seeds", "cut"):
+        assert rows[name].keys() == rows["one"].keys()
+        for run, ref in rows["one"].items():
+            for a, b in zip(ref, rows[name][run], strict=True):
+                assert all(same(a[k], b[k]) for k in a if k not in ("gen_tokens_per_s", "tokens_per_s")), (name, run)

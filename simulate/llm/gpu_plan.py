@@ -10,7 +10,7 @@ prompts per run. Memory, in bytes, with ``p`` parameters, ``b_w`` bytes per weig
 stacked weights):
 
 - **resident** (between steps, :class:`simulate.llm.learner_step.RunState`): per run the weights, their
-  gradient and AdamW's two moments (``4·b_w·p``) and its queued batches, at most ``s = min(D, d) + 1`` of
+  gradient and AdamW's two moments (``4·b_w·p``) and its queued batches, at most ``s = min(D, d, K−1) + 1`` of
   ``N·(16·L + 5·T + 8)`` bytes each (token ids and attention mask int64, completion mask, float32 ``log μ``,
   float64 rewards); one warm start ``b_w·p`` per forest. No weight snapshots: a batch is sampled while its
   behaviour policy is the current one;
@@ -157,8 +157,9 @@ class GpuPlan:
 
 
 def queue_lengths(plan: GpuPlan) -> list[int]:
-    """Each run's most queued batches ``s = min(D, d) + 1`` (runs in the order seeds × estimators × delays)."""
-    return [min(plan.D, d) + 1 for _s in plan.seeds for _e in plan.estimators for d in plan.delays]
+    """Each run's most queued batches ``s = min(D, d, K − 1) + 1`` (runs in the order seeds × estimators × delays;
+    a run never waits on more than its ``K`` steps' batches)."""
+    return [min(plan.D, d, plan.steps - 1) + 1 for _s in plan.seeds for _e in plan.estimators for d in plan.delays]
 
 
 def estimate_memory(plan: GpuPlan, runs_kept: list[int] | None = None) -> dict:

@@ -138,22 +138,30 @@ def tiny_step(plan: GpuPlan, out_dir: str) -> dict:
                 heldout_acc=[r["heldout_acc"] for r in rows])
 
 
-def run_on_card(plan: GpuPlan, out_dir: str, sizes: list[int]) -> dict:
-    """The plan's forest on CUDA in chunks of ``sizes`` runs, one after another
-    (:func:`simulate.llm.batched.train_forest_batched` each); the measured peak (``torch.cuda.max_memory_allocated``
-    over all chunks) and wall time. Not yet run on a card."""
+def run_chunks(plan: GpuPlan, out_dir: str, sizes: list[int], device: str = "cuda") -> dict:
+    """The plan's forest on ``device`` in chunks of ``sizes`` runs, one after another
+    (:func:`simulate.llm.batched.train_forest_batched` each); the wall time and, on CUDA, the measured peak
+    (``torch.cuda.max_memory_allocated`` over all chunks). Not yet run on a card; tested on CPU."""
     import torch
 
     from simulate.llm.batched import train_forest_batched
+    from simulate.llm.config import warmstart_key
+    from simulate.llm.warmstart import warm_start
 
+    cfgs = configs(plan, device, out_dir)
+    for c in {warmstart_key(c): c for c in cfgs}.values():  # trained (or loaded) in float32 before any autocast:
+        warm_start(c, progress=False)  # the cache key does not know autocast, so the chunks load these
     summaries = []
-    torch.cuda.reset_peak_memory_stats()
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    for j, chunk in enumerate(chunks_of(configs(plan, "cuda", out_dir), sizes)):
-        with _autocast(plan, "cuda"):
+    for j, chunk in enumerate(chunks_of(cfgs, sizes)):
+        with _autocast(plan, device):
             summaries += train_forest_batched(chunk)
         print(f"  chunk {j + 1}/{len(sizes)}: {len(chunk)} runs, {time.perf_counter() - t0:.0f} s so far", flush=True)
-    return dict(peak=torch.cuda.max_memory_allocated(), seconds=time.perf_counter() - t0, summaries=summaries)
+    return dict(peak=torch.cuda.max_memory_allocated() if cuda else None, seconds=time.perf_counter() - t0,
+                summaries=summaries)
 
 
 def main(plan: GpuPlan, *, dry_run: bool, out_dir: str = "results/llm/gpu_run", tiny: GpuPlan = TINY) -> int:
@@ -171,7 +179,7 @@ def main(plan: GpuPlan, *, dry_run: bool, out_dir: str = "results/llm/gpu_run", 
     if not dry_run:
         if not torch.cuda.is_available():
             raise ValueError("gpu-run needs a CUDA device (torch.cuda.is_available() is False); add --dry-run on CPU")
-        got = run_on_card(plan, out_dir, ch["sizes"])
+        got = run_chunks(plan, out_dir, ch["sizes"])
         print(f"ran: peak {got['peak'] / GiB:.2f} GiB (estimate {est['peak'] / GiB:.2f}), {got['seconds']:.0f} s "
               f"(estimate {sec['total_s']:.0f} s)")
         return 0
