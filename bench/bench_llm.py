@@ -13,6 +13,9 @@ presets ``tiny`` and ``small`` (``tiny`` only with ``quick``), batches of 64 and
 protocol's) and 32; the same on CUDA when ``torch.cuda.is_available()`` (plus the ``gpu`` preset in
 bf16). The load average is printed with the table: other processes slow every row down. The
 measurement itself is :mod:`simulate.llm.throughput` (shared with the GPU check, which imports it from there).
+Then the training rows, the batched-forest table (:func:`forest_lines`) and the model FLOP utilisation per phase
+(:func:`mfu_lines`, :mod:`simulate.llm.mfu`): achieved FLOP/s of decoding (``2·p·tokens``) and of a learner step
+(``6·p·tokens``) against the measured float32 and float64 matmul peak of this CPU.
 """
 from __future__ import annotations
 
