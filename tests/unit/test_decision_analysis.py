@@ -502,3 +502,91 @@ def test_turning_points_quantities_delays_from_one_and_quick():
     assert turns[0]["quantity"] == "Δauc" and turns[-1]["quantity"] == "failure rate"
     assert [e["d"] for e in turns[0]["per_d"]] == [1, 32] and turns[0]["per_d"][0]["n"] == 2
     assert [e["d"] for e in an.turning_points(df, quick=True)[0]["per_d"]] == [8]
+
+
+# --- v8's answer rows (the confirmatory LM row), from answer_rows' docstring (issue 55, second round) ---------------
+
+def _v8_table(p, n=3, baseline_seeds=None, gmc_gap=0.05):
+    """The baseline at d = 0 and every estimator at each d > 0 of ``p``: distinct per-estimator levels, a seed wiggle."""
+    rows = []
+    base = dict(initial_acc=0.3, lr_factor=1.0, skipped_steps=0, collapsed=False, locked_in=False, chi2_learn_med=0.5)
+    for s in (range(n) if baseline_seeds is None else baseline_seeds):
+        rows.append(dict(base, estimator=p.baseline, d=0, seed=s, auc=0.6 + 0.01 * s, final_acc=0.6))
+    for d in sorted(p.delays):
+        if d == 0:
+            continue
+        for i, e in enumerate(p.estimators):
+            for s in range(n):
+                auc = 0.5 - 0.02 * i - 0.001 * d + 0.01 * ((s * 7 + len(e)) % 3) + (gmc_gap if e == "gmc" else 0.0)
+                rows.append(dict(base, estimator=e, d=d, seed=s, auc=auc, final_acc=auc))
+    return pd.DataFrame(rows)
+
+
+P8 = dataclasses.replace(PROTOCOL, delays=(0, 4, 32))
+
+
+def test_v8_answer_rows_every_rival_at_every_delay_d0_from_the_shared_baseline_and_marked_confirmatory():
+    assert PROTOCOL.version == 8 and PROTOCOL.confirmatory
+    df = _v8_table(P8)
+    rows = an.answer_rows(df, P8, "g", "s")
+    rivals = [x for x in P8.estimators if x != "gmc"]
+    assert [(r["d"], r["rival"]) for r in rows] == [(d, x) for d in (0, 4, 32) for x in rivals]
+    for r in rows:
+        assert r["confirmatory"] is True
+        if r["d"] == 0:
+            assert r == dict(group="g", setting="s", d=0, rival=r["rival"], arm="", metric="accuracy AUC", delta=0.0,
+                             lo=0.0, hi=0.0, n=3, confirmatory=True,
+                             interval="d = 0: one shared onpolicy run per seed (3 seeds); every map coincides there "
+                                      "(ρ = 1)")
+        else:
+            a = df[(df.estimator == "gmc") & (df.d == r["d"])].set_index("seed").auc
+            b = df[(df.estimator == r["rival"]) & (df.d == r["d"])].set_index("seed").auc
+            assert (r["delta"], r["lo"], r["hi"]) == pytest.approx(vd.t_interval((a - b).to_numpy(), 0.95))
+            assert r["delta"] != 0 and r["n"] == 3 and r["interval"] == "95 % paired t, 3 seeds"
+            assert ("verdict" in r) == (r["d"] == 32)
+
+
+def test_v8_answer_rows_d0_needs_two_baseline_seeds():
+    rows = an.answer_rows(_v8_table(P8, n=2), P8, "g", "s")
+    assert [r["n"] for r in rows if r["d"] == 0] == [2] * (len(P8.estimators) - 1)   # two seeds are enough
+    rows = an.answer_rows(_v8_table(P8, baseline_seeds=[0]), P8, "g", "s")
+    assert {r["d"] for r in rows} == {4, 32}                                              # one: no d = 0 row
+
+
+def test_answer_rows_confirmatory_only_for_a_confirmatory_v8_protocol_outside_quick():
+    df = _v8_table(P8)
+    assert not any("confirmatory" in r for r in an.answer_rows(df, P8, "g", "s", quick=True))
+    off = dataclasses.replace(P8, confirmatory=False)
+    assert not any("confirmatory" in r for r in an.answer_rows(df, off, "g", "s"))
+    v7 = dataclasses.replace(PROTOCOL_V7, estimators=PROTOCOL_V7.estimators + ("verl_seq_tis",))
+    df7 = pd.concat([table(), table()[lambda t: t.d == 32].assign(d=8)])
+    rows = an.answer_rows(df7, v7, "g", "s")
+    assert [(r["d"], r["rival"]) for r in rows] == [(d, x) for d in an.ANSWER_DELAYS for x in an.ANSWER_RIVALS]
+    assert not any("confirmatory" in r for r in rows)
+
+
+def test_regime_lower_end_exactly_one_is_not_far():
+    from scipy import stats
+    q = stats.t.ppf(0.975, 1)
+    for i in range(1, 200):                     # two χ̂² whose 95 % interval of the geometric mean starts at 1.0
+        a = 0.001 * i
+        chi = [math.exp(a), math.exp(a * (q + 1) / (q - 1))]
+        r = an.regime(_chi(chi), PROTOCOL)
+        if r["lo"] == 1.0:
+            break
+    assert r["lo"] == 1.0 and r["hi"] > 1.0 and r["label"] == vd.INCONCLUSIVE       # far iff lo > 1
+
+
+def test_regime_and_arm_read_object_columns_as_numbers():
+    chi = _chi([0.5, 0.6, 0.7]).astype({"chi2_learn_med": object})
+    assert an.regime(chi, PROTOCOL) == an.regime(_chi([0.5, 0.6, 0.7]), PROTOCOL)
+    df = table(n=2).astype({"lr_factor": object})
+    assert len(an.arm(df, 1.0)) == len(df)
+
+
+def test_turning_points_rates_use_the_protocols_failure_rule():
+    df = table().assign(final_acc=0.0)                 # v1: a final accuracy below half the warm start fails
+    v1 = dataclasses.replace(PROTOCOL_V2, version=1)
+    turns = an.turning_points(df, v1)
+    rate = next(t for t in turns if t["claim"] == "is unstable")
+    assert rate["per_d"][0]["failures"] == 4
