@@ -66,3 +66,61 @@ def test_committed_extract_is_sealed_and_matches_git_history():
     have = subprocess.run(["git", "cat-file", "-e", f"{h.VERSIONS[0][1]}^{{commit}}"], cwd=h.ROOT).returncode == 0
     if have:  # a clone with history re-makes it exactly (a shallow clone checks the seal above only)
         assert data == {k: v for k, v in h.from_git().items() if k != "seal"}
+
+
+# --- issue 55, second round: the command and the extract's edges ----------------------------------------------------
+
+def _fresh():
+    body = {"interval": "95 % paired t", "versions": [h.extract(7, _sidecar(), "c0ffee")]}
+    return {**body, "seal": hashlib.sha256(h._canonical(body)).hexdigest()}
+
+
+def test_main_writes_the_extract_and_check_compares_it(tmp_path, monkeypatch, capsys):
+    fresh = _fresh()
+    path = tmp_path / "history" / "lm_versions.json"
+    monkeypatch.setattr(h, "from_git", lambda root=h.ROOT: fresh)
+    monkeypatch.setattr(h, "PATH", path)
+    assert h.main([]) == 0
+    assert path.read_text() == json.dumps(fresh, indent=1, sort_keys=True) + "\n"
+    assert capsys.readouterr().out == f"wrote {path}\n"
+    monkeypatch.setattr(h, "load", lambda p=path: {k: v for k, v in fresh.items() if k != "seal"})
+    assert h.main(["--check"]) == 0 and capsys.readouterr().out == "LM history: matches git\n"
+    monkeypatch.setattr(h, "load", lambda p=path: {"interval": "other", "versions": []})
+    assert h.main(["--check"]) == 1 and capsys.readouterr().out == "LM history: DIFFERS from git\n"
+    assert path.read_text() == json.dumps(fresh, indent=1, sort_keys=True) + "\n"   # --check writes nothing
+
+
+def test_extract_defaults_a_run_without_lr_factor_to_the_base_step_and_tolerates_missing_keys():
+    runs = [dict(estimator=e, d=32, seed=s, auc=0.5 + 0.1 * (e == "gmc") + 0.01 * s * (e == "is"))
+            for e in ("gmc", "is") for s in range(2)]
+    raw = json.dumps(dict(lm_protocol=dict(version=3), runs=runs)).encode()
+    rec = h.extract(3, raw, "abc")
+    assert rec["protocol_hash"] is None and rec["verdict"] is None and rec["n_seeds"] == 2
+    assert [(r["d"], r["rival"], r["n"], r["holm"]) for r in rec["rows"]] == [(32, "is", 2, None)]
+    empty = h.extract(3, json.dumps(dict(lm_protocol=dict(version=3))).encode(), "abc")
+    assert empty["rows"] == [] and empty["n_seeds"] == 0
+    with pytest.raises(ValueError, match=r"abc:figures/out/fig_llm_delay.json holds LM protocol version None, expected 3"):
+        h.extract(3, json.dumps(dict(runs=runs)).encode(), "abc")
+
+
+def test_extract_rows_in_delay_then_rival_order_and_one_paired_seed_is_not_enough():
+    rec = h.extract(7, _sidecar(), "c0ffee")
+    assert [(r["d"], r["rival"]) for r in rec["rows"]] == [(8, "is"), (8, "tis"), (32, "is"), (32, "tis")]
+    raw = json.loads(_sidecar())
+    raw["runs"] = [r for r in raw["runs"] if not (r["estimator"] == "tis" and r["seed"] > 0)]
+    rec = h.extract(7, json.dumps(raw).encode(), "c0ffee")
+    assert {r["rival"] for r in rec["rows"]} == {"is"}
+
+
+def test_table_reads_only_d32_and_prints_three_decimals():
+    data = {"interval": "95 % paired t", "versions": [h.extract(7, _sidecar(), "c0ffee")]}
+    for v in data["versions"]:
+        for r in v["rows"]:
+            if r["d"] == 8:
+                r["delta"] = 9.0
+    header, rows, note = h.table(data)
+    row = dict(zip(header, rows[0]))
+    r = next(x for x in data["versions"][0]["rows"] if x["d"] == 32 and x["rival"] == "tis")
+    assert row["gmc − tis, d = 32"] == f"{r['delta']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
+    assert row["C9 at LM scale"] == "inconclusive" and header[1] == "gmc − onpolicy, d = 32"
+    assert note.endswith("sealed; `python -m figures.report.lm_history --check`).")
