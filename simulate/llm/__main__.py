@@ -160,8 +160,11 @@ def cmd_experiment(args) -> int:
     if key == "gpu":
         from simulate.llm.gpu_protocol import main as gpu_main
 
-        return gpu_main(out_dir=args.experiment_dir, budget_s=args.budget_s, dry_run=args.dry_run,
-                        workers=args.workers, overwrite=args.overwrite)
+        return gpu_main(out_dir=args.experiment_dir, dry_run=args.dry_run, card=args.card, limit_s=args.limit_s,
+                        start=args.start)
+    if key == "gpu-v1":
+        raise ValueError("--protocol gpu-v1 is kept for its hash only (its serial path never finished on a card); "
+                         "run --protocol gpu (v2, the batched engine in chunks)")
     base = checked_config(args)
     check_writable(args.experiment_dir, "--experiment-dir")
     if args.full:
@@ -306,15 +309,18 @@ def build_parser(protocol=None) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPUs)")
     p.add_argument("--cells", default=None, help="sweep cell store (default EXPERIMENT_DIR/cells); resume reuses it")
     p.add_argument("--protocol-version", "--protocol", dest="protocol_version", default=str(PROTOCOL.version),
-                   help=f"registered LM protocol whose comparisons apply: 2, 3, 4, 5 or gpu (default {PROTOCOL.version}; "
+                   help=f"registered LM protocol whose comparisons apply: 2 to 8, gpu or gpu-v1 (default {PROTOCOL.version}; "
                         f"2, 3 and 4 reproduce the v2, v3 and v4 reports; 5 runs on pinned CPU kernels; gpu: the GPU "
                         f"protocol, simulate/llm/gpu_protocol.py)")
     p.add_argument("--perturb", action="store_true",
                    help="re-make the registered comparisons under other CPU kernel paths and list every fragile verdict "
                         "(v4: ATEN_CPU_CAPABILITY; v5: the protocol's perturb_paths with the consensus rule; "
                         "simulate/llm/portability/perturbation.py)")
-    p.add_argument("--budget-s", type=float, default=420.0,
-                   help="--protocol gpu: seconds for the runs; seeds are started while the next batch fits")
+    p.add_argument("--limit-s", type=float, default=500.0,
+                   help="--protocol gpu: wall-clock limit from --start; no chunk starts that is predicted to end past it")
+    p.add_argument("--start", type=float, default=None,
+                   help="--protocol gpu: epoch seconds the limit counts from (default: now; gpu_run.sh passes its start)")
+    p.add_argument("--card", choices=("h100", "h200"), default="h100", help="--protocol gpu: the card the plan sizes for")
     p.add_argument("--dry-run", action="store_true",
                    help="--protocol gpu: the same path on CPU with the tiny preset in seconds")
     p.add_argument("--full", action="store_true",

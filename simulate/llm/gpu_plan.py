@@ -105,6 +105,9 @@ class GpuPlan:
     eval_every: int = 10
     n_eval: int = 500
     digits: int = 3
+    pairs: tuple = ()
+    """``(estimator, d)`` pairs run for every seed (a protocol's :meth:`~simulate.llm.protocol.LMProtocol.runs`: the
+    baseline alone at ``d = 0``); empty: every estimator at every delay."""
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -127,9 +130,13 @@ class GpuPlan:
         if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in self.delays):
             raise ValueError(f"delays must be integers >= 0, got {self.delays!r}")
 
+    def run_pairs(self) -> tuple:
+        """The ``(estimator, d)`` pairs of every seed, in run order (:attr:`pairs`, else estimators × delays)."""
+        return tuple(self.pairs) or tuple((e, d) for e in self.estimators for d in self.delays)
+
     @property
     def runs(self) -> int:
-        return len(self.seeds) * len(self.estimators) * len(self.delays)
+        return len(self.seeds) * len(self.run_pairs())
 
     @property
     def D(self) -> int:
@@ -157,9 +164,9 @@ class GpuPlan:
 
 
 def queue_lengths(plan: GpuPlan) -> list[int]:
-    """Each run's most queued batches ``s = min(D, d, K − 1) + 1`` (runs in the order seeds × estimators × delays;
+    """Each run's most queued batches ``s = min(D, d, K − 1) + 1`` (runs in the order seeds × :meth:`GpuPlan.run_pairs`;
     a run never waits on more than its ``K`` steps' batches)."""
-    return [min(plan.D, d, plan.steps - 1) + 1 for _s in plan.seeds for _e in plan.estimators for d in plan.delays]
+    return [min(plan.D, d, plan.steps - 1) + 1 for _s in plan.seeds for _e, d in plan.run_pairs()]
 
 
 def estimate_memory(plan: GpuPlan, runs_kept: list[int] | None = None) -> dict:
@@ -190,9 +197,9 @@ def estimate_memory(plan: GpuPlan, runs_kept: list[int] | None = None) -> dict:
 
 
 def chunking(plan: GpuPlan) -> dict:
-    """The fewest chunks of runs whose estimated peak fits the card: ``{chunks, size, sizes, est}`` (``est``: the
-    largest chunk's :func:`estimate_memory`, its runs those with the longest queues), ``chunks = 0`` when not
-    even one run fits. The largest fitting chunk size ``c`` gives ``n = ⌈R/c⌉`` chunks of ``⌈R/n⌉`` or one fewer."""
+    """The fewest chunks of runs whose estimated peak fits the card: ``{chunks, size, sizes, est, fit}`` (``est``: the
+    largest chunk's :func:`estimate_memory`, its runs those with the longest queues; ``fit``: the most runs a chunk
+    may hold), ``chunks = 0`` when not even one run fits. The largest fitting chunk size ``c`` gives ``n = ⌈R/c⌉`` chunks of ``⌈R/n⌉`` or one fewer."""
     kept = sorted(queue_lengths(plan), reverse=True)
     have, R = usable_bytes(plan), len(kept)
     lo, hi = 0, R  # the largest size that fits, by bisection (the peak grows with the chunk's runs)
@@ -203,11 +210,11 @@ def chunking(plan: GpuPlan) -> dict:
         else:
             hi = mid - 1
     if lo == 0:
-        return dict(chunks=0, size=0, sizes=[], est=estimate_memory(plan, kept[:1]))
+        return dict(chunks=0, size=0, sizes=[], est=estimate_memory(plan, kept[:1]), fit=0)
     n = -(-R // lo)
     size = -(-R // n)
     sizes = [R // n + (j < R % n) for j in range(n)]
-    return dict(chunks=n, size=size, sizes=sizes, est=estimate_memory(plan, kept[:size]))
+    return dict(chunks=n, size=size, sizes=sizes, est=estimate_memory(plan, kept[:size]), fit=lo)
 
 
 def chunks_of(items: list, sizes: list[int]) -> list[list]:
@@ -218,6 +225,40 @@ def chunks_of(items: list, sizes: list[int]) -> list[list]:
         out.append(items[at:at + n])
         at += n
     return out
+
+
+def seed_chunks(plan: GpuPlan, fit: int) -> list[list[int]]:
+    """Chunks of run indices (seeds × :meth:`GpuPlan.run_pairs` order) that hold whole seeds: as many seeds per chunk
+    as ``fit`` runs allow, balanced over the fewest chunks, so a run stopped between chunks leaves complete seeds
+    (a seed's forest keeps its forks: its trunks are in its chunk). When one seed's runs exceed ``fit``, each seed is
+    cut into the fewest consecutive parts that fit (a branch without its trunk is then computed, not forked)."""
+    per, S = len(plan.run_pairs()), len(plan.seeds)
+    if fit < 1:
+        raise ValueError("fit must be >= 1: not even one run fits (check_fits names the parameter)")
+    if per > fit:
+        parts = -(-per // fit)
+        cuts = [per // parts + (j < per % parts) for j in range(parts)]
+        return [list(range(s * per + sum(cuts[:j]), s * per + sum(cuts[:j + 1]))) for s in range(S) for j in range(parts)]
+    n = -(-S // (fit // per))
+    sizes = [S // n + (j < S % n) for j in range(n)]
+    return [list(range(sum(sizes[:j]) * per, sum(sizes[:j + 1]) * per)) for j in range(n)]
+
+
+def estimate_warmstart_seconds(plan: GpuPlan, steps: int, batch_size: int) -> dict:
+    """The supervised warm start on the plan's card (:func:`simulate.llm.warmstart.warm_start`: ``steps`` AdamW steps
+    of ``batch_size`` problems, prompt ``P`` + solution tokens, **float32** products, trained before any autocast),
+    then its held-out accuracy (``n_eval`` prompts, greedy, in batches of 256): ``6·p·B·L`` FLOPs per step at
+    :data:`MFU` of the float32 peak or the launch floor, plus :data:`HOST_S_PER_SEQ` per problem drawn."""
+    m, (P, T) = plan.shape(), plan.sequence_lengths()
+    L = P + plan.digits + 2  # the solution: at most digits + 1 characters and the end token
+    peak = CARDS[plan.card]["float32"] * MFU
+    per_step = max(6 * m.params * batch_size * L / peak, m.n_layers * (OPS_FORWARD + OPS_BACKWARD) * LAUNCH_S)
+    per_step += OPS_PER_RUN_STEP * LAUNCH_S + batch_size * HOST_S_PER_SEQ
+    batches = math.ceil(plan.n_eval / 256)
+    evaluate = batches * max(2 * m.params * 256 * (P + T) / peak, T * m.n_layers * OPS_FORWARD * LAUNCH_S)
+    evaluate += plan.n_eval * HOST_S_PER_SEQ
+    return dict(step_s=per_step, steps=steps, eval_s=evaluate, total_s=steps * per_step + evaluate,
+                flops=6 * m.params * batch_size * L * steps)
 
 
 def estimate_seconds(plan: GpuPlan, sizes: list[int] | None = None) -> dict:
@@ -251,7 +292,7 @@ def check_fits(plan: GpuPlan, chunks: dict | None = None) -> None:
     if ch["chunks"]:
         return
     card, have, est = CARDS[plan.card], usable_bytes(plan), ch["est"]
-    one = replace(plan, seeds=tuple(plan.seeds[:1]), estimators=tuple(plan.estimators[:1]), delays=(plan.D,))
+    one = replace(plan, seeds=tuple(plan.seeds[:1]), estimators=tuple(plan.estimators[:1]), delays=(plan.D,), pairs=())
     prompts = [2 ** k for k in range(int(math.log2(plan.n_prompts)) + 1)
                if estimate_memory(replace(one, n_prompts=2 ** k))["peak"] <= have]
     if prompts:

@@ -35,13 +35,14 @@ TINY = GpuPlan(preset="tiny", precision="float32", card="cpu", estimators=("gmc"
                n_prompts=4, G=4, steps=4, eval_every=4, n_eval=16, digits=3)
 
 
-def configs(plan: GpuPlan, device: str, out_dir: str) -> list:
-    """One :class:`simulate.llm.config.TrainConfig` per run of the plan (a forest: they differ only per run); the RL
-    and warm-start settings are the registered GPU protocol's (:data:`simulate.llm.protocol.PROTOCOL_GPU`), the
-    warm start cut to 5 steps of 16 on CPU."""
+def configs(plan: GpuPlan, device: str, out_dir: str, protocol=None) -> list:
+    """One :class:`simulate.llm.config.TrainConfig` per run of the plan (a forest: they differ only per run; seeds ×
+    :meth:`~simulate.llm.gpu_plan.GpuPlan.run_pairs`); the RL and warm-start settings are ``protocol``'s (default the
+    registered GPU protocol, :data:`simulate.llm.protocol.PROTOCOL_GPU`), the warm start cut to 5 steps of 16 on CPU."""
     from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
-    from simulate.llm.protocol import PROTOCOL_GPU as P
+    from simulate.llm.protocol import PROTOCOL_GPU
 
+    P = protocol or PROTOCOL_GPU
     cpu = device == "cpu"
     base = TrainConfig(preset=plan.preset, device=device, dtype="float32",  # autocast lowers products, not state
                        threads=1, steps=plan.steps, n_prompts=plan.n_prompts, G=plan.G, eval_every=plan.eval_every,
@@ -52,7 +53,7 @@ def configs(plan: GpuPlan, device: str, out_dir: str) -> list:
                                                  batch_size=16 if cpu else P.warmstart_batch_size, eta=P.warmstart_eta),
                        cache_dir=os.path.join(out_dir, "cache"))
     return [base.replace(estimator=e, d=d, seed=s, out_dir=os.path.join(out_dir, "runs", f"s{s}-{e}-d{d}"))
-            for s in plan.seeds for e in plan.estimators for d in plan.delays]
+            for s in plan.seeds for e, d in plan.run_pairs()]
 
 
 def _autocast(plan: GpuPlan, device: str):
@@ -138,30 +139,51 @@ def tiny_step(plan: GpuPlan, out_dir: str) -> dict:
                 heldout_acc=[r["heldout_acc"] for r in rows])
 
 
-def run_chunks(plan: GpuPlan, out_dir: str, sizes: list[int], device: str = "cuda") -> dict:
-    """The plan's forest on ``device`` in chunks of ``sizes`` runs, one after another
-    (:func:`simulate.llm.batched.train_forest_batched` each); the wall time and, on CUDA, the measured peak
-    (``torch.cuda.max_memory_allocated`` over all chunks). Not yet run on a card; tested on CPU."""
+def run_chunks(plan: GpuPlan, out_dir: str, sizes: list[int] | None = None, device: str = "cuda", *,
+               chunks: list[list[int]] | None = None, protocol=None, go_on=None, on_chunk=None) -> dict:
+    """The plan's forest on ``device`` in chunks, one after another (:func:`simulate.llm.batched.train_forest_batched`
+    each): consecutive runs of ``sizes``, or ``chunks`` (lists of run indices, e.g.
+    :func:`simulate.llm.gpu_plan.seed_chunks`). The warm start is trained (or loaded) first, in float32, and timed.
+    ``go_on(j, chunk_seconds)``: asked before chunk ``j`` (``False`` stops the run there); ``on_chunk(j, done)``:
+    called after it with the indices of every run done so far. Returns the wall times, the runs done (``done``:
+    indices, ``summaries`` in that order, ``cfgs``: all configs) and, on CUDA, the measured peak
+    (``torch.cuda.max_memory_allocated``, per chunk and over all)."""
     import torch
 
     from simulate.llm.batched import train_forest_batched
     from simulate.llm.config import warmstart_key
     from simulate.llm.warmstart import warm_start
 
-    cfgs = configs(plan, device, out_dir)
-    for c in {warmstart_key(c): c for c in cfgs}.values():  # trained (or loaded) in float32 before any autocast:
-        warm_start(c, progress=False)  # the cache key does not know autocast, so the chunks load these
-    summaries = []
+    cfgs = configs(plan, device, out_dir, protocol)
     cuda = device == "cuda"
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    for j, chunk in enumerate(chunks_of(cfgs, sizes)):
+    infos = [warm_start(c, progress=False)[2]  # trained (or loaded) in float32 before any autocast:
+             for c in {warmstart_key(c): c for c in cfgs}.values()]  # the cache key does not know autocast
+    ws_seconds = time.perf_counter() - t0
+    groups = chunks if chunks is not None else chunks_of(list(range(len(cfgs))), sizes or [len(cfgs)])
+    done, got, chunk_s, peaks, stopped = [], {}, [], [], False
+    t0 = time.perf_counter()
+    for j, idx in enumerate(groups):
+        if go_on is not None and not go_on(j, list(chunk_s)):
+            stopped = True
+            break
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        t1 = time.perf_counter()
         with _autocast(plan, device):
-            summaries += train_forest_batched(chunk)
-        print(f"  chunk {j + 1}/{len(sizes)}: {len(chunk)} runs, {time.perf_counter() - t0:.0f} s so far", flush=True)
-    return dict(peak=torch.cuda.max_memory_allocated() if cuda else None, seconds=time.perf_counter() - t0,
-                summaries=summaries)
+            for i, summ in zip(idx, train_forest_batched([cfgs[i] for i in idx])):
+                got[i] = summ
+        chunk_s.append(time.perf_counter() - t1)
+        peaks.append(torch.cuda.max_memory_allocated() if cuda else None)
+        done += list(idx)
+        print(f"  chunk {j + 1}/{len(groups)}: {len(idx)} runs in {chunk_s[-1]:.1f} s, {time.perf_counter() - t0:.0f} s "
+              f"so far" + (f", peak {peaks[-1] / GiB:.2f} GiB" if cuda else ""), flush=True)
+        if on_chunk is not None:
+            on_chunk(j, list(done))
+    done = sorted(done)
+    return dict(peak=max(peaks) if cuda and peaks else None, chunk_peaks=peaks, seconds=time.perf_counter() - t0,
+                chunk_seconds=chunk_s, warmstart_seconds=ws_seconds, warmstart_info=infos[0], done=done,
+                summaries=[got[i] for i in done], cfgs=cfgs, stopped=stopped, chunks=len(groups))
 
 
 def main(plan: GpuPlan, *, dry_run: bool, out_dir: str = "results/llm/gpu_run", tiny: GpuPlan = TINY) -> int:

@@ -187,6 +187,9 @@ class LMProtocol:
     """``seeds`` must be :func:`draw_seeds` ``(seed_root, len(seeds))`` (``""``: seeds as given, versions < 8)."""
     confirmatory: bool = False
     """Its answer rows feed the report's headline (v8); earlier versions are exploratory."""
+    # the GPU protocol v2 (absent from the canonical JSON while empty, as in every protocol before it)
+    autocast: str = ""
+    """``"bfloat16"``: the runs' products under ``torch.autocast`` (float32 weights, AdamW state and log-probs); ``""``: none."""
 
     def __post_init__(self) -> None:
         if self.seed_root and tuple(self.seeds) != draw_seeds(self.seed_root, len(self.seeds)):
@@ -194,6 +197,8 @@ class LMProtocol:
                              f"= {draw_seeds(self.seed_root, len(self.seeds))!r}, got {tuple(self.seeds)!r}")
         if self.confirmatory and not self.seed_root:
             raise ValueError("confirmatory needs seed_root (seeds drawn before any result, not chosen)")
+        if self.autocast not in ("", "bfloat16"):
+            raise ValueError(f"autocast must be '' or 'bfloat16', got {self.autocast!r}")
         if self.metric not in ("auc", "final_acc"):
             raise ValueError(f"metric must be 'auc' or 'final_acc', got {self.metric!r}")
         if "gmc" not in self.estimators:
@@ -298,6 +303,9 @@ class LMProtocol:
                   + (V5_FIELDS if self.version < 5 else ()) + (V7_FIELDS if self.version < 7 else ())
                   + (V8_FIELDS if self.version < 8 else ())):
             out.pop(f)
+        for f in LATER_FIELDS:
+            if out[f] == "":
+                out.pop(f)
         return out
 
     def content_hash(self) -> str:
@@ -317,6 +325,8 @@ V5_FIELDS: tuple[str, ...] = ("kernel_pin", "perturb_paths", "consensus")
 V7_FIELDS: tuple[str, ...] = ("warmstart_frozen", "warmstart_frozen_sha256")
 #: Fields added by version 8 (absent from the canonical JSON, hence the hash, of earlier versions).
 V8_FIELDS: tuple[str, ...] = ("seed_root", "confirmatory")
+#: Fields added after version 8, absent from the canonical JSON (hence the hash) while empty: every earlier protocol.
+LATER_FIELDS: tuple[str, ...] = ("autocast",)
 #: Seeds any LM protocol (v1-v7, --full), the ladder or the bridge used: a drawn seed never falls here.
 USED_SEEDS: frozenset[int] = frozenset(range(24)) | frozenset(range(100, 116)) | frozenset(range(1000, 1024))
 #: ATen's CPU kernel paths (``ATEN_CPU_CAPABILITY`` values), slowest first.
@@ -354,14 +364,29 @@ PROTOCOL_V8 = dataclasses.replace(PROTOCOL_V7, version=8, estimators=V8_ESTIMATO
                                   consensus=False, confirmatory=True)
 #: The protocol of the report.
 PROTOCOL = PROTOCOL_V8
-#: The GPU protocol (``experiment --protocol gpu``, :mod:`simulate.llm.gpu_protocol`): the same rules on the
-#: ``gpu`` preset (~85M parameters, bf16, 3-digit sums) at v3's six delays; seeds run while the budget lasts.
-PROTOCOL_GPU = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 32), arm_seeds=(), arm_delays=(),
-                          preset="gpu", device="cuda", dtype="bfloat16", digits=3, n_prompts=32, eta=1e-4,
-                          warmstart_steps=600, warmstart_batch_size=256, warmstart_eta=1e-3, n_eval=500, threads=1,
-                          quick_seeds=(0, 1), quick_delays=(0, 2), quick_steps=3, quick_n_prompts=4,
-                          quick_warmstart_steps=5, quick_n_eval=16)
+#: The first GPU protocol (registered for the serial forests, 6 processes at a time; never produced a result:
+#: out of memory or out of time on an H200, LOG.md 2026-12-07), kept under its hash ``7e40e25ed4fb4cc8``.
+PROTOCOL_GPU_V1 = LMProtocol(name="lm-c9-gpu", version=4, delays=(0, 2, 4, 8, 16, 32), arm_seeds=(), arm_delays=(),
+                             preset="gpu", device="cuda", dtype="bfloat16", digits=3, n_prompts=32, eta=1e-4,
+                             warmstart_steps=600, warmstart_batch_size=256, warmstart_eta=1e-3, n_eval=500, threads=1,
+                             quick_seeds=(0, 1), quick_delays=(0, 2), quick_steps=3, quick_n_prompts=4,
+                             quick_warmstart_steps=5, quick_n_eval=16)
+#: The issue-60 estimator set of the GPU protocol v2 (the planner's choice over v8's rivals: docs/llm.md, GPU section).
+GPU_ESTIMATORS: tuple[str, ...] = ("onpolicy", "is", "tis", "tic", "gmc", "grpo")
+#: The GPU protocol v2 (``experiment --protocol gpu``, :mod:`simulate.llm.gpu_protocol`; issue 60; registered before
+#: any run of it): v8's rules (the Holm family at ``d_max``, the rate checks, the regime interval, confirmatory answer
+#: rows) on 16 fresh seeds drawn from ``lm-c9-gpu-v2`` (disjoint from v8's and from :data:`USED_SEEDS`), the ``gpu``
+#: preset (82.6M parameters) with float32 weights and bf16-autocast products, 3-digit sums, ``d ∈ {0, 8, 32}``, the six
+#: estimators of :data:`GPU_ESTIMATORS` (13 runs per seed), its own supervised warm start (600 steps of 256, float32),
+#: on the batched engine in chunks of whole seeds (:mod:`simulate.llm.gpu_plan`).
+PROTOCOL_GPU = dataclasses.replace(PROTOCOL_V8, name="lm-c9-gpu-v2", estimators=GPU_ESTIMATORS, delays=(0, 8, 32),
+                                   seed_root="lm-c9-gpu-v2", seeds=draw_seeds("lm-c9-gpu-v2", 16), perturb_seeds=(),
+                                   perturb_paths=(), warmstart_frozen="", warmstart_frozen_sha256="", preset="gpu",
+                                   device="cuda", dtype="float32", autocast="bfloat16", digits=3, n_prompts=32,
+                                   eta=1e-4, warmstart_steps=600, warmstart_batch_size=256, warmstart_eta=1e-3,
+                                   n_eval=500, quick_seeds=(0, 1), quick_delays=(0, 2), quick_steps=4,
+                                   quick_n_prompts=4, quick_warmstart_steps=5, quick_n_eval=16)
 #: Registered protocols (``python -m simulate.llm experiment --protocol-version``).
 PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL_V4, 5: PROTOCOL_V5, 6: PROTOCOL_V6, 7: PROTOCOL_V7,
                    8: PROTOCOL_V8,
-                   "gpu": PROTOCOL_GPU}
+                   "gpu": PROTOCOL_GPU, "gpu-v1": PROTOCOL_GPU_V1}
