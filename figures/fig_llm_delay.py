@@ -220,9 +220,15 @@ def gpu_rows() -> tuple[list[dict], str]:
         return [], "GPU row: not run (figures/out/llm_gpu.json holds a dry run on CPU, not a GPU result)."
     protocol = protocol_from_dict(g["protocol"])
     df = pd.DataFrame(g["runs"])
+    if df.empty or df["seed"].nunique() < 2:  # a run stopped by its time limit before two seeds were complete
+        return [], (f"GPU row: not run (figures/out/llm_gpu.json holds {df['seed'].nunique() if len(df) else 0} "
+                    "complete seeds; the paired comparisons need 2).")
     res = analysis.c9_result(df, protocol)
     gain = analysis.learning_gain(df, protocol)
-    line = (f"GPU row ({g.get('device', '?')}, protocol {protocol.name} {res.protocol_hash}, {res.n_seeds} seeds, "
+    planned = len(g.get("seeds_planned") or protocol.seeds)
+    seeds = f"{res.n_seeds} seeds" + (f" of {planned} planned ({g.get('status', 'stopped')})"
+                                       if res.n_seeds < planned else "")
+    line = (f"GPU row ({g.get('device', '?')}, protocol {protocol.name} {res.protocol_hash}, {seeds}, "
             f"{g.get('total_seconds', float('nan')):.0f} s): C9 at LM scale {res.verdict}; d = 0 gain "
             f"{gain['mean']:+.3f} [{gain['lo']:+.3f}, {gain['hi']:+.3f}] (95 % t).")
     return analysis.answer_rows(df, protocol, "gpu-lm", f"gpu preset, {protocol.digits}-digit sums"), line

@@ -7,7 +7,6 @@ on any CPU; no assertion depends on which kernels the machine has."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 
 import numpy as np
@@ -18,23 +17,24 @@ from scipy import stats
 from simulate import verdicts as vd
 from simulate.llm import analysis
 from simulate.llm.protocol import PROTOCOL_V4 as PROTOCOL  # this file checks v4, reproducible under its hash
-from simulate.llm.protocol import PROTOCOL_GPU, PROTOCOL_V2, PROTOCOL_V3, PROTOCOLS, LMProtocol
+from simulate.llm.protocol import PROTOCOL_GPU_V1, PROTOCOL_V2, PROTOCOL_V3, PROTOCOLS, LMProtocol
 
 
 def test_v4_is_registered_and_older_versions_keep_their_hashes():
-    assert PROTOCOL.version == 4 and PROTOCOLS[4] is PROTOCOL and PROTOCOLS["gpu"] is PROTOCOL_GPU
+    assert PROTOCOL.version == 4 and PROTOCOLS[4] is PROTOCOL and PROTOCOLS["gpu-v1"] is PROTOCOL_GPU_V1
     assert PROTOCOL_V2.content_hash() == "f2493e03beb8c517" and PROTOCOL_V3.content_hash() == "416d2a849f48645d"
     assert "warmup_steps" not in PROTOCOL_V3.to_dict() and "perturb_seeds" in PROTOCOL.to_dict()
     assert PROTOCOL.delays == (0, 2, 8, 32) and len(PROTOCOL.seeds) == 12 and PROTOCOL.arms() == ((1.0, PROTOCOL.seeds),)
     assert set(PROTOCOL.perturb_seeds) <= set(PROTOCOL.seeds) and PROTOCOL.perturb_capabilities == ("default", "avx2", "avx512")
-    assert PROTOCOL_GPU.delays == (0, 2, 4, 8, 16, 32) and len(PROTOCOL_GPU.seeds) >= 12 and PROTOCOL_GPU.preset == "gpu"
+    assert PROTOCOL_GPU_V1.delays == (0, 2, 4, 8, 16, 32) and len(PROTOCOL_GPU_V1.seeds) >= 12
+    assert PROTOCOL_GPU_V1.preset == "gpu" and PROTOCOL_GPU_V1.content_hash() == "7e40e25ed4fb4cc8"
     # the runs carry v4's settings
     from simulate.llm.experiment import protocol_base
 
     b = protocol_base(PROTOCOL)
     assert (b.warmup_steps, b.adv_norm, b.warmstart.steps) == (10, True, 800)
     assert protocol_base(PROTOCOL_V3).warmup_steps == 0 and protocol_base(PROTOCOL_V3).warmstart.steps == 400
-    g = protocol_base(PROTOCOL_GPU)
+    g = protocol_base(PROTOCOL_GPU_V1)
     assert (g.device, g.dtype, g.preset, g.task.digits) == ("cuda", "bfloat16", "gpu", 3)
     with pytest.raises(ValueError, match="perturb_seeds"):
         dataclasses.replace(PROTOCOL, perturb_seeds=(99,))
@@ -139,35 +139,6 @@ def test_perturbation_reruns_under_another_kernel_path(tmp_path):
     assert "fragile parts" in perturbation.table(res)
     sub = pd.read_csv(tmp_path / "p" / "default" / "results.csv")
     assert sorted(zip(sub["estimator"], sub["d"])) == sorted([("onpolicy", 0), ("gmc", 2), ("onpolicy", 2)] * 2)
-
-
-def test_gpu_protocol_dry_run_end_to_end_and_the_figure_merge(tmp_path, monkeypatch, capsys):
-    """`experiment --protocol gpu --dry-run`: parity, the shared warm start, the seeds' forests, the verdict
-    lines and llm_gpu.json, on CPU in seconds; the figure refuses a dry run's file as the GPU row and merges
-    a real one as the "gpu-lm" answer group."""
-    from figures import fig_llm_delay
-    from simulate.llm.__main__ import main
-
-    out = tmp_path / "gpu"
-    assert main(["experiment", "--protocol", "gpu", "--dry-run", "--experiment-dir", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert "parity" in text and "warm start" in text and "C9 at LM scale" in text and "throughput:" in text
-    rep = json.loads((out / "llm_gpu.json").read_text())
-    assert rep["dry_run"] is True and rep["seeds_done"] == [0, 1] and rep["parity_ok"]
-    assert rep["protocol_hash"] == PROTOCOL_GPU.content_hash() and len(rep["runs"]) == 2 * len(PROTOCOL_GPU.variant(True).runs())
-    monkeypatch.setattr(fig_llm_delay, "GPU_RESULTS", str(out / "llm_gpu.json"))
-    rows, line = fig_llm_delay.gpu_rows()
-    assert rows == [] and "dry run" in line
-    rep.update(dry_run=False)  # as a GPU machine writes it (the dry run's quick delays lack d = 8 and 32)
-    for r in rep["runs"]:
-        r["d"] = {0: 0, 2: 8}[r["d"]]
-    extra = [{**r, "d": 32} for r in rep["runs"] if r["d"] == 8]
-    rep["runs"] += extra
-    (tmp_path / "real.json").write_text(json.dumps(rep))
-    monkeypatch.setattr(fig_llm_delay, "GPU_RESULTS", str(tmp_path / "real.json"))
-    rows, line = fig_llm_delay.gpu_rows()
-    assert rows and {r["group"] for r in rows} == {"gpu-lm"} and {r["d"] for r in rows} == {8, 32}
-    assert line.startswith("GPU row (")
 
 
 def test_gpu_run_script_fails_fast_without_torch(tmp_path):

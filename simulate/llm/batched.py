@@ -176,29 +176,40 @@ def fork_plan(cfgs: list[TrainConfig]) -> dict[int, tuple[int, int]]:
     return plan
 
 
+def warm_starts(cfgs: list[TrainConfig], *, progress: bool = False) -> dict:
+    """``{warmstart_key: (model0, tok, info, held-out accuracy)}`` for the forest's warm starts (trained or loaded
+    by :func:`simulate.llm.warmstart.warm_start`, measured once); chunks of one forest may share it."""
+    warm, evalset = {}, tasks.eval_set(cfgs[0].task)
+    for c in cfgs:
+        key = warmstart_key(c)
+        if key not in warm:
+            model0, tok, info = warm_start(c, progress=progress)
+            warm[key] = (model0, tok, info, heldout_accuracy(model0, tok, evalset, c.max_new_tokens))
+    return warm
+
+
 def train_forest_batched(cfgs: list[TrainConfig], *, progress: bool = False, share_prefixes: bool = True,
-                         rollouts=RolloutQueue) -> list[dict]:
+                         rollouts=RolloutQueue, warm: dict | None = None) -> list[dict]:
     """Train every config of ``cfgs`` together (module docstring); returns their summaries in input order and
     writes each run's ``config.json``, ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` like
     :func:`simulate.llm.tree.train_forest`. With ``share_prefixes`` a run that differs from another only in a
     smaller fixed delay is forked from it (:func:`fork_plan`) rather than computed until then. ``rollouts``:
     the batches' source, ``rollouts(cfgs, delays, forks, tok, names, arch)`` (the tests' snapshot reference
-    sets ``keeps_snapshots``). ``ValueError`` from :func:`check_forest`."""
+    sets ``keeps_snapshots``). ``warm``: :func:`warm_starts` of these configs, when already loaded (chunks of a
+    forest share it; default: loaded here). ``ValueError`` from :func:`check_forest`."""
     if not cfgs:
         return []
     check_forest(cfgs)
     c0 = cfgs[0]
     set_determinism(c0)
-    warm, states = {}, []
+    states = []
     evalset = tasks.eval_set(c0.task)
     plan = fork_plan(cfgs) if share_prefixes else {}
     snaps = getattr(rollouts, "keeps_snapshots", False)
+    if warm is None or any(warmstart_key(c) not in warm for c in cfgs):
+        warm = {**(warm or {}), **warm_starts(cfgs, progress=progress)}
     for i, c in enumerate(cfgs):
-        key = warmstart_key(c)
-        if key not in warm:
-            model0, tok, info = warm_start(c, progress=progress)
-            warm[key] = (model0, tok, info, heldout_accuracy(model0, tok, evalset, c.max_new_tokens))
-        model0, tok, info, acc0 = warm[key]
+        model0, tok, info, acc0 = warm[warmstart_key(c)]
         st = None if i in plan else new_state(c, copy.deepcopy(model0), snapshots=snaps)
         if st is not None:
             st.last_acc = acc0
