@@ -99,6 +99,30 @@ def test_a_run_stopped_by_the_guard_writes_its_complete_seeds_only(tmp_path, mon
     assert rep["verdict"] == "not run" and "no verdict (1 complete seeds" in rep["c9_lines"][0]
 
 
+def test_a_chunk_out_of_memory_is_tried_again_in_halves(tmp_path, monkeypatch, capsys):
+    """The memory estimate is unmeasured on a card: a chunk that runs out of memory is run as two halves (a run's
+    numbers do not depend on its chunk, tests/test_llm_gpu_run.py), and the seeds still complete."""
+    import torch
+
+    from simulate.llm import batched
+
+    real, sizes = batched.train_forest_batched, []
+
+    def small_card(cfgs, **kw):
+        sizes.append(len(cfgs))
+        if len(cfgs) > 4:
+            raise torch.OutOfMemoryError("CUDA out of memory (test)")
+        return real(cfgs, **kw)
+
+    monkeypatch.setattr(batched, "train_forest_batched", small_card)
+    assert gp.main(out_dir=str(tmp_path), dry_run=True) == 0
+    out = capsys.readouterr().out
+    assert "out of memory with 7 runs" in out and "split into 4 + 3" in out
+    rep = json.loads((tmp_path / gp.RESULTS).read_text())
+    assert sizes == [7, 4, 3, 7, 4, 3] and rep["oom_splits"] == 2 and rep["chunks_done"] == 4
+    assert rep["status"] == "complete" and rep["seeds_done"] == [0, 1] and len(rep["runs"]) == 14
+
+
 def test_gpu_run_sh_dry_run_end_to_end_and_the_figure_merge(tmp_path, monkeypatch):
     """The one command on CPU: parity, then the plan (chunks, memory, the warm start's and the chunks' time), the warm
     start, the chunks, the analysis, $OUT/llm_gpu.json; the figure refuses it as the GPU row."""

@@ -75,7 +75,7 @@ def next_chunk_fits(now: float, deadline: float, chunk_seconds: list[float], est
 
 
 def sized(plan: GpuPlan, dry_run: bool) -> dict:
-    """The chunks of whole seeds and their estimates: ``{chunks, sizes, est, memory, seconds, fit}`` (``est``: the
+    """The chunks of whole seeds and their estimates: ``{chunks, sizes, est, seconds, fit}`` (``est``: the
     largest chunk's memory terms, ``seconds``: :func:`~simulate.llm.gpu_plan.estimate_seconds` over the chunks);
     ``ValueError`` when not even one run fits. The dry run cuts chunks of one seed (the multi-chunk path on a CPU)."""
     ch = chunking(plan)
@@ -116,10 +116,10 @@ def _complete(plan: GpuPlan, cfgs: list, done: list[int]) -> list[int]:
     return [s for s in plan.seeds if s in have and sum(cfgs[i].seed == s for i in done) == per]
 
 
-def _rows(cfgs, summaries, done, seeds, chunk_seconds, sizes) -> list[dict]:
+def _rows(cfgs, summaries, done, seeds, chunk_seconds) -> list[dict]:
     from simulate.llm import experiment as ex
 
-    per_run = sum(chunk_seconds) / max(sum(sizes[:len(chunk_seconds)]), 1)
+    per_run = sum(chunk_seconds) / max(len(done), 1)
     return [ex.run_row(cfgs[i], s, 1.0, per_run) for i, s in zip(done, summaries) if cfgs[i].seed in seeds]
 
 
@@ -222,15 +222,16 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
     _write(out_dir, report)
     got = run_chunks(plan, out_dir, device=device, chunks=sz["chunks"], go_on=go_on, on_chunk=on_chunk)
     seeds = _complete(plan, got["cfgs"], got["done"])
-    rows = _rows(got["cfgs"], got["summaries"], got["done"], set(seeds), got["chunk_seconds"], sz["sizes"])
+    rows = _rows(got["cfgs"], got["summaries"], got["done"], set(seeds), got["chunk_seconds"])
     n_chunks = len(got["chunk_seconds"])
     L = sz["est"]["P"] + sz["est"]["T"]
-    flops = 8 * plan.shape().params * plan.n_prompts * plan.G * L * plan.steps * sum(sz["sizes"][:n_chunks])
+    flops = 8 * plan.shape().params * plan.n_prompts * plan.G * L * plan.steps * len(got["done"])
     peak_fl = CARDS[plan.card]["float32" if plan.precision == "float32" else "bf16"]
     tps = float(pd.concat([pd.read_csv(os.path.join(got["cfgs"][i].out_dir, "metrics.csv")) for i in got["done"]])
                 ["tokens_per_s"].median()) if got["done"] else math.nan
     report.update(status="stopped by the time limit" if got["stopped"] else "complete", seeds_done=seeds,
-                  chunks_done=n_chunks, runs_done=len(got["done"]), runs=rows, chunk_seconds=got["chunk_seconds"],
+                  chunks_done=n_chunks, oom_splits=got["oom_splits"], runs_done=len(got["done"]), runs=rows,
+                  chunk_seconds=got["chunk_seconds"],
                   runs_seconds=got["seconds"], peak_bytes=got["peak"], chunk_peak_bytes=got["chunk_peaks"],
                   train_tokens_per_s=tps, mfu=flops / max(sum(got["chunk_seconds"]), 1e-9) / peak_fl if n_chunks else None,
                   mfu_note="8·p·N·L FLOPs per run-step (learner 6, decode 2; evaluations left out) over the chunks' "
@@ -251,6 +252,7 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
           f"{report['mfu'] or math.nan:.1%} of the dense peak; {peak}")
     print(f"total {report['total_seconds']:.1f} s (parity {report['parity_seconds']:.0f}, warm start "
           f"{report['warmstart_seconds']:.0f}, chunks {got['seconds']:.0f}); {report['status']}: seeds {len(seeds)} of "
-          f"{len(plan.seeds)}, chunks {n_chunks} of {len(sz['chunks'])}", flush=True)
+          f"{len(plan.seeds)}, chunks {n_chunks} of {got['chunks']}" + (f" ({got['oom_splits']} split after running out of "
+          "memory)" if got["oom_splits"] else ""), flush=True)
     _write(out_dir, report)
     return 0 if report["parity_ok"] else 1

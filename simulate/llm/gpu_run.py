@@ -145,7 +145,8 @@ def run_chunks(plan: GpuPlan, out_dir: str, sizes: list[int] | None = None, devi
     each): consecutive runs of ``sizes``, or ``chunks`` (lists of run indices, e.g.
     :func:`simulate.llm.gpu_plan.seed_chunks`). The warm start is trained (or loaded) first, in float32, and timed.
     ``go_on(j, chunk_seconds)``: asked before chunk ``j`` (``False`` stops the run there); ``on_chunk(j, done)``:
-    called after it with the indices of every run done so far. Returns the wall times, the runs done (``done``:
+    called after it with the indices of every run done so far. A chunk that runs out of memory is tried again as
+    two halves (``oom_splits`` counts them; one run that does not fit raises). Returns the wall times, the runs done (``done``:
     indices, ``summaries`` in that order, ``cfgs``: all configs) and, on CUDA, the measured peak
     (``torch.cuda.max_memory_allocated``, per chunk and over all)."""
     import torch
@@ -163,29 +164,49 @@ def run_chunks(plan: GpuPlan, out_dir: str, sizes: list[int] | None = None, devi
         warm = warm_starts(cfgs)
     ws_seconds = time.perf_counter() - t0
     groups = chunks if chunks is not None else chunks_of(list(range(len(cfgs))), sizes or [len(cfgs)])
-    done, got, chunk_s, peaks, stopped = [], {}, [], [], False
+    todo, done, got, chunk_s, peaks, stopped, splits = [list(g) for g in groups], [], {}, [], [], False, 0
+    oom = getattr(torch, "OutOfMemoryError", RuntimeError)
     t0 = time.perf_counter()
-    for j, idx in enumerate(groups):
+    while todo:
+        j, idx = len(chunk_s), todo.pop(0)
         if go_on is not None and not go_on(j, list(chunk_s)):
             stopped = True
             break
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t1 = time.perf_counter()
-        with _autocast(plan, device):
-            for i, summ in zip(idx, train_forest_batched([cfgs[i] for i in idx], warm=warm)):
-                got[i] = summ
+        try:
+            with _autocast(plan, device):
+                out = train_forest_batched([cfgs[i] for i in idx], warm=warm)
+        except oom:  # the estimate was short: the chunk in two halves, tried again (a run's numbers do not change)
+            if len(idx) == 1:
+                raise
+            half = (len(idx) + 1) // 2
+            todo[:0] = [idx[:half], idx[half:]]
+            splits += 1
+            print(f"  chunk {j + 1}: out of memory with {len(idx)} runs after {time.perf_counter() - t1:.0f} s; "
+                  f"split into {half} + {len(idx) - half}", flush=True)
+            out = None
+        if out is None:
+            import gc
+
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+            continue
+        got.update(zip(idx, out))
         chunk_s.append(time.perf_counter() - t1)
         peaks.append(torch.cuda.max_memory_allocated() if cuda else None)
         done += list(idx)
-        print(f"  chunk {j + 1}/{len(groups)}: {len(idx)} runs in {chunk_s[-1]:.1f} s, {time.perf_counter() - t0:.0f} s "
-              f"so far" + (f", peak {peaks[-1] / GiB:.2f} GiB" if cuda else ""), flush=True)
+        print(f"  chunk {j + 1}/{j + 1 + len(todo)}: {len(idx)} runs in {chunk_s[-1]:.1f} s, {time.perf_counter() - t0:.0f} "
+              f"s so far" + (f", peak {peaks[-1] / GiB:.2f} GiB" if cuda else ""), flush=True)
         if on_chunk is not None:
             on_chunk(j, list(done))
     done = sorted(done)
     return dict(peak=max(peaks) if cuda and peaks else None, chunk_peaks=peaks, seconds=time.perf_counter() - t0,
                 chunk_seconds=chunk_s, warmstart_seconds=ws_seconds, warmstart_info=infos[0], done=done,
-                summaries=[got[i] for i in done], cfgs=cfgs, stopped=stopped, chunks=len(groups))
+                summaries=[got[i] for i in done], cfgs=cfgs, stopped=stopped, chunks=len(chunk_s) + len(todo) + stopped,
+                oom_splits=splits)
 
 
 def main(plan: GpuPlan, *, dry_run: bool, out_dir: str = "results/llm/gpu_run", tiny: GpuPlan = TINY) -> int:

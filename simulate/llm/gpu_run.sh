@@ -41,7 +41,7 @@ if [ "$DRY" = 0 ] && ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_
     echo "error: torch.cuda.is_available() is False for $PY: no usable CUDA device" >&2
     exit 3
 fi
-for m in numpy scipy pandas pyarrow numba sympy matplotlib tqdm; do
+for m in numpy scipy pandas pyarrow numba sympy tqdm; do   # what the protocol path imports
     "$PY" -c "import $m" 2>/dev/null || { echo "error: $PY lacks the package $m (pip install -e . installs it)" >&2; exit 3; }
 done
 stamp "checks done:"
