@@ -99,6 +99,27 @@ def test_a_run_stopped_by_the_guard_writes_its_complete_seeds_only(tmp_path, mon
     assert rep["verdict"] == "not run" and "no verdict (1 complete seeds" in rep["c9_lines"][0]
 
 
+def test_a_run_killed_mid_way_leaves_the_file_of_its_complete_seeds(tmp_path, monkeypatch):
+    """The file is rewritten after every chunk: a run that dies in chunk 2 (the script's hard timeout, a crash)
+    still leaves seed 0's rows, marked partial."""
+    from simulate.llm import batched
+
+    real, calls = batched.train_forest_batched, []
+
+    def dies_second(cfgs, **kw):
+        calls.append(len(cfgs))
+        if len(calls) == 2:
+            raise RuntimeError("killed (test)")
+        return real(cfgs, **kw)
+
+    monkeypatch.setattr(batched, "train_forest_batched", dies_second)
+    with pytest.raises(RuntimeError, match="killed"):
+        gp.main(out_dir=str(tmp_path), dry_run=True)
+    rep = json.loads((tmp_path / gp.RESULTS).read_text())
+    assert rep["status"].startswith("partial: written after chunk 1") and rep["seeds_done"] == [0]
+    assert {r["seed"] for r in rep["runs"]} == {0} and len(rep["runs"]) == 7 and rep["parity_ok"]
+
+
 def test_a_chunk_out_of_memory_is_tried_again_in_halves(tmp_path, monkeypatch, capsys):
     """The memory estimate is unmeasured on a card: a chunk that runs out of memory is run as two halves (a run's
     numbers do not depend on its chunk, tests/test_llm_gpu_run.py), and the seeds still complete."""

@@ -208,9 +208,16 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
               f"used of {limit_s:.0f} s; a chunk takes up to {max(chunk_s or [per_chunk]):.0f} s): stopping", flush=True)
         return False
 
-    def on_chunk(j, done):  # the results so far: a run killed from outside keeps the seeds it finished
-        report.update(chunks_done=j + 1, seeds_done=_complete(plan, got_cfgs, done), status="running")
+    def on_chunk(j, done, summaries):  # the results so far: a run killed from outside keeps the seeds it finished
+        seeds = _complete(plan, got_cfgs, done)
+        for i in sorted(done):
+            if got_cfgs[i].seed in seeds and i not in rows_of:
+                rows_of[i] = _rows(got_cfgs, [summaries[i]], [i], {got_cfgs[i].seed}, [0.0])[0]
+        report.update(chunks_done=j + 1, seeds_done=seeds, runs=[rows_of[i] for i in sorted(rows_of)],
+                      status=f"partial: written after chunk {j + 1}; the run did not reach its end")
         _write(out_dir, report)
+
+    rows_of: dict = {}
 
     from simulate.llm.warmstart import warm_start
 

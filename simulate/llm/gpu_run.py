@@ -144,8 +144,8 @@ def run_chunks(plan: GpuPlan, out_dir: str, sizes: list[int] | None = None, devi
     """The plan's forest on ``device`` in chunks, one after another (:func:`simulate.llm.batched.train_forest_batched`
     each): consecutive runs of ``sizes``, or ``chunks`` (lists of run indices, e.g.
     :func:`simulate.llm.gpu_plan.seed_chunks`). The warm start is trained (or loaded) first, in float32, and timed.
-    ``go_on(j, chunk_seconds)``: asked before chunk ``j`` (``False`` stops the run there); ``on_chunk(j, done)``:
-    called after it with the indices of every run done so far. A chunk that runs out of memory is tried again as
+    ``go_on(j, chunk_seconds)``: asked before chunk ``j`` (``False`` stops the run there); ``on_chunk(j, done, got)``:
+    called after it with the indices of every run done so far and ``{index: summary}``. A chunk that runs out of memory is tried again as
     two halves (``oom_splits`` counts them; one run that does not fit raises). Returns the wall times, the runs done (``done``:
     indices, ``summaries`` in that order, ``cfgs``: all configs) and, on CUDA, the measured peak
     (``torch.cuda.max_memory_allocated``, per chunk and over all)."""
@@ -201,7 +201,7 @@ def run_chunks(plan: GpuPlan, out_dir: str, sizes: list[int] | None = None, devi
         print(f"  chunk {j + 1}/{j + 1 + len(todo)}: {len(idx)} runs in {chunk_s[-1]:.1f} s, {time.perf_counter() - t0:.0f} "
               f"s so far" + (f", peak {peaks[-1] / GiB:.2f} GiB" if cuda else ""), flush=True)
         if on_chunk is not None:
-            on_chunk(j, list(done))
+            on_chunk(j, list(done), dict(got))
     done = sorted(done)
     return dict(peak=max(peaks) if cuda and peaks else None, chunk_peaks=peaks, seconds=time.perf_counter() - t0,
                 chunk_seconds=chunk_s, warmstart_seconds=ws_seconds, warmstart_info=infos[0], done=done,
