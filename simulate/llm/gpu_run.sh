@@ -54,5 +54,13 @@ timeout "$(( LIMIT_S + 40 ))" "$PY" -m simulate.llm experiment --protocol gpu --
 rc=${PIPESTATUS[0]}
 stamp "protocol run (exit $rc):"
 for f in llm_gpu.json parity.csv; do [ -f "$WORK/$f" ] && cp "$WORK/$f" "$OUT/"; done
+[ -f "$OUT/llm_gpu.json" ] && "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); p = r.get('plan', {}); g = 2 ** 30
+print('measured against the plan:', r.get('status'), '| seeds', len(r.get('seeds_done', [])), 'of',
+      len(r.get('seeds_planned', [])), '| parity', round(r.get('parity_seconds', 0)), 's | warm start',
+      round(r.get('warmstart_seconds', -1)), 's (est', round(p.get('warmstart_estimate_s', -1)), ') | chunks',
+      round(sum(r.get('chunk_seconds', []))), 's for', r.get('chunks_done'), 'of', p.get('chunks'), '(est',
+      round(p.get('chunks_estimate_s', -1)), 'for all) | peak', round((r.get('peak_bytes') or 0) / g, 2), 'GiB (est',
+      round(p.get('peak_estimate_bytes', 0) / g, 2), ') | MFU', r.get('mfu'), '| OOM splits', r.get('oom_splits'))
+" "$OUT/llm_gpu.json" | tee -a "$OUT/timings.txt"
 stamp "total:"
 exit "$rc"
