@@ -159,7 +159,7 @@ def test_gpu_run_sh_dry_run_end_to_end_and_the_figure_merge(tmp_path, monkeypatc
              "chunk 1/2: 7 runs", "chunk 2/2: 7 runs", "C9 at LM scale", "complete: seeds 2 of 2, chunks 2 of 2"]
     at = [log.find(s) for s in order]
     assert all(a >= 0 for a in at) and at == sorted(at), list(zip(order, at))
-    assert {"timings.txt", "parity.csv", "llm_gpu.json", "log.txt"} <= set(os.listdir(tmp_path / "out"))
+    assert {"timings.txt", "parity.csv", "llm_gpu.json", "log.txt", "runs.tar.gz"} <= set(os.listdir(tmp_path / "out"))
     assert "measured against the plan: complete | seeds 2 of 2" in (tmp_path / "out" / "timings.txt").read_text()
     rep = json.loads((tmp_path / "out" / "llm_gpu.json").read_text())
     assert rep["dry_run"] is True and rep["parity_ok"] and rep["status"] == "complete"

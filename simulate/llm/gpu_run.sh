@@ -10,7 +10,7 @@
 # counts LIMIT_S from this script's start: no chunk starts that is predicted to end past it, and the results
 # file is rewritten after every chunk (the verdicts use complete seeds only; the file says which ran). Writes
 # under "$OUT" (default results/llm/gpu_run): llm_gpu.json (commit it as figures/out/llm_gpu.json: the
-# report's "gpu-lm" row), parity.csv, log.txt, timings.txt. Estimated on one H100 (unmeasured: the MFU is a guess):
+# report's "gpu-lm" row), parity.csv, log.txt, timings.txt, runs.tar.gz (every run's metrics.csv, summary.json). Estimated on one H100 (unmeasured: the MFU is a guess):
 # warm start ~73 s + 16 chunks ~215 s + parity; a hard `timeout` kills the protocol at LIMIT_S + 40 s.
 # Works offline: it uses the python3 that already holds torch (+CUDA) and transformers; when torch is
 # missing it tries `pip install -e '.[llm]'` (no CPU constraints file, so pip picks a CUDA build) and
@@ -54,6 +54,7 @@ timeout "$(( LIMIT_S + 40 ))" "$PY" -m simulate.llm experiment --protocol gpu --
 rc=${PIPESTATUS[0]}
 stamp "protocol run (exit $rc):"
 for f in llm_gpu.json parity.csv; do [ -f "$WORK/$f" ] && cp "$WORK/$f" "$OUT/"; done
+[ -d "$WORK/runs" ] && (cd "$WORK" && find runs -name metrics.csv -o -name summary.json | tar czf "$OUT/runs.tar.gz" -T -)
 [ -f "$OUT/llm_gpu.json" ] && "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); p = r.get('plan', {}); g = 2 ** 30
 print('measured against the plan:', r.get('status'), '| seeds', len(r.get('seeds_done', [])), 'of',
       len(r.get('seeds_planned', [])), '| parity', round(r.get('parity_seconds', 0)), 's | warm start',
