@@ -169,7 +169,7 @@ def supervised_init(inst: TrainingInstance, ans: np.ndarray, target: float, lr: 
         return exact_J_grad_w(inst, w)[0] if metric == "J" else token_accuracy(inst, ans, w)
 
     w = np.zeros(inst.n_params)
-    for it in range(max_iter):
+    for it in range(max_iter + 1):  # iterates 0..max_iter: the last step's iterate is checked too
         m = score(w)
         if m >= target:
             if it == 0:
@@ -179,6 +179,8 @@ def supervised_init(inst: TrainingInstance, ans: np.ndarray, target: float, lr: 
                 raise ValueError(f"supervised_init: the first iterate past target {target} has {metric} = {m:.4f}, "
                                  f"more than tol = {tol} past it (lower lr to match it)")
             return w
+        if it == max_iter:
+            break
         logits = (phi_w(phi, w) if phi is not None else w[idx.ravel()]).reshape(idx.shape)
         p = exp(logits - logits.max(axis=1, keepdims=True))  # libm's exp, not NumPy's CPU-dependent one
         p /= p.sum(axis=1, keepdims=True)
@@ -190,4 +192,4 @@ def supervised_init(inst: TrainingInstance, ans: np.ndarray, target: float, lr: 
             np.add.at(grad, idx.ravel(), p.ravel() / len(y))
         w = w - lr * grad
     raise ValueError(f"supervised_init: {metric} did not reach target {target} in {max_iter} steps "
-                     f"({metric} = {score(w):.4f}): unreachable warm start")
+                     f"({metric} = {m:.4f}): unreachable warm start")

@@ -173,3 +173,127 @@ def test_built_names_carry_the_warm_start():
     b = ladder._build(tuple(sorted(dict(C=1, V=3, T=2, reward="frac", features=None, seed=0, warm=0.4,
                                         warm_metric="token").items())))
     assert b.name == "pa-C1-V3-T2-frac-tok0.400000"
+
+
+# --- issue 55, second round: the rules the mutants showed untested --------------------------------------------------
+
+def _gd_iterates(inst, ans, lr, n):
+    """Full-batch gradient descent on the mean cross-entropy of the answers from w = 0 (the docstring's rule),
+    written out independently: the first ``n + 1`` iterates."""
+    idx, y = rungs._answer_rows(inst, ans)
+    phi = inst.features[idx.ravel()] if inst.features is not None else None
+    w, out = np.zeros(inst.n_params), []
+    for _ in range(n + 1):
+        out.append(w.copy())
+        logits = (phi @ w if phi is not None else w[idx.ravel()]).reshape(idx.shape)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        onehot = np.zeros_like(p)
+        onehot[np.arange(len(y)), y] = 1.0
+        g = (p - onehot) / len(y)
+        if phi is not None:
+            grad = phi.T @ g.ravel()
+        else:
+            grad = np.zeros(inst.n_params)
+            np.add.at(grad, idx.ravel(), g.ravel())
+        w = w - lr * grad
+    return out
+
+
+@pytest.mark.parametrize("features", [None, 3])
+def test_warm_start_is_the_first_gradient_descent_iterate_at_or_past_the_target(features):
+    inst = prompt_answer("x", C=2, V=3, T=2, features=features, seed=4)
+    ans = answers(2, 3, 2, 4, features or 6)
+    ws = _gd_iterates(inst, ans, 4.0, 3)
+    accs = [token_accuracy(inst, ans, w) for w in ws]
+    assert accs == sorted(accs) and accs[0] < accs[1] < accs[2]
+    for k in (1, 2):                              # a target between iterates k − 1 and k stops at iterate k
+        w = supervised_init(inst, ans, (accs[k - 1] + accs[k]) / 2, metric="token")
+        assert np.allclose(w, ws[k], rtol=1e-12, atol=1e-14)
+
+
+def test_the_last_allowed_iterate_is_checked_too():
+    """max_iter steps reach the target when the max_iter-th iterate does (it was never checked: the error named a
+    value past the target as "did not reach")."""
+    inst = prompt_answer("x", C=2, V=3, T=2, seed=4)
+    ans = answers(2, 3, 2, 4)
+    ws = _gd_iterates(inst, ans, 4.0, 3)
+    w = supervised_init(inst, ans, token_accuracy(inst, ans, ws[3]), max_iter=3, metric="token")
+    assert np.allclose(w, ws[3], rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match=r"token did not reach target 0.9 in 3 steps \(token = 0.7963\)"):
+        supervised_init(inst, ans, 0.9, max_iter=3, metric="token")
+
+
+def test_a_target_equal_to_the_uniform_policys_is_a_cold_start():
+    inst = prompt_answer("x", C=2, V=2, T=2, seed=4)            # V = 2: the uniform policy's accuracy is 0.5 exactly
+    ans = answers(2, 2, 2, 4)
+    with pytest.raises(ValueError, match="already has token = 0.5000 >= target 0.5"):
+        supervised_init(inst, ans, 0.5, metric="token")
+
+
+def test_landing_exactly_tol_past_the_target_is_accepted():
+    inst = prompt_answer("x", C=2, V=3, T=2, seed=4)
+    ans = answers(2, 3, 2, 4)
+    w = supervised_init(inst, ans, 0.34, lr=50.0)
+    m = token_accuracy(inst, ans, w)
+    assert np.array_equal(supervised_init(inst, ans, 0.34, lr=50.0, tol=m - 0.34), w)
+
+
+def test_token_metric_on_the_sparse_reward_stops_on_per_token_accuracy_not_on_J():
+    inst = prompt_answer("x", C=2, V=3, T=3, reward="exact", seed=4)
+    ans = answers(2, 3, 3, 4)
+    w = supervised_init(inst, ans, 0.6, metric="token")
+    assert token_accuracy(inst, ans, w) >= 0.6 and inst.exact_J_grad(w)[0] < 0.6
+    warm = prompt_answer("x", C=2, V=3, T=3, reward="exact", seed=4, warm=0.6, warm_metric="token")
+    assert np.array_equal(warm.w_init, w)
+
+
+def test_a_warm_instance_keeps_the_cold_ones_name_features_and_starts_and_passes_its_tol():
+    for kw in (dict(), dict(features=3), dict(reward="exact"), dict(reward="exact", features=3)):
+        cold = prompt_answer("x", C=2, V=3, T=2, seed=4, **kw)
+        warm = prompt_answer("x", C=2, V=3, T=2, seed=4, warm=0.6, warm_metric="token", **kw)
+        assert cold.name == warm.name == "x" and list(warm.starts) == list(cold.starts)
+        assert (warm.features is None) == (cold.features is None)
+        if cold.features is not None:
+            assert np.array_equal(warm.features, cold.features)
+    with pytest.raises(ValueError, match="more than tol = 1e-09 past it"):
+        prompt_answer("x", C=2, V=3, T=2, seed=4, warm=0.6, warm_metric="token", warm_tol=1e-9)
+
+
+def test_defaults_seed_0_and_the_hidden_states_stream():
+    a, b = prompt_answer("x", C=2, V=3, T=2), prompt_answer("x", C=2, V=3, T=2, seed=0)
+    assert np.array_equal(a.step_reward, b.step_reward)
+    h = np.random.default_rng([5, 34]).standard_normal((3, 2, 4))
+    assert np.array_equal(hidden(3, 2, 4, seed=5), h / np.linalg.norm(h, axis=-1, keepdims=True))
+
+
+def test_token_accuracy_reads_the_alive_state_of_a_sparse_tabular_instance_and_large_logits():
+    inst = prompt_answer("x", C=2, V=3, T=2, reward="exact", seed=4)
+    ans = answers(2, 3, 2, 4)
+    logits = np.zeros((2, 4, 3))                         # (t, state, token); states 2c (dead), 2c + 1 (alive)
+    for c in range(2):
+        for t in range(2):
+            logits[t, 2 * c + 1, ans[c, t]] = 1000.0      # certain on the answer path, far beyond exp's range
+    w = logits.reshape(-1)
+    assert token_accuracy(inst, ans, w) == 1.0 and token_argmax_accuracy(inst, ans, w) == 1.0
+    w0 = logits.copy()
+    w0[0, 1, ans[0, 0]] = 0.0                            # one answer token back to uniform, the rest certain
+    assert token_accuracy(inst, ans, w0.reshape(-1)) == pytest.approx((1 / 3 + 3) / 4)
+    assert token_argmax_accuracy(inst, ans, w0.reshape(-1)) == pytest.approx((3 + (ans[0, 0] == 0)) / 4)
+
+
+def test_a_rungs_answers_use_its_hidden_size_and_its_token_accuracy_its_warm_start():
+    r = ladder.Rung("x", "test", dict(C=2, V=3, T=2, reward="frac", features=3, seed=0))
+    assert np.array_equal(r.answers(), answers(2, 3, 2, 0, 3))
+    w = ladder.Rung("y", "test", dict(C=2, V=3, T=2, reward="frac", features=None, seed=4, warm=0.6))
+    inst = w.build()
+    assert w.token_accuracy() == token_accuracy(inst, answers(2, 3, 2, 4), inst.w_init) >= 0.6
+
+
+def test_an_unreachable_target_under_huge_steps_reports_a_finite_metric():
+    """Three contexts with the same 1-D hidden state and answers 0, 0, 1: mean accuracy stays below 2/3 whatever w; the
+    huge steps make logits far beyond exp's range, where only a max-shifted softmax stays finite."""
+    seed = next(s for s in range(100) if abs(hidden(3, 1, 1, s).sum()) == 3.0)
+    inst = prompt_answer("x", C=3, V=2, T=1, features=1, seed=seed)
+    with pytest.raises(ValueError, match=r"token did not reach target 0.7 in 5 steps \(token = 0\.\d{4}\)"):
+        supervised_init(inst, np.array([[0], [0], [1]]), 0.7, lr=1e4, max_iter=5, metric="token")
