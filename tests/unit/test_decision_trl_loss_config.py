@@ -402,3 +402,174 @@ def test_return_metrics_gives_the_loss_and_the_metrics():
     assert float(loss) == pytest.approx(-(0.0 + 0.0 * 0.5))  # log π of the kept token is 0; the clipped one drops
     assert float(trl_policy_loss(logp, torch.zeros(1, 2, dtype=D), t([1.0]), torch.ones(1, 2, dtype=torch.bool),
                                  loss_type="grpo")) == float(loss)
+
+
+# --- issue 55, second round: messages in full, float64 inside, clamps, metrics' edges --------------------------------
+
+def _full(msg):
+    import re
+    return "^" + re.escape(msg) + "$"
+
+
+def test_every_input_check_names_its_parameter_in_full():
+    m = torch.ones(1, 2, dtype=torch.bool)
+    lp = t([[0.0, 0.0]])
+    cases = [
+        (dict(logp=[[0.0, 0.0]]), "logp must be a torch tensor [N, T] (the loss is differentiated through it), got list"),
+        (dict(logp=t([[0.0, 0.0]]).to(torch.complex128)), "logp must be real numbers, got complex values (torch.complex128)"),
+        (dict(mask=torch.full((1, 2), 2)), "mask must hold booleans or exactly 0/1; found 2 at index (0, 0)"),
+        (dict(mask=torch.zeros(1, 2, dtype=torch.bool)), "mask has no real token (every entry False): nothing to aggregate"),
+        (dict(sampling_logp=t([[0.0]]), loss_type="bnpo"),
+         "sampling_logp must have logp's shape [N, T] = (1, 2), got (1, 1) (no broadcasting)"),
+        (dict(entropies=t([[0.0]]), loss_type="bnpo"),
+         "entropies must have logp's shape [N, T] = (1, 2), got (1, 1) (no broadcasting)"),
+        (dict(sampling_logp=t([[0.0, 0.0]]).to(torch.complex128), loss_type="bnpo"),
+         "sampling_logp must be real numbers, got complex values (torch.complex128)"),
+        (dict(adv=t([1.0]).to(torch.complex128)), "adv must be real numbers, got complex values (torch.complex128)"),
+        (dict(adv=t([1.0, 2.0])), "adv must have shape [N] = (1,), one advantage per row, got (2,) (no broadcasting)"),
+        (dict(logp=t([[0.0, math.nan]])), "logp must be finite on real tokens (mask True) (no NaN or inf); found nan at (0, 1)"),
+        (dict(old_logp=t([[math.inf, 0.0]])),
+         "old_logp must be finite on real tokens (mask True) (no NaN or inf); found inf at (0, 0)"),
+        (dict(adv=t([math.nan])), "adv must be finite (no NaN or inf); found nan at (0,)"),
+        (dict(entropies=t([[0.0, math.nan]]), top_entropy_quantile=0.5, loss_type="bnpo"),
+         "entropies must be finite on real tokens (mask True) (no NaN or inf); found nan at (0, 1)"),
+        (dict(use_vllm=True, loss_type="bnpo"),
+         "use_vllm with vllm_importance_sampling_correction needs sampling_logp (the sampler's log-probs, TRL's "
+         "sampling_per_token_logps)"),
+    ]
+    for kw, msg in cases:
+        args = dict(logp=lp, old_logp=None, adv=t([1.0]), mask=m, num_items_in_batch=2)
+        args.update(kw)
+        with pytest.raises(ValueError, match=_full(msg)):
+            trl_policy_loss(args.pop("logp"), args.pop("old_logp"), args.pop("adv"), args.pop("mask"), **args)
+    with pytest.raises(ValueError, match=_full("entropies must have logp's shape [N, T] = (1, 2), got (1, 1) "
+                                               "(no broadcasting)")):                # checked after a None old_logp too
+        trl_policy_loss(lp, None, t([1.0]), m, loss_type="bnpo", sampling_logp=None, entropies=t([[0.0]]))
+
+
+def test_option_messages_in_full():
+    with pytest.raises(ValueError, match=_full("a truncate vllm_importance_sampling_mode needs "
+                                               "vllm_importance_sampling_clip_min or _clip_max (torch.clamp with neither)")):
+        TRLLoss(use_vllm=True, vllm_importance_sampling_mode="token_truncate", vllm_importance_sampling_clip_max=None)
+    with pytest.raises(ValueError, match=_full("loss_type='vespo' with the vLLM IS correction needs a token "
+                                               "vllm_importance_sampling_mode (token_truncate or token_mask), as TRL "
+                                               "requires; got 'sequence_mask'")):
+        TRLLoss(loss_type="vespo", use_vllm=True)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(loss_type="dapo"), dict(loss_type="grpo", importance_sampling_level="sequence"), dict(loss_type="bnpo"),
+    dict(loss_type="bnpo", off_policy_mask_threshold=0.1), dict(loss_type="bnpo", top_entropy_quantile=0.5),
+    dict(loss_type="bnpo", use_vllm=True, vllm_importance_sampling_mode="token_truncate"), dict(loss_type="vespo"),
+    dict(loss_type="dr_grpo"), dict(loss_type="cispo"), dict(loss_type="sapo"),
+])
+def test_float32_inputs_are_computed_in_float64(kw):
+    """The coefficient is computed in float64 whatever logp's dtype and cast to it only at the end: a float32 run's
+    gradient is the float64 run's coefficient rounded to float32."""
+    ell = [[0.11, -0.23, 0.05], [0.31, 0.02, -0.4]]
+    old = [[0.01, 0.02, -0.03], [0.1, -0.2, 0.05]]
+    samp = [[0.07, 0.2, -0.1], [0.3, -0.25, 0.0]]
+    ent = [[0.3, 1.7, 0.9], [1.1, 0.2, 2.4]]
+    adv = [0.7, -1.3]
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    grads = {}
+    for dt in (torch.float32, D):
+        logp = torch.tensor(ell, dtype=dt).requires_grad_(True)
+        loss = trl_policy_loss(logp, torch.tensor(old, dtype=dt), torch.tensor(adv, dtype=dt), mask,
+                               sampling_logp=torch.tensor(samp, dtype=dt), entropies=torch.tensor(ent, dtype=dt),
+                               num_items_in_batch=5, **kw)
+        loss.backward()
+        grads[dt] = logp.grad
+    # the float32 inputs are exactly representable in float64: recompute float64 from them, round once
+    logp = torch.tensor(ell, dtype=torch.float32).to(D).requires_grad_(True)
+    loss = trl_policy_loss(logp, torch.tensor(old, dtype=torch.float32).to(D),
+                           torch.tensor(adv, dtype=torch.float32).to(D), mask,
+                           sampling_logp=torch.tensor(samp, dtype=torch.float32).to(D),
+                           entropies=torch.tensor(ent, dtype=torch.float32).to(D), num_items_in_batch=5, **kw)
+    loss.backward()
+    assert torch.equal(grads[torch.float32], logp.grad.to(torch.float32))
+
+
+def test_vespo_weight_clamps_each_bound_and_zeroes_non_finite():
+    c = TRLLoss(loss_type="vespo", vespo_k_pos=1.0, vespo_lambda_pos=1e-4)
+    phi = lambda lw: math.exp(1e-4 + 1.0 * lw - 1e-4 * math.exp(lw))  # noqa: E731
+    m = torch.ones(1, 2, dtype=torch.bool)
+    assert float(c.vespo_weight(t([[25.0, -10.0]]), t([1.0]), m)[0]) == pytest.approx(phi(10.0))    # token at +20
+    assert float(c.vespo_weight(t([[-25.0, 10.0]]), t([1.0]), m)[0]) == pytest.approx(phi(-10.0))    # token at −20
+    assert float(c.vespo_weight(t([[15.0, 15.0]]), t([1.0]), m)[0]) == pytest.approx(phi(20.0))      # sum at 20
+    rho = t([[math.exp(30.0), 1.0]])                                                                 # log ρ̃ at 20
+    assert float(c.vespo_weight(t([[-15.0, 0.0]]), t([1.0]), m, rho)[0]) == pytest.approx(phi(5.0))
+    rho = t([[1e-30, 1.0]])                                                                          # log ρ̃ at log 1e-8
+    assert float(c.vespo_weight(t([[10.0, 0.0]]), t([1.0]), m, rho)[0]) == pytest.approx(phi(10.0 + math.log(1e-8)))
+    big = TRLLoss(loss_type="vespo", vespo_k_pos=1000.0, vespo_lambda_pos=1e-4)                     # φ underflows to 0
+    assert float(big.vespo_weight(t([[20.0, 0.0]]), t([1.0]), m)[0]) == 0.0
+    assert float(c.vespo_weight(t([[0.3, 0.0]]), t([0.0]), m)[0]) == pytest.approx(phi(0.3))         # A = 0: the _pos pair
+    assert float(c.vespo_weight(t([[0.3, 0.0]]), t([1.0]), m, t([[math.nan, 1.0]]))[0]) == 0.0   # NaN ρ̃ → 0
+    assert float(TRLLoss(loss_type="vespo", vespo_k_pos=-1000.0).vespo_weight(
+        t([[-20.0, 0.0]]), t([1.0]), m)[0]) == 0.0                                                   # +inf → 0
+
+
+def test_clip_metrics_every_clipped_loss_type_and_their_edges():
+    ell = t([[math.log(1.3), math.log(0.7), 0.0], [math.log(0.9), math.log(1.3), 0.0], [0.0, 0.0, 0.0]])
+    m = torch.tensor([[True, True, False], [True, True, False], [False, False, False]])
+    adv = t([0.5, -1.0, 0.0])
+    for lt in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
+        out = trl_metrics(TRLLoss(loss_type=lt), ell, adv, m)
+        # row 0 (A = 0.5 > 0): 1.3 high, 0.7 not low (A > 0); row 1 (A < 0): 0.9 not low (> 0.8), 1.3 not high
+        assert out["clip_ratio/low_mean"] == 0.0 and out["clip_ratio/high_mean"] == pytest.approx(1 / 4), lt
+        assert out["clip_ratio/low_min"] == 0.0 and out["clip_ratio/high_max"] == 0.5, lt   # row 2: no real token
+    adv0 = t([0.0, 0.0, 0.0])
+    out = trl_metrics(TRLLoss(loss_type="grpo"), ell, adv0, m)
+    assert out["clip_ratio/high_mean"] == 0.0 and out["clip_ratio/low_mean"] == 0.0        # A = 0 clips nothing
+    assert trl_metrics(TRLLoss(loss_type="cispo", epsilon_high=1.2), ell, adv0, m)["cispo_clip_ratio"] == 0.0
+    one = torch.tensor([[True, False, False], [False, False, False], [False, False, False]])
+    assert trl_metrics(TRLLoss(loss_type="grpo"), ell, adv, one)["clip_ratio/high_mean"] == 1.0   # one real token
+    # sequence level: each row's mean log-ratio over its own real tokens (rows of 2 and 1 tokens)
+    ell = t([[math.log(0.5), math.log(0.5)], [math.log(1.3), 0.0]])
+    m = torch.tensor([[True, True], [True, False]])
+    out = trl_metrics(TRLLoss(loss_type="grpo", importance_sampling_level="sequence"), ell, t([1.0, 1.0]), m)
+    assert out["clip_ratio/high_mean"] == 0.5 and out["clip_ratio/high_max"] == 1.0   # row 1: 1.3 > 1.2 on its own
+
+
+def test_entropy_mask_at_q_1_is_every_real_token_whatever_float32_rounding():
+    e = t([[0.1, 0.5, 0.3]])
+    m = torch.tensor([[True, True, False]])
+    assert torch.equal(TRLLoss(top_entropy_quantile=1.0).entropy_mask(e, m), m)
+
+
+def test_vespo_metrics_and_a_trlloss_config_kept_under_options():
+    logp = t([[0.1, -0.2]]).requires_grad_(True)
+    _, met = trl_policy_loss(logp, torch.zeros(1, 2, dtype=D), t([1.0]), torch.ones(1, 2, dtype=torch.bool),
+                             loss_type="vespo", num_items_in_batch=2, return_metrics=True)
+    assert met["vespo/phi_seq_mean"] == pytest.approx(math.exp(3.0 + 2.0 * (-0.1) - 3.0 * math.exp(-0.1)))
+    c = TRLLoss(loss_type="grpo", epsilon=0.1)
+    g = grad_of([[math.log(0.85), 0.0]], [-1.0], None, config=c, sapo_temperature_neg=2.0)
+    assert float(g[0, 0]) == 0.0            # ε = 0.1 from the config: 0.85 < 0.9 clipped for A < 0
+
+
+def test_opsm_counts_an_unscored_sampler_token_as_zero():
+    """OPSM's KL is log μ − log π_θ per token, NaN (the sampler could not score it) counted as 0 (TRL)."""
+    logp = t([[0.0, 0.0]]).requires_grad_(True)
+    kw = dict(loss_type="bnpo", off_policy_mask_threshold=0.4)
+    g = {}
+    for s in ([[0.0, math.nan]], [[0.0, 1.0]]):
+        lp = logp.detach().clone().requires_grad_(True)
+        trl_policy_loss(lp, torch.zeros(1, 2, dtype=D), t([-1.0]), torch.ones(1, 2, dtype=torch.bool),
+                        sampling_logp=t(s), **kw).backward()
+        g[str(s)] = lp.grad
+    assert g["[[0.0, nan]]"].abs().sum() > 0           # mean KL 0: kept
+    assert g["[[0.0, 1.0]]"].abs().sum() == 0           # mean KL 0.5 > 0.4 with A < 0: dropped
+
+
+def test_a_zero_advantage_row_stays_zero_under_an_infinite_ratio():
+    logp = t([[0.0, 0.0], [0.0, 0.0]]).requires_grad_(True)
+    loss = trl_policy_loss(logp, torch.zeros(2, 2, dtype=D), t([0.0, 1.0]), torch.ones(2, 2, dtype=torch.bool),
+                           loss_type="bnpo", use_vllm=True, vllm_importance_sampling_mode="token_mask",
+                           vllm_importance_sampling_clip_max=None, sampling_logp=t([[-800.0, 0.0], [0.0, 0.0]]))
+    assert torch.isfinite(loss)
+
+
+def test_from_config_keeps_a_grpoconfig_objects_own_clip_max_over_the_deprecated_cap():
+    cfg = SimpleNamespace(vllm_importance_sampling_cap=5.0, vllm_importance_sampling_clip_max=2.0)
+    assert TRLLoss.from_config(cfg, vllm_importance_sampling_cap=7.0).vllm_importance_sampling_clip_max == 2.0
+    assert TRLLoss.from_config({}, vllm_importance_sampling_cap=7.0).vllm_importance_sampling_clip_max == 7.0
