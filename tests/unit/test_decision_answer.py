@@ -766,3 +766,28 @@ def test_lm_rows_enter_the_first_table_and_the_headline_only_when_marked():
     assert an.table(r, unmarked)[1][1][3] == "not run"
     assert an.recommendation(r, unmarked)[2].endswith("→ no recommendation.")
     assert ex.exploratory_table(r, unmarked)[1] and not ex.exploratory_table(r, lm)[1]
+
+
+# --- issue 55, second round: the appendix's last blocks and a zero-width regime cell ---------------------------------
+
+def test_lm_history_blocks_name_their_kinds_and_why_they_are_absent(monkeypatch):
+    from figures.report import lm_history
+    data = {"interval": "95 % paired t", "versions": []}
+    monkeypatch.setattr(lm_history, "load", lambda path=None: data)
+    header, rows, note = lm_history.table(data)
+    assert ex.lm_history_blocks() == [("p", "Earlier LM protocol versions (exploratory):"), ("table", header, rows),
+                                      ("p", note)]
+
+    def broken(path=None):
+        raise ValueError("LM history x: unreadable (boom)")
+    monkeypatch.setattr(lm_history, "load", broken)
+    assert ex.lm_history_blocks() == [("p", "Earlier LM protocol versions: not shown (LM history x: unreadable (boom)).")]
+
+
+def test_regime_line_a_zero_width_interval_away_from_zero_is_significant():
+    rm = dict(settings=dict(instances=["count-frac"], delays=[8], eta_factors=[1.0], G=[8], eps=[0.2]),
+              comparisons=[_rm(estimate=0.3, lo=0.3, hi=0.3, n=4), _rm(estimate=-0.2, lo=-0.2, hi=-0.2, n=4, d=32),
+                           _rm(estimate=0.01, lo=-0.1, hi=0.12, n=4, d=16)])
+    line = ex.regime_line(rep(regime_map=rm))
+    assert "gmc ahead of onpolicy in 1 cells and behind in 1 (before the correction: ahead in 1)" in line
+    assert "count-frac: ↑1 ↓1 of 3" in line

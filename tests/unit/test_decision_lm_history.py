@@ -124,3 +124,66 @@ def test_table_reads_only_d32_and_prints_three_decimals():
     assert row["gmc − tis, d = 32"] == f"{r['delta']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
     assert row["C9 at LM scale"] == "inconclusive" and header[1] == "gmc − onpolicy, d = 32"
     assert note.endswith("sealed; `python -m figures.report.lm_history --check`).")
+
+
+def test_from_git_reads_each_versions_sidecar_and_seals_the_body(monkeypatch):
+    calls = []
+
+    def fake_run(cmd, cwd=None, capture_output=False, check=False):
+        calls.append((cmd, cwd, capture_output, check))
+        commit = cmd[2].split(":")[0]
+        v = next(v for v, c in h.VERSIONS if c == commit)
+        return SimpleNamespace(stdout=_sidecar(version=v))
+
+    from types import SimpleNamespace
+    monkeypatch.setattr(h.subprocess, "run", fake_run)
+    out = h.from_git(h.ROOT)
+    assert [c[0] for c in calls] == [["git", "show", f"{c}:{h.SIDECAR}"] for _, c in h.VERSIONS]
+    assert all(c[1] == h.ROOT and c[2] is True and c[3] is True for c in calls)
+    body = {"interval": "95 % paired t over the version's seeds (base step size), accuracy AUC",
+            "versions": [h.extract(v, _sidecar(version=v), c) for v, c in h.VERSIONS]}
+    assert out == {**body, "seal": hashlib.sha256(h._canonical(body)).hexdigest()}
+
+
+def test_the_seal_is_over_sorted_keys_so_a_written_extract_loads(tmp_path):
+    body = {"versions": [h.extract(7, _sidecar(), "c0ffee")], "interval": "x"}   # keys not in sorted order
+    assert h._canonical(body) == json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({**body, "seal": hashlib.sha256(h._canonical(body)).hexdigest()}, indent=1, sort_keys=True))
+    assert h.load(p) == body
+
+
+def test_extract_reads_only_the_base_step_size():
+    raw = json.loads(_sidecar())
+    for r in raw["runs"]:
+        if r["lr_factor"] == 3.0:
+            r["auc"] += 0.5 * (r["estimator"] == "gmc") + 0.1 * r["seed"]
+    rec = h.extract(7, json.dumps(raw).encode(), "c0ffee")
+    assert rec == h.extract(7, _sidecar(), "c0ffee") | {"sidecar_sha256": rec["sidecar_sha256"]}
+
+
+def test_the_tables_note_in_full_and_a_file_without_seal_is_refused(tmp_path):
+    _, _, note = h.table({"interval": "IV", "versions": []})
+    assert note == ("Exploratory: the LM protocol's earlier versions, each decided on seeds an earlier version had used "
+                    "(v2–v7: seeds 0–15); LM protocol v8 asks the question again on fresh seeds and alone feeds the "
+                    "headline. Cells: mean accuracy-AUC difference, positive = gmc better, with its IV; in brackets the "
+                    "Holm verdict the version registered. Source: each version's report sidecar, read from git "
+                    "(lm_versions.json, sealed; `python -m figures.report.lm_history --check`).")
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({"interval": "x", "versions": []}))
+    with pytest.raises(ValueError, match="seal does not match its content"):
+        h.load(p)
+
+
+def test_main_makes_nested_folders_rewrites_and_documents_its_option(tmp_path, monkeypatch, capsys):
+    fresh = _fresh()
+    path = tmp_path / "a" / "b" / "lm_versions.json"
+    monkeypatch.setattr(h, "from_git", lambda root=h.ROOT: fresh)
+    monkeypatch.setattr(h, "PATH", path)
+    assert h.main([]) == 0 and h.main([]) == 0 and json.loads(path.read_text()) == fresh   # twice: folder exists
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        h.main(["--help"])
+    out = capsys.readouterr().out
+    assert " ".join(h.__doc__.splitlines()[0].split()) in " ".join(out.split())   # argparse wraps the line
+    assert "compare the stored extract with one re-made from git" in out
