@@ -573,3 +573,31 @@ def test_from_config_keeps_a_grpoconfig_objects_own_clip_max_over_the_deprecated
     cfg = SimpleNamespace(vllm_importance_sampling_cap=5.0, vllm_importance_sampling_clip_max=2.0)
     assert TRLLoss.from_config(cfg, vllm_importance_sampling_cap=7.0).vllm_importance_sampling_clip_max == 2.0
     assert TRLLoss.from_config({}, vllm_importance_sampling_cap=7.0).vllm_importance_sampling_clip_max == 7.0
+
+
+def test_clip_metrics_at_exactly_the_clip_edges_do_not_count():
+    ell = t([[math.log(0.8), math.log(1.2)], [math.log(1.2), 0.0]])     # exp gives 0.8 and 1.2 exactly
+    m = torch.ones(2, 2, dtype=torch.bool)
+    out = trl_metrics(TRLLoss(loss_type="grpo"), ell, t([-1.0, 1.0]), m)
+    assert out["clip_ratio/low_mean"] == 0.0 and out["clip_ratio/high_mean"] == 0.0   # strictly outside [0.8, 1.2]
+    assert trl_metrics(TRLLoss(loss_type="cispo", epsilon_high=1.2), ell, t([1.0, 1.0]), m)["cispo_clip_ratio"] == 0.0
+
+
+def test_low_min_skips_rows_without_a_real_token():
+    ell = t([[math.log(0.7), math.log(0.7)], [math.log(0.7), 0.0], [0.0, 0.0]])
+    m = torch.tensor([[True, True], [True, True], [False, False]])
+    out = trl_metrics(TRLLoss(loss_type="grpo"), ell, t([-1.0, -1.0, -1.0]), m)
+    assert out["clip_ratio/low_min"] == 0.5                              # rows 1.0 and 0.5; the empty row skipped
+
+
+def test_vespo_log_weight_is_clamped_at_20_after_the_sum():
+    c = TRLLoss(loss_type="vespo", vespo_k_pos=2426.0, vespo_lambda_pos=1e-4)   # φ finite at log w = 20
+    w = c.vespo_weight(t([[15.0, 15.0]]), t([1.0]), torch.ones(1, 2, dtype=torch.bool))
+    assert float(w[0]) == pytest.approx(math.exp(1e-4 + 2426.0 * 20.0 - 1e-4 * math.exp(20.0)), rel=1e-6)
+
+
+def test_the_loss_has_logps_dtype():
+    logp = torch.tensor([[0.1, -0.2]], dtype=torch.float32, requires_grad=True)
+    loss = trl_policy_loss(logp, torch.zeros(1, 2, dtype=torch.float32), torch.tensor([1.0]),
+                           torch.ones(1, 2, dtype=torch.bool), loss_type="bnpo")
+    assert loss.dtype == torch.float32
