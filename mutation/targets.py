@@ -55,6 +55,8 @@ TARGETS: dict[str, list[str]] = {
     "figures/report/lm_history.py": ["tests/unit/test_decision_lm_history*.py"],  # earlier LM versions' extract
     "simulate/protocol/spec.py": ["tests/unit/test_decision_spec*.py"],
     "simulate/llm/analysis.py": ["tests/unit/test_decision_analysis*.py"],
+    # simulate score (issue 58): the scorecard's entries, markdown, rival set and refusals; the rule is headline.py's
+    "simulate/score.py": ["tests/unit/test_decision_score*.py"],
     # the ladder's instances and rungs (tiny prompt-answer tasks)
     "simulate/bridge/rungs.py": ["tests/unit/test_decision_rungs*.py"],
     "simulate/bridge/ladder.py": ["tests/unit/test_decision_rungs*.py"],
