@@ -234,9 +234,9 @@ def test_a_target_equal_to_the_uniform_policys_is_a_cold_start():
 def test_landing_exactly_tol_past_the_target_is_accepted():
     inst = prompt_answer("x", C=2, V=3, T=2, seed=4)
     ans = answers(2, 3, 2, 4)
-    w = supervised_init(inst, ans, 0.34, lr=50.0)
+    w = supervised_init(inst, ans, 0.34, lr=50.0, metric="token")
     m = token_accuracy(inst, ans, w)
-    assert np.array_equal(supervised_init(inst, ans, 0.34, lr=50.0, tol=m - 0.34), w)
+    assert np.array_equal(supervised_init(inst, ans, 0.34, lr=50.0, tol=m - 0.34, metric="token"), w)
 
 
 def test_token_metric_on_the_sparse_reward_stops_on_per_token_accuracy_not_on_J():
