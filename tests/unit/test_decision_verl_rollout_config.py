@@ -263,3 +263,52 @@ def test_rejection_clamps_each_token_before_the_statistic():
     assert kept.tolist() == [[True, True]]
     w, _ = RolloutCorrection(rollout_is="sequence", rollout_is_threshold=1e9).weights(lr, m)
     assert flat(w) == pytest.approx([math.exp(5.0)] * 2)  # the IS weight clamps the sum
+
+
+# --- issue 55, second round: messages in full, one-row batches, 0/1 masks ------------------------------------------
+
+def test_threshold_messages_name_the_option_and_the_bound_in_full():
+    import re
+    cases = [
+        (lambda: parse_is_threshold("x_2"), "rollout_is_threshold: the lower bound a of 'a_C' must be a number > 0, got 'x'"),
+        (lambda: parse_is_threshold("0.5_y"), "rollout_is_threshold: the upper bound C must be a number > 0, got 'y'"),
+        (lambda: parse_rs("token_k1", "x_2"),
+         "rollout_rs_threshold (option token_k1): the lower ratio bound a must be a number > 0, got 'x'"),
+        (lambda: parse_rs("token_k1", "0.5_y"),
+         "rollout_rs_threshold (option token_k1): the upper bound b must be a number > 0, got 'y'"),
+        (lambda: parse_rs("token_k1", "y"),
+         "rollout_rs_threshold (option token_k1): the upper ratio bound b must be a number > 0, got 'y'"),
+        (lambda: RolloutCorrection.from_config("nope"),
+         f"unknown rollout-correction preset 'nope'; known: {', '.join(vc.PRESETS)} (or "
+         f"{', '.join(vc.ESTIMATOR_PRESETS)})"),
+    ]
+    for call, msg in cases:
+        with pytest.raises(ValueError, match="^" + re.escape(msg) + "$"):
+            call()
+
+
+def test_one_threshold_per_option_stays_with_its_option():
+    assert parse_rs("token_k1,token_k2", "0.5_2,3") == (("token_k1", 0.5, 2.0), ("token_k2", None, 3.0))
+    assert parse_rs("token_k2,token_k3", "3,0.2") == (("token_k2", None, 3.0), ("token_k3", None, 0.2))
+
+
+def test_one_row_batches_normalise_and_count_by_that_row():
+    lr = t([[math.log(2.0), math.log(4.0)]])
+    m = torch.ones(1, 2, dtype=torch.bool)
+    w, met = RolloutCorrection(rollout_is="sequence", rollout_is_threshold=100.0,
+                               rollout_is_batch_normalize=True).weights(lr, m)
+    assert met["rollout_is_batch_norm_factor"] == pytest.approx(8.0) and flat(w) == pytest.approx([1.0, 1.0])
+    kept, met = RolloutCorrection(rollout_rs="seq_sum_k1", rollout_rs_threshold="0.5_2.0").keep(lr, m)
+    assert met["rollout_rs_seq_sum_k1_seq_masked_fraction"] == 1.0 and not kept.any()
+
+
+def test_a_0_1_float_mask_is_read_as_booleans():
+    lr = t([[math.log(2.0), 5.0], [math.log(0.5), 0.0]])
+    mb = torch.tensor([[True, False], [True, True]])
+    rc = RolloutCorrection(rollout_is="token", rollout_is_threshold=5.0, rollout_rs="token_k1",
+                           rollout_rs_threshold="0.25_3.0")
+    w_b, _ = rc.weights(lr, mb)
+    k_b, _ = rc.keep(lr, mb)
+    w_f, _ = rc.weights(lr, mb.to(torch.float64))
+    k_f, _ = rc.keep(lr, mb.to(torch.float64))
+    assert torch.equal(w_b, w_f) and torch.equal(k_b, k_f) and k_f.dtype == torch.bool
