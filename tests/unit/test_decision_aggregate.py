@@ -289,3 +289,30 @@ def test_score_matrix_selectors_are_keyword_only_and_the_leading_arguments_posit
         ag.score_matrix(t, "gmc", 8, ["a"], [1], "common")
     X = ag.score_matrix(table=t, estimator="gmc", d=8, instances=["a"], seeds=[1], G=8, eps=0.2)
     assert X.shape == (1, 1)
+
+
+def test_family_comparisons_read_the_primary_arm_by_default_and_the_named_arm_otherwise(monkeypatch):
+    """(issue 55, a survivor of the independent sample) the arm a caller names is the one read; None: the primary."""
+    from types import SimpleNamespace
+
+    from simulate.protocol import aggregate as agg
+    from simulate.protocol import families
+
+    seen = []
+
+    def fake_score_matrix(table, est, d, insts, seeds, eta_kind, eps, G):
+        seen.append((est, d, eta_kind, eps, G))
+        base = 0.5 + 0.1 * (est == "gmc")
+        return base + 0.01 * np.arange(len(seeds) * len(insts), dtype=np.float64).reshape(len(seeds), len(insts))
+
+    monkeypatch.setattr(agg, "score_matrix", fake_score_matrix)
+    monkeypatch.setattr(families, "by_family", lambda insts: {"fam": tuple(insts)})
+    proto = SimpleNamespace(primary_arm="tuned", primary=dict(eps=0.2, G=8), instances=("a", "b"), delays=(0, 8),
+                            eval_seeds=(1, 2, 3))
+    out = agg.family_comparisons(None, proto, "gmc", ["is"])
+    assert {s[2] for s in seen} == {"tuned"} and {(s[3], s[4]) for s in seen} == {(0.2, 8)}
+    assert [(o["family"], o["d"], o["rival"], o["n_instances"]) for o in out] == [("fam", 0, "is", 2), ("fam", 8, "is", 2)]
+    assert out[0]["delta"] == pytest.approx(0.1)
+    seen.clear()
+    agg.family_comparisons(None, proto, "gmc", ["is"], arm="common")
+    assert {s[2] for s in seen} == {"common"}

@@ -297,3 +297,12 @@ def test_an_unreachable_target_under_huge_steps_reports_a_finite_metric():
     inst = prompt_answer("x", C=3, V=2, T=1, features=1, seed=seed)
     with pytest.raises(ValueError, match=r"token did not reach target 0.7 in 5 steps \(token = 0\.\d{4}\)"):
         supervised_init(inst, np.array([[0], [0], [1]]), 0.7, lr=1e4, max_iter=5, metric="token")
+
+
+def test_the_rungs_sizes_are_the_documented_ones():
+    """(issue 55, a survivor of the independent sample) V = 16 from rung 3 on, T = 12 from rung 4, C = 8 contexts."""
+    inst = {r.name: r.instance for r in ladder.RUNGS}
+    assert (inst["0-tabular"]["V"], inst["0-tabular"]["T"], inst["0-tabular"]["C"]) == (3, 5, 1)
+    assert (inst["1-shared"]["C"], inst["1-shared"]["features"]) == (8, 6)
+    assert inst["3-vocab"]["V"] == 16 and inst["4-horizon"]["T"] == 12 and inst["6-sparse"]["reward"] == "exact"
+    assert all(inst[n]["V"] == 16 for n in ("3-vocab", "4-horizon", "5-warm", "6-sparse", "7-grpo-norm", "8-adam"))

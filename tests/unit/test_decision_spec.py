@@ -745,3 +745,10 @@ def test_c5_smallest_steps_accepted_and_a_bad_group_size_named_at_its_first_chec
         with pytest.raises(ValueError) as ei:
             replace(V5, c5=c5(G=G))
         assert str(ei.value) == "protocol field c5.G/c5.steps must be distinct integers >= 1 (G a list of them)", G
+
+
+def test_protocols_are_hashable_their_dict_fields_left_out_of_the_hash():
+    """(issue 55, a survivor of the independent sample) a frozen protocol hashes on its scalar and tuple fields; the
+    dict fields (c5, instance_settings, …) are declared hash=False, so a protocol with per-instance settings hashes too."""
+    assert hash(V5) == hash(replace(V5)) and hash(V6) == hash(replace(V6))
+    assert isinstance(hash(replace(V5, instance_settings={})), int)
