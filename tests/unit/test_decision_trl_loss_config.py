@@ -601,3 +601,10 @@ def test_the_loss_has_logps_dtype():
     loss = trl_policy_loss(logp, torch.zeros(1, 2, dtype=torch.float32), torch.tensor([1.0]),
                            torch.ones(1, 2, dtype=torch.bool), loss_type="bnpo")
     assert loss.dtype == torch.float32
+
+
+def test_sequence_level_clip_means_are_exact_fractions_of_the_rows():
+    ell = t([[math.log(0.5), 0.0], [0.0, 0.0], [0.0, 0.0]])
+    m = torch.tensor([[True, False], [True, True], [True, True]])
+    out = trl_metrics(TRLLoss(loss_type="grpo", importance_sampling_level="sequence"), ell, t([-1.0, 1.0, 1.0]), m)
+    assert out["clip_ratio/low_mean"] == 1 / 3 and out["clip_ratio/region_mean"] == 1 / 3   # in float64, exactly
