@@ -50,13 +50,24 @@ def _damage(folder: Path, name: str, how: str, *, sealed: bool = False) -> None:
 
 
 def _copy(src: Path, dst: Path, *, sealed: bool) -> Path:
+    """The sidecars of ``src``, each sealed or each unsealed (the committed ones may be either, by when they were
+    made), so both paths of the loader run whatever is committed."""
     dst.mkdir()
     for p in src.glob("*.json"):
         meta = json.loads(p.read_text())
+        meta.pop("seal", None)
         if sealed:
             meta["seal"] = data.seal(meta)
         (dst / p.name).write_text(json.dumps(meta))
     return dst
+
+
+def _rewrite(p: Path, meta: dict) -> None:
+    """Write an edited sidecar, re-sealed when it was sealed: the edit under test must be caught by the check it
+    targets, not by the seal."""
+    if "seal" in meta:
+        meta["seal"] = data.seal(meta)
+    p.write_text(json.dumps(meta))
 
 
 def _present(folder: Path) -> tuple[str, ...]:
@@ -223,20 +234,23 @@ DEEPER = {  # sidecar, edit, what the problem line says
     "a verdict outside the vocabulary": ("fig1_bias_vs_G", lambda m: m["evidence"][0].update(verdict="violated"),
                                          "is not a verdict word"),
     "stamp keys deleted": ("fig5_delay", lambda m: [m.pop("git_commit"), m.pop("code_version")],
-                           "no stamp (git_commit, code_version) among stamped sidecars"),
+                           {False: "no stamp (git_commit, code_version) among stamped sidecars",
+                            True: "stamp: git_commit None is not a 40-hex commit; stamp: code_version None is not a "
+                                  "16-hex code hash"}),
     "nested table of the wrong shape": ("fig_c5_protocol", lambda m: m["c5"].update(per_instance=[1]),
                                         "malformed content: the report raised"),
 }
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["unsealed", "sealed"])
 @pytest.mark.parametrize("case", list(DEEPER))
-def test_content_damaged_below_the_top_level_is_named_not_judged(committed, tmp_path, capsys, case):
+def test_content_damaged_below_the_top_level_is_named_not_judged(committed, tmp_path, capsys, case, sealed):
     name, edit, says = DEEPER[case]
-    d = tmp_path / "out"
-    shutil.copytree(committed, d)
+    says = says[sealed] if isinstance(says, dict) else says  # a sealed stamp is checked by its structure
+    d = _copy(committed, tmp_path / "out", sealed=sealed)
     meta = json.loads((d / f"{name}.json").read_text())
     edit(meta)
-    (d / f"{name}.json").write_text(json.dumps(meta))
+    _rewrite(d / f"{name}.json", meta)
     assert cli.main(["--out", str(d), "--report", str(tmp_path / "R.md"), "--no-derive"]) == 1
     line = next(ln for ln in capsys.readouterr().out.splitlines() if f"problem: evidence {name}.json:" in ln)
     assert says in line
@@ -251,10 +265,10 @@ def test_protocol_v6_stamp_is_checked_against_its_registered_file(committed, tmp
     p = d / "fig_regime_slices.json"
     meta = json.loads(p.read_text())
     meta["v6"] = {"name": name, "sha256": reg[name]}
-    p.write_text(json.dumps(meta))
+    _rewrite(p, meta)
     assert data.check_evidence(d, expected=_present(d))[1] == []  # the registered pair: whole
     meta["v6"]["sha256"] = "ab" * 32
-    p.write_text(json.dumps(meta))
+    _rewrite(p, meta)
     # (the committed fig_protocol_v6 sidecar carries the registered stamp: the edited one is the problem named)
     (pb,) = [x for x in data.check_evidence(d, expected=_present(d))[1] if x["file"] == p.name]
     assert "is not its registered file's" in pb["reason"]
