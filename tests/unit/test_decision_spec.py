@@ -752,3 +752,11 @@ def test_protocols_are_hashable_their_dict_fields_left_out_of_the_hash():
     dict fields (c5, instance_settings, …) are declared hash=False, so a protocol with per-instance settings hashes too."""
     assert hash(V5) == hash(replace(V5)) and hash(V6) == hash(replace(V6))
     assert isinstance(hash(replace(V5, instance_settings={})), int)
+
+
+def test_protocols_are_frozen_and_versions_before_3_have_no_d0_rate_premise():
+    import dataclasses
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        V5.budget = 1
+    assert sp.load_protocol(sp.V1_PATH).rate_premise_d0 is False      # the premise rule came with v3 (its TOML sets it)
+    assert V5.rate_premise_d0 is True
