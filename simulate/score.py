@@ -23,8 +23,6 @@ import dataclasses
 import os
 from pathlib import Path
 
-import numpy as np
-
 __all__ = ["score", "scorecard_entries", "scorecard_markdown", "property_rows"]
 
 
@@ -89,41 +87,11 @@ def scorecard_markdown(name: str, proto, entries: dict, props: list[list[str]], 
     return "\n".join(lines) + "\n"
 
 
-def _plot(table, proto, name: str, rivals, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from simulate.protocol import aggregate as ag
-    from simulate.protocol.families import by_family
-
-    eps, G = float(proto.primary["eps"]), int(proto.primary["G"])
-    fams = by_family(proto.instances)
-    ds = [d for d in proto.delays if d > 0] or list(proto.delays)
-    fig, axes = plt.subplots(len(fams), len(ds), figsize=(3.3 * len(ds), 2.6 * len(fams)), squeeze=False)
-    taus = np.linspace(-0.25, 1.25, 121)
-    for i, (fam, insts) in enumerate(fams.items()):
-        for j, d in enumerate(ds):
-            ax = axes[i, j]
-            for e in (*rivals, name):
-                X = ag.score_matrix(table, e, d, insts, proto.eval_seeds, eta_kind=proto.primary_arm, eps=eps, G=G)
-                ax.plot(taus, ag.performance_profile(X, taus), lw=2.2 if e == name else 0.9,
-                        color="black" if e == name else None, label=e)
-            ax.set_title(f"{fam} family, d = {d}", fontsize=8)
-            ax.set_xlabel("τ (nAUC)")
-    axes[0, 0].set_ylabel("fraction of runs > τ")
-    h, lab = axes[0, 0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower center", ncol=6, fontsize=6.5)
-    fig.subplots_adjust(bottom=0.25, hspace=0.4)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def score(name: str, *, quick: bool = False, out: str | Path = "results/score", protocol: str | Path | None = None,
           progress: bool = True, **sweep_kw) -> Path:
     """Score the registered estimator ``name`` (a plugin must be loaded through ``$ASYNCGRPO_ESTIMATORS`` first) and
     write ``<out>/scorecard-<name>.md`` and its figure; returns the markdown's path (module docstring)."""
+    from simulate import score_figure
     from simulate.protocol import run_protocol
     from simulate.protocol.spec import V6_PATH, load_protocol
     from simulate.training.config import REGISTERED_ESTIMATORS
@@ -147,7 +115,7 @@ def score(name: str, *, quick: bool = False, out: str | Path = "results/score", 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     fig = out / f"scorecard-{name}.png"
-    _plot(res.table, proto, name, rivals, fig)
+    score_figure.performance_profiles(res.table, proto, name, rivals, fig)
     md = out / f"scorecard-{name}.md"
     md.write_text(scorecard_markdown(name, proto, entries, property_rows(name, float(proto.primary["eps"])), fig.name))
     return md

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from simulate import score as sc
@@ -95,13 +96,29 @@ def stand_ins(monkeypatch, tmp_path):
         return SimpleNamespace(table="TABLE")
 
     def entries(table, proto, name, rivals):
-        seen.update(rivals=rivals, name=name)
+        seen.update(rivals=rivals, name=name, table=table)
         return {"tabular": [entry(r, d, 0.0, -0.01, 0.01) for r in rivals for d in proto.delays]}
 
+    def plot(table, proto, name, rivals, path):
+        seen.update(plot=(table, proto, name, rivals, Path(path).name))
+        Path(path).write_bytes(b"png")
+
+    def props(name, eps):
+        seen.update(props=(name, eps))
+        return [["kit", "holds", f"eps={eps}"]]
+
+    def markdown(name, proto, entries, props, figure):
+        seen.update(markdown=(name, figure))
+        return real_markdown(name, proto, entries, props, figure)
+
+    from simulate import score_figure
+
+    real_markdown = sc.scorecard_markdown
     monkeypatch.setattr(sp, "run_protocol", run_protocol)
     monkeypatch.setattr(sc, "scorecard_entries", entries)
-    monkeypatch.setattr(sc, "_plot", lambda table, proto, name, rivals, path: Path(path).write_bytes(b"png"))
-    monkeypatch.setattr(sc, "property_rows", lambda name, eps: [["kit", "holds", f"eps={eps}"]])
+    monkeypatch.setattr(score_figure, "performance_profiles", plot)
+    monkeypatch.setattr(sc, "property_rows", props)
+    monkeypatch.setattr(sc, "scorecard_markdown", markdown)
     return seen
 
 
@@ -114,6 +131,12 @@ def test_score_runs_the_map_beside_gmc_and_the_rival_set(stand_ins, tmp_path):
     assert stand_ins["rivals"] == tuple(dict.fromkeys(("gmc", *base.rivals)))
     assert stand_ins["proto"].estimators == tuple(dict.fromkeys((*base.estimators, "snis")))
     assert stand_ins["kw"]["backend"] == "serial" and stand_ins["kw"]["quick"] is True
+    assert stand_ins["kw"]["path"] == V6_PATH and stand_ins["kw"]["progress"] is False
+    assert stand_ins["proto"].eval_seeds == base.eval_seeds != load_protocol(V6_PATH, quick=False).eval_seeds
+    assert stand_ins["table"] == "TABLE"  # the protocol run's table is what gets scored
+    assert stand_ins["name"] == "snis" and stand_ins["props"] == ("snis", float(base.primary["eps"]))
+    assert stand_ins["plot"] == ("TABLE", stand_ins["proto"], "snis", stand_ins["rivals"], "scorecard-snis.png")
+    assert stand_ins["markdown"] == ("snis", "scorecard-snis.png")
     text = md.read_text()
     assert f"| kit | holds | eps={float(base.primary['eps'])} |" in text and "(scorecard-snis.png)" in text
     # scoring a rival itself: it is not its own rival, and it is not added twice to the estimators
@@ -122,6 +145,17 @@ def test_score_runs_the_map_beside_gmc_and_the_rival_set(stand_ins, tmp_path):
     assert stand_ins["proto"].estimators.count("tis") == 1
     sc.score("gmc", quick=True, out=tmp_path / "o3", progress=False, backend="serial")
     assert "gmc" not in stand_ins["rivals"]
+
+
+def test_score_defaults_full_protocol_with_progress_into_results_score(stand_ins, tmp_path, monkeypatch):
+    from simulate.protocol.spec import V6_PATH, load_protocol
+
+    monkeypatch.chdir(tmp_path)
+    md = sc.score("snis", backend="serial")
+    assert md == Path("results/score/scorecard-snis.md") and md.exists()  # parents made
+    assert stand_ins["kw"]["quick"] is False and stand_ins["kw"]["progress"] is True
+    assert stand_ins["proto"].eval_seeds == load_protocol(V6_PATH, quick=False).eval_seeds
+    assert sc.score("snis", out=tmp_path / "a" / "b" / "c", backend="serial").exists()
 
 
 def test_score_picks_a_backend_from_the_workers(stand_ins, tmp_path, monkeypatch):
@@ -137,12 +171,19 @@ def test_score_picks_a_backend_from_the_workers(stand_ins, tmp_path, monkeypatch
     assert stand_ins["kw"]["backend"] == "local"
     sc.score("snis", quick=True, out=tmp_path / "e", progress=False, scheduler="tcp://x:1")
     assert "backend" not in stand_ins["kw"]  # a scheduler (or client) chooses, not score
+    sc.score("snis", quick=True, out=tmp_path / "f", progress=False, client="a client")
+    assert "backend" not in stand_ins["kw"] and stand_ins["kw"]["client"] == "a client"
+    monkeypatch.setattr(sc.os, "cpu_count", lambda: None)  # unknown: one worker
+    sc.score("snis", quick=True, out=tmp_path / "g", progress=False)
+    assert stand_ins["kw"]["backend"] == "serial"
 
 
 def test_score_refuses_an_unknown_map_and_a_protocol_before_v6(stand_ins, tmp_path):
     from simulate.protocol.spec import V6_PATH
 
-    with pytest.raises(ValueError, match=r"estimator must be a registered name \(.*gmc.*\); a plugin map.*'nope'"):
+    with pytest.raises(ValueError, match=r"estimator must be a registered name \([a-z_0-9]+(, [a-z_0-9]+)+\); a plugin "
+                                         r"map is registered by naming its module in \$ASYNCGRPO_ESTIMATORS \(or "
+                                         r"--estimator module:NAME\), got 'nope'"):
         sc.score("nope", out=tmp_path)
     with pytest.raises(ValueError, match=r"protocol must be a version-6 file .* got version 5 \(.*protocol-v5.toml\)"):
         sc.score("snis", protocol=V6_PATH.with_name("protocol-v5.toml"), out=tmp_path)
@@ -169,3 +210,52 @@ def test_a_frozen_protocol_copy_is_not_mutated(stand_ins, tmp_path):
     sc.score("snis", quick=True, out=tmp_path, progress=False, backend="serial")
     assert "snis" not in load_protocol(V6_PATH, quick=True).estimators
     assert dataclasses.is_dataclass(stand_ins["proto"])
+
+
+def test_property_rows_hand_the_kit_the_map_its_eps_and_budget(monkeypatch):
+    """The kit gets the registered map at the card's ε, 50 examples and the map's name; a row without a detail shows
+    its description."""
+    import asyncgrpo.testing as kit
+    from asyncgrpo import estimators as est
+
+    seen = {}
+
+    def fake(fn, *, eps, max_examples, name):
+        seen.update(eps=eps, max_examples=max_examples, name=name, w=fn(np.array([0.0, 1.0]), eps))
+        row = SimpleNamespace
+        return SimpleNamespace(rows=[row(property="a", verdict="holds", detail="measured 1", description="what a is"),
+                                     row(property="b", verdict="refuted", detail="", description="what b is")])
+
+    monkeypatch.setattr(kit, "check_weight_map", fake)
+    assert sc.property_rows("tis", 0.3) == [["a", "holds", "measured 1"], ["b", "refuted", "what b is"]]
+    assert (seen["eps"], seen["max_examples"], seen["name"]) == (0.3, 50, "tis")
+    np.testing.assert_array_equal(seen["w"], est.get("tis", eps=0.3)(np.array([0.0, 1.0])))
+    assert not np.array_equal(seen["w"], est.get("tis", eps=0.2)(np.array([0.0, 1.0])))  # ε reaches the map
+
+
+def test_the_scorecard_layout_in_full():
+    """The whole page for one family, one rival, two delays (the layout users and their scripts read)."""
+    entries = {"tabular": [entry("tis", 0, 0.0, 0.0, 0.0, n=6), entry("tis", 8, 0.05, 0.01, 0.09, n=6)],
+               "lm-like": [entry("tis", 0, 0.0, 0.0, 0.0, n=4), entry("tis", 8, 0.05, 0.01, 0.09, n=4)]}
+    fig = "f" + ".png"
+    md = sc.scorecard_markdown("m", PROTO, entries, [["p", "holds", "d"]], fig)
+    cell0, cell8 = "+0.000 [+0.000, +0.000]; P 0.50 [0.40, 0.60]", "+0.050 [+0.010, +0.090]; P 0.50 [0.40, 0.60]"
+    expected = "\n".join([
+        "# Staleness scorecard: `m`", "",
+        "Protocol `toy-v6@abc` (docs/protocol.md, version 6): instances drawn by seed, d ∈ {0, 8}, η tuned per "
+        "estimator (tuned arm), 4 held-out seeds per instance. Positive: `m` better.", "",
+        "## Verdict (the report's headline rule)", "",
+        "- tabular family (6 drawn): use **m**: not significantly behind any of 1 rivals at d ∈ {0, 8}; ahead of 1.",
+        "- lm-like family (4 drawn): use **m**: not significantly behind any of 1 rivals at d ∈ {0, 8}; ahead of 1.",
+        "", "## m − each rival", "",
+        f"IQM difference of nAUC [interval]; P = P(m > rival), rliable's probability of improvement [interval]; "
+        f"intervals: {ag.INTERVAL}.", "",
+        "| rival | tabular, d = 0 | tabular, d = 8 | lm-like, d = 0 | lm-like, d = 8 |", "|---|---|---|---|---|",
+        f"| tis | {cell0} | {cell8} | {cell0} | {cell8} |", "",
+        "## Property kit (asyncgrpo.testing.check_weight_map, NumPy backend)", "",
+        "| property | verdict | detail |", "|---|---|---|", "| p | holds | d |", "",
+        "![performance profiles](" + fig + ")"]) + "\n"
+    assert md == expected
+    # the family's instance count is read from its own entries, whichever entry comes first
+    entries["tabular"][1]["n_instances"] = 99
+    assert "tabular family (6 drawn)" in sc.scorecard_markdown("m", PROTO, entries, [], None)
