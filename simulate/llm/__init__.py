@@ -10,26 +10,38 @@ Commands (``python -m simulate.llm …``)::
     train --estimator gmc --delay 4 --steps 40          # tiny model on CPU, stale rollouts, minutes
     warmstart                                       # the cached supervised warm start only
     freeze-warmstart --protocol-version 6 --out F   # a protocol's warm start as a file its runs load (v7)
-    experiment                                      # the pre-registered C9 protocol (protocol.py)
-    gpu-check [--dry-run]                           # < 5 min on one H200: parity, throughput, d ∈ {0, 8, 32}
+    experiment                                      # the pre-registered C9 protocol (protocol.py, v8)
+    experiment --protocol gpu [--dry-run]           # the GPU protocol (bash gpu_run.sh runs it on a card)
+    gpu-run --dry-run                               # a GPU plan: memory, time, chunks; one tiny step on CPU
+    gpu-check [--dry-run]                           # parity, throughput, d ∈ {0, 8, 32} on one GPU
 
-Modules::
+A run, top to bottom (docs/llm.md, "How a run flows")::
 
-    config.py      frozen dataclasses: TrainConfig, TaskConfig, WarmStartConfig, PRESETS (size dial);
-                   THEORY names (G, eta, eps, d, D); check_runtime (device, writable folders)
-    protocol.py    the pre-registered LM C9 protocol (seeds, delays, estimators, metric, margin), hashed
-    tokenizer.py   character tokenizer (random-init models); adapter for a checkpoint's own + chat template
-    tasks.py       procedural arithmetic / countdown, held-out split by stable hash, never-raising parser
-    model.py       Qwen3 build/load, KV-cached sampling recording log μ, float32 (float64) log π recompute
-    warmstart.py   supervised warm start (cached under results/llm/cache), greedy held-out accuracy
-    portability/   kernel paths, the run's deterministic setup (set_determinism: the one call a run makes),
-                   float64 models, frozen warm starts, kernel fingerprints, the perturbation check
-    train.py       the asynchronous RL loop, top to bottom (delays, snapshots, guarded update, metrics),
-                   resume checks, output lock, fsync-ed metrics lines, weights-only checkpoints
-    tree.py        a seed's runs at several delays as one forest: shared prefixes (every k ≤ d samples the
-                   warm start) and warm-start batches computed once, bit for bit the separate runs
-    experiment.py  accuracy against delay over estimators × delays × seeds (× step-size arms) → tidy
-                   DataFrame; the C9 verdict per arm by simulate.verdicts (paired t, Holm, Clopper–Pearson),
-                   turning points along d
-    gpu_check.py   the prepared GPU check (CPU-vs-GPU parity, sampler throughput, delay sweep) and its CPU dry run
+    protocol.py ─► experiment.py ─► warmstart.py ─► train.py / tree.py ─► learner_step.py ─► analysis.py
+    (registered     (grid → sweep     (model.py +     (the run: delays,     (one step: behaviour,   (the C9 rows,
+     settings)       engine cells)     tasks.py)       snapshots, files)     rollouts, loss, AdamW)   verdicts)
+
+Modules, by stage::
+
+    settings   config.py       frozen dataclasses: TrainConfig, TaskConfig, WarmStartConfig, PRESETS (size dial)
+               protocol.py     the pre-registered LM protocols (seeds, delays, estimators, rules), hashed
+    task       tokenizer.py    character tokenizer; adapter for a checkpoint's own + chat template
+               tasks.py        procedural arithmetic, held-out split by stable hash, never-raising parser
+               exact_j.py      exact expected reward under exact match, by teacher forcing
+    model      model.py        Qwen3 build/load, KV-cached sampling recording log μ, log π recompute
+               warmstart.py    supervised warm start (cached, or frozen), greedy held-out accuracy
+    one run    train.py        a whole run: delay schedule, snapshots, checkpoints and resume (run_files.py)
+               learner_step.py one step: behaviour version, rollouts, surrogate (registry / token_level), AdamW
+               diagnostics.py  a step's log-ratio columns (ℓ, χ², ESS, clip fractions)
+               tree.py         a seed's runs at several fixed delays as one forest, shared prefixes bit for bit
+    batched    batched.py      a forest's runs stepped together (stacked_model.py: R weight sets at once)
+               rollout_queue.py  batches sampled when their behaviour version is current (no snapshots)
+    protocol   experiment.py   estimators × delays × seeds through the sweep engine → tidy table
+               analysis.py     the C9 rows and verdicts from that table (pure functions)
+    GPU        gpu_plan.py     memory and time of a forest on a card, the fewest chunks that fit
+               gpu_run.py      gpu-run: the plan, then the chunks; gpu_protocol.py + gpu_run.sh: the GPU protocol
+               gpu_check.py    the prepared GPU check
+    measure    throughput.py   sampler throughput; mfu.py: model FLOP utilisation per phase (python -m bench llm)
+    portability/  kernel paths, deterministic setup (set_determinism: the one call a run makes), float64 models,
+                  frozen warm starts, kernel fingerprints, the perturbation check (make verify)
 """
