@@ -158,6 +158,14 @@ def test_score_defaults_full_protocol_with_progress_into_results_score(stand_ins
     assert sc.score("snis", out=tmp_path / "a" / "b" / "c", backend="serial").exists()
 
 
+def test_score_takes_its_options_by_keyword_only(stand_ins, tmp_path):
+    """``score(name, *, quick, out, …)``: the name by position or keyword, every option by keyword only (a
+    positional ``True`` must not silently mean ``quick``)."""
+    assert sc.score(name="snis", quick=True, out=tmp_path / "k", progress=False, backend="serial").exists()
+    with pytest.raises(TypeError):
+        sc.score("snis", True, out=tmp_path / "p")
+
+
 def test_score_picks_a_backend_from_the_workers(stand_ins, tmp_path, monkeypatch):
     sc.score("snis", quick=True, out=tmp_path / "a", progress=False, n_workers=1)
     assert stand_ins["kw"]["backend"] == "serial"
