@@ -760,3 +760,7 @@ def test_protocols_are_frozen_and_versions_before_3_have_no_d0_rate_premise():
         V5.budget = 1
     assert sp.load_protocol(sp.V1_PATH).rate_premise_d0 is False      # the premise rule came with v3 (its TOML sets it)
     assert V5.rate_premise_d0 is True
+
+
+def test_a_single_delay_is_refused_as_delays():
+    bad(V5, "delays", delays=(0,))
