@@ -316,3 +316,36 @@ def test_family_comparisons_read_the_primary_arm_by_default_and_the_named_arm_ot
     seen.clear()
     agg.family_comparisons(None, proto, "gmc", ["is"], arm="common")
     assert {s[2] for s in seen} == {"common"}
+
+
+def test_family_comparisons_pass_the_table_each_side_and_each_delay(monkeypatch):
+    from types import SimpleNamespace
+
+    from simulate.protocol import aggregate as agg
+    from simulate.protocol import families
+
+    seen = []
+    table = object()
+
+    def fake_score_matrix(tab, est, d, insts, seeds, eta_kind, eps, G):
+        seen.append((tab is table, est, d, tuple(insts), tuple(seeds)))
+        return np.full((len(seeds), len(insts)), 0.5 + 0.1 * (est == "gmc") + 0.01 * d)
+
+    monkeypatch.setattr(agg, "score_matrix", fake_score_matrix)
+    monkeypatch.setattr(families, "by_family", lambda insts: {"fam": tuple(insts)})
+    proto = SimpleNamespace(primary_arm="tuned", primary=dict(eps=0.2, G=8), instances=("a", "b"), delays=(0, 8),
+                            eval_seeds=(1, 2, 3))
+    agg.family_comparisons(table, proto, "gmc", ["is", "tis"])
+    assert seen == [(True, e, d, ("a", "b"), (1, 2, 3)) for d in (0, 8) for e in ("gmc", "is", "tis")]
+
+
+def test_iqm_interval_is_the_iqm_with_its_stratified_bootstrap_interval():
+    from scipy import stats
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(8, 3))
+    est, lo, hi = ag.iqm_interval(X, reps=300, seed=5)
+    assert est == pytest.approx(stats.trim_mean(X.ravel(), 0.25))
+    assert (est, lo, hi) == ag.stratified_bootstrap(ag.iqm_diff, X, np.zeros_like(X), 300, 5)
+    assert lo < est < hi and ag.iqm_interval(X, reps=300, seed=6) != (est, lo, hi)
+    assert ag.iqm_interval(X) == ag.stratified_bootstrap(ag.iqm_diff, X, np.zeros_like(X), ag.BOOT_REPS, ag.BOOT_SEED)
+    assert ag.iqm_interval(X.astype(np.float32)) == ag.iqm_interval(X.astype(np.float32).astype(np.float64))
