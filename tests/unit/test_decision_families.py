@@ -300,3 +300,12 @@ def test_tabular_draw_follows_the_documented_order_of_draws(seed):
     else:
         assert "previous token" in inst.description
         np.testing.assert_array_equal(inst.step_reward, bigram_rewards(V, T, int(r.integers(2 ** 31))))
+
+
+def test_by_family_groups_draws_by_their_family_in_the_given_order():
+    from simulate.protocol.families import by_family
+    names = ["tabular-5", "lm-like-3", "tabular-1", "lm-like-9", "tabular-2"]
+    assert by_family(names) == {"tabular": ["tabular-5", "tabular-1", "tabular-2"], "lm-like": ["lm-like-3", "lm-like-9"]}
+    assert list(by_family(names)) == ["tabular", "lm-like"] and by_family([]) == {}
+    with pytest.raises(ValueError, match="a family instance is named <family>-<seed>"):
+        by_family(["tabular-1", "count-frac"])
