@@ -79,7 +79,7 @@ def test_score_command_loads_a_plugin_map(tmp_path):
     from tests._plugin_source import SOUND_TRAJECTORY
 
     (tmp_path / "myplug.py").write_text(SOUND_TRAJECTORY + '''
-ESTIMATORS = [Estimator("mytis", "trajectory", lw, lw_nb, lw_torch, in_class=True, doc="tis again")]
+MAPS = (Estimator("mytis", "trajectory", lw, lw_nb, lw_torch, in_class=True, doc="tis again"),)
 ''')
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-m", "simulate", "score", "--estimator", "myplug:mytis", "--protocol",
