@@ -791,3 +791,10 @@ def test_regime_line_a_zero_width_interval_away_from_zero_is_significant():
     line = ex.regime_line(rep(regime_map=rm))
     assert "gmc ahead of onpolicy in 1 cells and behind in 1 (before the correction: ahead in 1)" in line
     assert "count-frac: ↑1 ↓1 of 3" in line
+
+
+def test_a_v6_cell_at_d0_reads_identical_runs_only_with_p_exactly_one_half():
+    e = dict(d=0, delta=0.0, lo=0.0, hi=0.0, poi=0.6, poi_lo=0.55, poi_hi=0.65)
+    assert an._cell(e) == "+0.000 [+0.000, +0.000]; P 0.60 [0.55, 0.65]"
+    assert an._cell(dict(e, poi=0.5, poi_lo=0.5, poi_hi=0.5)) == "0 (identical runs)"
+    assert an._cell(dict(d=0, delta=0.0, lo=0.0, hi=0.0)) == "0 (identical runs)"       # the tiny LM's d = 0 (no P)
