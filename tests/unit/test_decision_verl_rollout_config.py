@@ -312,3 +312,13 @@ def test_a_0_1_float_mask_is_read_as_booleans():
     w_f, _ = rc.weights(lr, mb.to(torch.float64))
     k_f, _ = rc.keep(lr, mb.to(torch.float64))
     assert torch.equal(w_b, w_f) and torch.equal(k_b, k_f) and k_f.dtype == torch.bool
+
+
+def test_a_threshold_splits_at_its_first_underscore_as_verl_does():
+    """verl 0.9.1 (rollout_corr_helper) reads ``"a_C"`` with ``spec.split("_", 1)`` and ``float``, which accepts
+    underscores between digits: ``"0.5_2_3"`` is a = 0.5, C = 23.0 there, so here too (the map mirrors the peer;
+    splitting at the last underscore would read a = 0.52, C = 3.0)."""
+    assert parse_is_threshold("0.5_2_3") == (23.0, 0.5)
+    assert parse_is_threshold(" 0.25_1_0 ") == (10.0, 0.25)
+    (opt, lower, upper), = parse_rs("seq_mean_k1", "0.5_2_3")
+    assert (opt, lower, upper) == ("seq_mean_k1", 0.5, 23.0)
