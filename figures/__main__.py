@@ -40,6 +40,13 @@ def discover() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(figures.__path__) if m.name.startswith("fig_"))
 
 
+def left_out_of_quick(name: str, mod=None) -> bool:
+    """Whether ``--quick`` (without ``--only``) leaves figure ``name`` out: listed in :data:`SLOW_IN_QUICK`, or its
+    module sets ``SKIP_IN_QUICK`` (its own quick mode does not fit the budget)."""
+    mod = mod if mod is not None else importlib.import_module(f"figures.{name}")
+    return name in SLOW_IN_QUICK or bool(getattr(mod, "SKIP_IN_QUICK", False))
+
+
 def _modules(option: str):
     """argparse ``type`` of ``--only`` / ``--skip``: a comma list of figure modules, each once (the shared check,
     :func:`asyncgrpo.validation.parse_list`), refused when the command line is parsed."""
@@ -157,7 +164,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         for name in names:
             mod = importlib.import_module(f"figures.{name}")
-            if args.quick and not args.only and (name in SLOW_IN_QUICK or getattr(mod, "SKIP_IN_QUICK", False)):
+            if args.quick and not args.only and left_out_of_quick(name, mod):
                 print(f"[skip] {name}: its quick mode does not fit the 3-minute --quick budget; "
                       f"run `python -m figures --quick --only {name}`")
                 continue
