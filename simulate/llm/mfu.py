@@ -33,10 +33,10 @@ def phase_mfu(preset: str = "tiny", dtype: str = "float32", runs: int = 4, n_pro
     from simulate.llm import stacked_model as sm
     from simulate.llm.batched import learner_step
     from simulate.llm.config import TaskConfig, TrainConfig, WarmStartConfig
-    from simulate.llm.model import Rollout, left_pad
+    from simulate.llm.rollout_queue import RolloutQueue
     from simulate.llm.throughput import matmul_peak
-    from simulate.llm.train import _loss_options, new_state, rewards, sampler, step_problems
-    from simulate.llm.warmstart import prompt_ids, warm_start
+    from simulate.llm.train import _loss_options, new_state
+    from simulate.llm.warmstart import warm_start
 
     with tempfile.TemporaryDirectory() as tmp:
         base = TrainConfig(preset=preset, device=device, dtype=dtype, steps=steps + 1, n_prompts=n_prompts, G=G,
@@ -49,32 +49,26 @@ def phase_mfu(preset: str = "tiny", dtype: str = "float32", runs: int = 4, n_pro
     names, arch = sm.weight_names(model0), sm.arch_of(model0)
     opts = [_loss_options(c) for c in cfgs]
     p = sum(x.numel() for x in model0.parameters())
+    # d = 0 for every run: the engine's queue decodes step k's batches at the start of step k, so its decode and
+    # the learner step can be timed apart (the engine's own decode, not a copy of it)
+    queue = RolloutQueue(cfgs, [[0] * (steps + 1) for _ in cfgs], {}, tok, names, arch)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     acc = {"decode": [0.0, 0], "learner": [0.0, 0]}
     for k in range(steps + 1):
-        batch = step_problems(base, k)
-        ids, attn = left_pad([prompt_ids(tok, q) for q in batch], tok.pad_id, device)
         sync()
         t0 = time.perf_counter()
-        with torch.no_grad():
-            W = sm.stack_weights([st.model for st in states], names)
-            seq, at, mask, logp = sm.generate(W, arch, ids.expand(runs, -1, -1), attn.expand(runs, -1, -1),
-                                              max_new_tokens=T, eos_id=tok.eos_id, pad_id=tok.pad_id,
-                                              generators=[sampler(c, k) for c in cfgs])
-        del W
+        queue.sample(k, states)
         sync()
         t_dec = time.perf_counter() - t0
-        P = ids.shape[1]
-        got = [(batch, Rollout(seq[r], at[r], mask[r], logp[r], P), None, 0.0, st.version)
-               for r, st in enumerate(states)]
-        got = [(b, ro, rewards(tok, b, ro), t, v) for b, ro, _, t, v in got]
-        n_tok = int(attn.sum()) * runs + int(mask.sum())  # real prompt tokens of every run + generated ones
+        got = [queue.pop(i, k) for i in range(runs)]
+        # real prompt tokens (prefill) + generated ones, every run; a step-0 batch shared by the runs counts per run
+        n_tok = sum(int(ro.attn[..., :ro.prompt_len].sum()) + int(ro.mask.sum()) for _b, ro, *_ in got)
         sync()
         t0 = time.perf_counter()
         learner_step(cfgs, states, got, names, arch, opts)
         sync()
         t_learn = time.perf_counter() - t0
-        if k:  # the first step warms the allocator and the kernels: not timed
+        if k:  # the first step warms the allocator and the kernels (and decodes one shared batch): not timed
             for phase, sec in (("decode", t_dec), ("learner", t_learn)):
                 acc[phase][0] += sec
                 acc[phase][1] += n_tok
