@@ -111,9 +111,10 @@ def describe_run(plan: GpuPlan, sz: dict, ws: dict, parity_s: float, limit_s: fl
 
 def _complete(plan: GpuPlan, cfgs: list, done: list[int]) -> list[int]:
     """The seeds every run of which is done."""
-    have = {(cfgs[i].seed) for i in done}
-    per = len(plan.run_pairs())
-    return [s for s in plan.seeds if s in have and sum(cfgs[i].seed == s for i in done) == per]
+    from collections import Counter
+
+    n_done, per = Counter(cfgs[i].seed for i in done), len(plan.run_pairs())
+    return [s for s in plan.seeds if n_done[s] == per]
 
 
 def _rows(cfgs, summaries, done, seeds, chunk_seconds) -> list[dict]:
@@ -141,10 +142,12 @@ def analyse(rows: list[dict], dry_run: bool) -> dict:
 
 
 def _write(out_dir: str, report: dict) -> None:
-    tmp = os.path.join(out_dir, RESULTS + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=1, default=float)
-    os.replace(tmp, os.path.join(out_dir, RESULTS))
+    """The results file, replaced atomically (the sweep cache's write: temp file, fsync, rename)."""
+    from pathlib import Path
+
+    from sweep.cache import atomic_write_bytes
+
+    atomic_write_bytes(Path(out_dir) / RESULTS, json.dumps(report, indent=1, default=float).encode())
 
 
 def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card: str = "h100",
