@@ -306,3 +306,35 @@ def test_the_rungs_sizes_are_the_documented_ones():
     assert (inst["1-shared"]["C"], inst["1-shared"]["features"]) == (8, 6)
     assert inst["3-vocab"]["V"] == 16 and inst["4-horizon"]["T"] == 12 and inst["6-sparse"]["reward"] == "exact"
     assert all(inst[n]["V"] == 16 for n in ("3-vocab", "4-horizon", "5-warm", "6-sparse", "7-grpo-norm", "8-adam"))
+
+
+def _changed(a: dict, b: dict) -> dict:
+    """The keys whose value differs from ``a`` to ``b`` (a missing key reads as absent), with ``b``'s value."""
+    return {k: b.get(k, "absent") for k in a.keys() | b.keys() if a.get(k, "absent") != b.get(k, "absent")}
+
+
+@pytest.mark.parametrize("prev, name, instance, learner", [
+    ("0-tabular", "1-shared", dict(C=8, features=6), {}),
+    ("1-shared", "2-prompts", {}, dict(n_prompts=8)),
+    ("2-prompts", "3-vocab", dict(V=16), {}),
+    ("3-vocab", "4-horizon", dict(T=12), {}),
+    ("4-horizon", "5-warm", dict(warm=0.5), {}),
+    ("5-warm", "6-sparse", dict(reward="exact"), {}),
+    ("6-sparse", "7-grpo-norm", {}, dict(adv_norm=True)),
+    ("7-grpo-norm", "8-adam", {}, dict(optimizer="adam")),
+    # the controls remove one ingredient from the full stack (rung 7)
+    ("7-grpo-norm", "c-no-shared", dict(features=None), {}),
+    ("7-grpo-norm", "c-one-prompt", {}, dict(n_prompts="absent")),
+    ("2-prompts", "c-warm-only", dict(warm=0.5), {}),
+])
+def test_each_rung_adds_exactly_its_one_ingredient(prev, name, instance, learner):
+    """(issue 55, cosmic-ray survivors: a rung's ``adv_norm=True`` flipped went unseen) each rung differs from the one
+    it builds on by exactly the ingredient the module docstring names: in the instance or in the learner, not both."""
+    a, b = ladder.get_rung(prev), ladder.get_rung(name)
+    assert _changed(a.instance, b.instance) == instance
+    assert _changed(a.learner, b.learner) == learner
+
+
+def test_a_rung_is_immutable():
+    with pytest.raises(AttributeError):
+        ladder.get_rung("0-tabular").name = "x"
