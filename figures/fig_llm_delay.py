@@ -252,12 +252,16 @@ def kernels_provenance(protocol, out_dir: str) -> dict:
 
 
 def _kernel_paragraph(kernels: dict | None, protocol=None) -> str:
+    from simulate.llm.tree import HARNESS_ENGINE
+
     if protocol is not None and getattr(protocol, "warmstart_frozen", ""):
         ran = (kernels or {}).get("ran", {})
+        engine = HARNESS_ENGINE + (" (every run of a seed's forest in one stacked step, simulate/llm/batched.py)"
+                                   if HARNESS_ENGINE == "batched" else "")
         return (f"Numerics: float64 runs ({protocol.dtype}) from the frozen warm start {protocol.warmstart_frozen} "
                 f"(SHA-256 {protocol.warmstart_frozen_sha256[:12]}…, checked before use) on the CPU's own kernels "
                 f"(torch ran {ran.get('aten')}, torch {ran.get('torch')}); no pin: kernel round-off is ~1e-16, which "
-                f"the perturbation check below measures.")
+                f"the perturbation check below measures. Engine: {engine}.")
     if not kernels or not kernels.get("pin"):
         return ""
     ran = kernels.get("ran", {})

@@ -243,9 +243,9 @@ def run_row(cfg: TrainConfig, s: dict, lr_factor: float, seconds: float) -> dict
 
 def run_forest_cell(*, pairs: list[str], lr_factor: float = 1.0, **settings) -> pd.DataFrame:
     """One cell: every ``"estimator:d"`` of ``pairs`` for the seed and step size of ``settings`` (a flattened
-    :class:`TrainConfig` whose ``out_dir`` is the runs folder), trained as one forest
-    (:func:`simulate.llm.tree.train_forest`); one row per run. ``seconds`` is the cell's wall time over its
-    runs (a forest shares work, so a run has no wall time of its own)."""
+    :class:`TrainConfig` whose ``out_dir`` is the runs folder), trained as one forest on the harness's engine
+    (:func:`simulate.llm.tree.train_forest`, batched: every run of the cell in one stacked step); one row per run.
+    ``seconds`` is the cell's wall time over its runs (a forest shares work, so a run has no wall time of its own)."""
     from simulate.llm.tree import train_forest
 
     base = config_from_settings(settings)

@@ -134,7 +134,7 @@ def training(preset: str = "tiny", steps: int = 4, n_prompts: int = 8, G: int = 
                           eval_every=1000, length_normalize=True, task=TaskConfig(n_eval=16),
                           warmstart=WarmStartConfig(steps=5, batch_size=16), cache_dir=cache_dir or tmp,
                           out_dir=os.path.join(tmp, "run"))
-        train_forest([cfg])
+        train_forest([cfg], engine="serial")  # one run's own sampler and learner (mfu.py measures the batched engine)
         m = pd.read_csv(os.path.join(cfg.out_dir, "metrics.csv"))
         from simulate.llm.model import build_model
         from simulate.llm.tokenizer import CharTokenizer

@@ -50,9 +50,12 @@ BRANCH_FIELDS = ("d", "D", "out_dir")
 #: Fields in which the runs sharing :class:`Version0Batches` may differ beyond :data:`BRANCH_FIELDS`:
 #: none of them enters the sampling of a version-0 batch.
 SHARED_BATCH_FIELDS = BRANCH_FIELDS + ("estimator", "eta")
-#: Ways to train a forest: ``serial`` (this module: run by run, shared prefixes, bit-exact) or ``batched``
-#: (:mod:`simulate.llm.batched`: all runs in one stacked step, equal to float round-off).
+#: Ways to train a forest: ``batched`` (:mod:`simulate.llm.batched`: all runs in one stacked step; the harness's
+#: engine, issue 60) or ``serial`` (this module: run by run, shared prefixes, bit-exact to separate runs; the
+#: reference the tests hold the batched engine to).
 ENGINES = ("serial", "batched")
+#: The engine the protocol's cells train on (:func:`train_forest`'s default; the report names it).
+HARNESS_ENGINE = "batched"
 
 
 def _common(cfg: TrainConfig, fields: tuple[str, ...]) -> TrainConfig:
@@ -81,12 +84,12 @@ class Version0Batches:
         return self.cache[k]
 
 
-def train_forest(cfgs: list[TrainConfig], *, progress: bool = False, engine: str = "serial") -> list[dict]:
-    """Train every config of ``cfgs`` (one seed; any estimators, fixed delays, step sizes) with the shared
-    prefixes and version-0 batches of the module docstring; returns their summaries in input order and
-    writes each run's files to its ``out_dir``. ``engine="batched"`` trains them together instead
-    (:func:`simulate.llm.batched.train_forest_batched`: one stacked forward/backward and decode per step,
-    equal to this path to float round-off, not bit for bit); ``"serial"`` (the default) is this module's.
+def train_forest(cfgs: list[TrainConfig], *, progress: bool = False, engine: str = HARNESS_ENGINE) -> list[dict]:
+    """Train every config of ``cfgs`` (one seed; any estimators, fixed delays, step sizes); returns their summaries
+    in input order and writes each run's files to its ``out_dir``. ``engine="batched"`` (the default, the
+    harness's engine) trains them together (:func:`simulate.llm.batched.train_forest_batched`: one stacked
+    forward/backward and decode per step, equal to the serial path to float round-off, not bit for bit);
+    ``"serial"`` is this module's, with the shared prefixes and version-0 batches of the module docstring.
 
     Raises ``ValueError`` when the configs differ in a field other than estimator, ``eta``, ``d``, ``D``
     and ``out_dir``, use a delay model other than ``fixed``, or repeat an ``out_dir``.
