@@ -31,7 +31,8 @@ def _token(operator: str) -> str | None:
     if op.startswith("ReplaceBinaryOperator_"):
         return _BIN[op.split("_")[1]]
     return {"ReplaceTrueWithFalse": "True", "ReplaceFalseWithTrue": "False", "ReplaceAndWithOr": "and",
-            "ReplaceOrWithAnd": "or"}.get(op)
+            "ReplaceOrWithAnd": "or", "ReplaceBreakWithContinue": "break",
+            "ReplaceContinueWithBreak": "continue"}.get(op)
 
 
 def _entries():

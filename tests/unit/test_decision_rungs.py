@@ -338,3 +338,10 @@ def test_each_rung_adds_exactly_its_one_ingredient(prev, name, instance, learner
 def test_a_rung_is_immutable():
     with pytest.raises(AttributeError):
         ladder.get_rung("0-tabular").name = "x"
+
+
+def test_the_default_budget_is_20000_steps():
+    """(issue 55, cosmic-ray: ``max_iter = 20000 ± 1``) the documented default budget: an unreachable target names it."""
+    inst = prompt_answer("x", C=1, V=2, T=1)
+    with pytest.raises(ValueError, match=r"did not reach target 0.99 in 20000 steps"):
+        supervised_init(inst, answers(1, 2, 1, seed=0), 0.99, lr=1e-12, metric="token")
