@@ -196,12 +196,12 @@ def headline_settings(rep: dict, ents: list[dict] | None = None) -> list[tuple[s
     for g in HEADLINE_GROUPS:
         if g == "cpu-lm":
             out.append(("Tiny LM on CPU (LM v8, fresh seeds)", confirmatory(ents, meta, g), delays))
-            continue
-        n = len((meta.get("families") or {}).get(g.removesuffix("-family"), []))
-        name = GROUPS[g].split(" (")[0]
-        label = f"{name[0].upper() + name[1:]} (v6, {n or '?'} drawn, nAUC IQM, {arm})"
-        damaged = (rep.get("not_run") or {}).get(f"answer:{g}")  # its sidecar is missing or damaged: no entries
-        out.append((label, [] if damaged else confirmatory(ents, meta, g), delays))
+        else:
+            n = len((meta.get("families") or {}).get(g.removesuffix("-family"), []))
+            name = GROUPS[g].split(" (")[0]
+            label = f"{name[0].upper() + name[1:]} (v6, {n or '?'} drawn, nAUC IQM, {arm})"
+            damaged = (rep.get("not_run") or {}).get(f"answer:{g}")  # its sidecar is missing or damaged: no entries
+            out.append((label, [] if damaged else confirmatory(ents, meta, g), delays))
     return out
 
 

@@ -590,3 +590,34 @@ def test_turning_points_rates_use_the_protocols_failure_rule():
     turns = an.turning_points(df, v1)
     rate = next(t for t in turns if t["claim"] == "is unstable")
     assert rate["per_d"][0]["failures"] == 4
+
+
+# --- cosmic-ray survivors (issue 55, twentieth session) ------------------------------------------------------------
+
+def test_the_first_steps_gradient_norm_is_the_lock_in_scale_even_when_the_last_is_not_finite():
+    """``g0`` is the first step's norm when that one is finite, whatever the last step's is (nanmean skips it)."""
+    m = metrics([0.6, 0.6, 0.6], [1.0, 0.001, np.nan])
+    assert an.failure_modes(0.5, m, tail=2, skipped_steps=0)["locked_in"] is True
+
+
+def _result(**kw):
+    c = vd.Comparison("gmc not worse than is at d=32", "noninferiority", 0.02, -0.02, 2, 0.01, 0.005, 0.01, 0.99,
+                      alpha_level=0.05, lo=-0.05, hi=0.07, verdict="inconclusive")
+    return an.C9Result(verdict="inconclusive", comparisons=(c,), rates=(), metric="auc", d_max=32, n_seeds=2,
+                       protocol_hash="x", **kw)
+
+
+def test_a_c9_result_is_a_verdict_of_the_main_arm_by_default_and_immutable():
+    r = _result()
+    assert r.quick is False and r.lr_factor == 1.0 and r.skipped == () and r.notes == ()
+    assert not r.lines[0].startswith("quick")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.verdict = "holds"
+
+
+def test_power_is_stated_from_two_seeds_and_nan_below():
+    """Two seeds are the fewest a paired t-test takes: their power is a number; one seed's is nan (no raise)."""
+    pw = vd.comparison_power(2, 0.005 * math.sqrt(2), 0.02, 0.05)
+    assert f"power {pw:.2f}) → inconclusive" in _result().lines[0] and not math.isnan(pw)
+    one = dataclasses.replace(_result().comparisons[0], n=1)
+    assert "power nan) → inconclusive" in dataclasses.replace(_result(), comparisons=(one,)).lines[0]
