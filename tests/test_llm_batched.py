@@ -216,3 +216,29 @@ def test_stacked_forward_gradients_match_the_model_with_padded_rows():
         assert close(lp_r.detach(), ref.detach())
         for n, p in m.named_parameters():
             assert close(g[n], p.grad), n
+
+
+def test_a_float64_model_samples_and_scores_in_float64_as_the_serial_path():
+    """(found re-making LM v8 on the batched engine) the stacked decode and forward cast logits to float32 whatever
+    the model's dtype, so a float64 run's ``log μ`` and ``log π`` carried float32 round-off (~1e-7) that the serial
+    path does not: they are in ``logit_dtype`` now, equal to the serial ones to float64's eps."""
+    from simulate.llm import model as serial
+    from simulate.llm.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    m64 = serial.build_model("tiny", tok.vocab_size, seed=3, dtype="float64")
+    prompts = [tok.encode_prompt(p) for p in ("A12+34=", "A7+8=", "A40+2=")]
+    g = torch.Generator().manual_seed(11)
+    ref = serial.generate(m64, prompts, max_new_tokens=6, eos_id=tok.eos_id, pad_id=tok.pad_id, generator=g)
+    ids, attn = serial.left_pad(prompts, tok.pad_id, "cpu")
+    W = sm.stack_weights([m64], sm.weight_names(m64))
+    seq, at, mask, logp = sm.generate(W, sm.arch_of(m64), ids[None], attn[None], max_new_tokens=6, eos_id=tok.eos_id,
+                                      pad_id=tok.pad_id, generators=[torch.Generator().manual_seed(11)])
+    assert logp.dtype == torch.float64 and torch.equal(seq[0], ref.seq) and torch.equal(mask[0], ref.mask)
+    eps64 = K * torch.finfo(torch.float64).eps
+    assert float((logp[0] - ref.logp_old).abs().max()) <= eps64 * max(1.0, float(ref.logp_old.abs().max()))
+    with torch.no_grad():
+        lp = sm.completion_logprobs(W, sm.arch_of(m64), seq, at, mask, ids.shape[1])
+        lp_ref = serial.completion_logprobs(m64, ref.seq, ref.attn, ref.mask, ids.shape[1])
+    assert lp.dtype == torch.float64
+    assert float((lp[0] - lp_ref).abs().max()) <= eps64 * max(1.0, float(lp_ref.abs().max()))

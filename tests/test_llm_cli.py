@@ -1,6 +1,7 @@
 """The LLM harness's command line and the GPU check's CPU dry run (seconds, tiny model)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -269,13 +270,20 @@ def test_experiment_runs_through_the_sweep_engine_and_resumes(tmp_path, monkeypa
     assert set(ex.ROW_COLUMNS) <= set(df.columns) and df["final_acc"].between(0, 1).all()
     assert len(load_cells(ex.to_sweep(sw), tmp_path / "exp" / "cells")) == 1 and list(df["cell"].unique()) == ["s0"]
     assert (tmp_path / "exp" / "runs" / "gmc-d2-s0" / "metrics.csv").exists()  # per-run metrics kept
+    # the warm start is a stage of its own before the forests: one engine cell per distinct warm start
+    warm = load_cells(ex.warm_start_sweep(sw), tmp_path / "exp" / "cells")
+    assert len(warm) == 1 and len(ex.warm_start_sweep(dataclasses.replace(sw, seeds=(0, 1, 2))).cells) == 1
+    (w,) = warm.values()
+    assert 0.0 <= float(w["heldout_accuracy"].iloc[0]) <= 1.0 and w["key"].iloc[0]
 
     import simulate.llm.tree as tree
+    import simulate.llm.warmstart as warmstart
 
     def boom(*a, **k):
         raise AssertionError("a cached cell was recomputed")
 
     monkeypatch.setattr(tree, "train_forest", boom)
+    monkeypatch.setattr(warmstart, "warm_start", boom)
     again = ex.run(sw, progress=False, backend="serial")
     pd.testing.assert_frame_equal(df, again)
     cols = list(ex.ROW_COLUMNS)

@@ -15,11 +15,12 @@ Commands (``python -m simulate.llm …``)::
     gpu-run --dry-run                               # a GPU plan: memory, time, chunks; one tiny step on CPU
     gpu-check [--dry-run]                           # parity, throughput, d ∈ {0, 8, 32} on one GPU
 
-A run, top to bottom (docs/llm.md, "How a run flows")::
+A protocol run, top to bottom (docs/llm.md, "How a run flows")::
 
-    protocol.py ─► experiment.py ─► warmstart.py ─► train.py / tree.py ─► learner_step.py ─► analysis.py
-    (registered     (grid → sweep     (model.py +     (the run: delays,     (one step: behaviour,   (the C9 rows,
-     settings)       engine cells)     tasks.py)       snapshots, files)     rollouts, loss, AdamW)   verdicts)
+    protocol.py ─► experiment.py ─► warmstart.py ─► batched.py ─► rollout_queue.py ─► analysis.py
+    (registered     (run(): manifest,  (stage 1: one  (stage 2: a     (batches decoded    (the C9 rows,
+     settings)       two engine        cell per warm  seed's forest,  when their θ is      verdicts)
+                     stages)           start)         stacked_model)  current)
 
 Modules, by stage::
 
@@ -30,11 +31,13 @@ Modules, by stage::
                exact_j.py      exact expected reward under exact match, by teacher forcing
     model      model.py        Qwen3 build/load, KV-cached sampling recording log μ, log π recompute
                warmstart.py    supervised warm start (cached, or frozen), greedy held-out accuracy
-    one run    train.py        a whole run: delay schedule, snapshots, checkpoints and resume (run_files.py)
+    one run    train.py        a whole run on the serial engine (`train`; the tests' reference): delay schedule,
+                               snapshots, checkpoints and resume (run_files.py)
                learner_step.py one step: behaviour version, rollouts, surrogate (registry / token_level), AdamW
                diagnostics.py  a step's log-ratio columns (ℓ, χ², ESS, clip fractions)
                tree.py         a seed's runs at several fixed delays as one forest, shared prefixes bit for bit
-    batched    batched.py      a forest's runs stepped together (stacked_model.py: R weight sets at once)
+    batched    batched.py      the harness's engine: a forest's runs stepped together (stacked_model.py: R weight
+                               sets at once); tree.train_forest dispatches to it (tree.HARNESS_ENGINE)
                rollout_queue.py  batches sampled when their behaviour version is current (no snapshots)
     protocol   experiment.py   estimators × delays × seeds through the sweep engine → tidy table
                analysis.py     the C9 rows and verdicts from that table (pure functions)

@@ -277,22 +277,32 @@ def run_cell(**settings) -> pd.DataFrame:
     return pd.DataFrame([run_row(cfg, s, 1.0, time.perf_counter() - t0)], columns=list(ROW_COLUMNS))
 
 
-def prepare_warm_starts(sweep: Sweep, progress: bool = True) -> list[dict]:
-    """Compute (or load) every warm start the grid needs, in this process, before cells are dispatched.
+def warm_start_sweep(sweep: Sweep):
+    """The warm starts the grid needs as an :class:`sweep.Sweep` of their own, one cell per distinct warm start
+    (id ``w<key>``, :func:`simulate.llm.config.warmstart_key`; cell function :func:`warm_start_cell`). :func:`run`
+    runs it before the forests: cells of several seeds would otherwise race to train the same warm start (the
+    cache write is atomic, so a race would only waste time, never corrupt it)."""
+    from sweep import Cell
+    from sweep import Sweep as EngineSweep
 
-    Parallel cells would otherwise race to train the same warm start; the cache write is atomic, so
-    a race would only waste time, never corrupt it. Returns the warm starts' ``info`` dicts.
-    """
     from simulate.llm.config import warmstart_key
-    from simulate.llm.warmstart import warm_start
 
-    seen, infos = set(), []
+    cells: dict[str, Cell] = {}
     for _, cfg in grid(sweep):
         key = warmstart_key(cfg)
-        if key not in seen:
-            seen.add(key)
-            infos.append(warm_start(cfg, progress=progress)[2])
-    return infos
+        if key not in cells:
+            cells[key] = Cell(f"w{key[:16]}", config_settings(cfg.replace(out_dir="")))
+    return EngineSweep(f"{sweep.sweep_id}-warmstarts", "simulate.llm.experiment:warm_start_cell", tuple(cells.values()))
+
+
+def warm_start_cell(**settings) -> pd.DataFrame:
+    """One warm start (trained and cached, or a frozen file checked by its SHA-256:
+    :func:`simulate.llm.warmstart.warm_start`) and its greedy held-out accuracy, as a one-row table."""
+    from simulate.llm.warmstart import warm_start
+
+    info = warm_start(config_from_settings(settings), progress=False)[2]
+    return pd.DataFrame([{"key": info.get("key", ""), "heldout_accuracy": float(info["heldout_accuracy"]),
+                          "seconds": float(info.get("seconds", 0.0))}])
 
 
 #: File in ``out_dir`` that records what shapes the runs stored there (:func:`manifest`).
@@ -334,19 +344,24 @@ def check_manifest(sweep: Sweep, overwrite: bool = False) -> None:
 
 def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend: str | None = None,
         overwrite: bool = False, **engine_opts) -> pd.DataFrame:
-    """Execute the grid through :func:`sweep.run_sweep`; returns one row per run.
+    """Execute the grid through :func:`sweep.run_sweep`; returns one row per run. Top to bottom:
 
-    Cells are stored under ``root`` (default ``out_dir/cells``) by the engine, so an interrupted or
-    repeated sweep recomputes only missing cells (and everything after a code change). ``backend``
-    and ``engine_opts`` (``n_workers``, ``client``, ``scheduler``, ``dask_local``) go to the engine.
-    The table (the run's row, the cell id and every config setting) is also written to
-    ``out_dir/results.csv``. ``backend=None``: :data:`DEFAULT_BACKEND` on CPU, ``"serial"`` on CUDA
-    (one device: parallel processes would only hold extra CUDA contexts). An ``out_dir`` holding runs
-    of other settings is refused unless ``overwrite`` (:func:`check_manifest`). A sweep whose runs record a
-    kernel path (``base.kernels``, v5) that this process does not run is run in a child process started
-    with it (:func:`simulate.llm.portability.run_on_its_path`; the warm starts too), and its table read back.
+    1. refuse an ``out_dir`` that holds runs of other settings, unless ``overwrite`` (:func:`check_manifest`);
+    2. a sweep whose runs record a kernel path (``base.kernels``, v5) that this process does not run is run in a
+       child process started with it (:func:`simulate.llm.portability.run_on_its_path`), its table read back;
+    3. the warm starts, one engine cell each (:func:`warm_start_sweep`), before any forest;
+    4. the forests, one engine cell per seed and step-size arm (:func:`to_sweep`, :func:`run_forest_cell`: the
+       seed's runs in one batched forest);
+    5. the table (the run's row, the cell id and every config setting) to ``out_dir/results.csv``, beside the
+       manifest of the settings (:func:`manifest`).
+
+    Cells are stored under ``root`` (default ``out_dir/cells``) by the engine, so an interrupted or repeated sweep
+    recomputes only missing cells (and everything after a code change). ``backend`` and ``engine_opts``
+    (``n_workers``, ``client``, ``scheduler``, ``dask_local``) go to the engine; ``backend=None``:
+    :data:`DEFAULT_BACKEND` on CPU, ``"serial"`` on CUDA (one device: parallel processes would only hold extra
+    CUDA contexts).
     """
-    from sweep import load_cells, run_sweep
+    from sweep import run_sweep
 
     from simulate.llm.portability import run_on_its_path
 
@@ -355,15 +370,11 @@ def run(sweep: Sweep, progress: bool = True, *, root: str | None = None, backend
                                 overwrite=overwrite, **engine_opts)
     if elsewhere is not None:
         return elsewhere
-    check_manifest(sweep, overwrite)
-    eng = to_sweep(sweep)
     root = os.path.join(sweep.out_dir, "cells") if root is None else root
-    if len(load_cells(eng, root)) < len(eng.cells):
-        prepare_warm_starts(sweep, progress=progress)
     if backend is None:
         backend = DEFAULT_BACKEND if sweep.base.device == "cpu" else "serial"
-    res = run_sweep(eng, root=root, backend=backend, progress=progress, **engine_opts)
-    df = res.table
+    run_sweep(warm_start_sweep(sweep), root=root, backend=backend, progress=progress, **engine_opts)
+    df = run_sweep(to_sweep(sweep), root=root, backend=backend, progress=progress, **engine_opts).table
     os.makedirs(sweep.out_dir, exist_ok=True)
     with open(os.path.join(sweep.out_dir, MANIFEST), "w") as f:
         json.dump(manifest(sweep), f, indent=1)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from simulate.llm.model import logit_dtype
+
 
 @dataclass(frozen=True)
 class Arch:
@@ -75,8 +77,9 @@ def stack_weights(weights: list, names: list[str]) -> dict[str, torch.Tensor]:
 
 
 def _norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm in float32 (as ``Qwen3RMSNorm``); ``w`` broadcasts against ``x``."""
-    h = x.float()
+    """RMSNorm in ``promote(dtype(x), float32)``: float32 as ``Qwen3RMSNorm``, float64 for a float64 model as the serial
+    path's :class:`simulate.llm.portability.float64_model.WideRMSNorm`; ``w`` broadcasts against ``x``."""
+    h = x.to(torch.promote_types(x.dtype, torch.float32))
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return w * h.to(x.dtype)
 
@@ -94,10 +97,13 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
 
 
 def _rope_tables(arch: Arch, pos: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """``cos, sin [R, N, 1, L, d_head]`` of positions ``pos [R, N, L]`` (``θ_j = pos·base^{−2j/d}``)."""
+    """``cos, sin [R, N, 1, L, d_head]`` of positions ``pos [R, N, L]`` (``θ_j = pos·base^{−2j/d}``), computed in
+    ``promote(dtype, float32)``: float32 as Qwen3's rotary tables, float64 for a float64 model as the serial path's
+    :class:`simulate.llm.portability.float64_model.WideRotary`."""
     d = arch.head_dim
-    inv = 1.0 / (arch.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float, device=pos.device) / d))
-    f = pos[..., None].float() * inv
+    wide = torch.promote_types(dtype, torch.float32)
+    inv = 1.0 / (arch.rope_theta ** (torch.arange(0, d, 2, dtype=wide, device=pos.device) / d))
+    f = pos[..., None].to(wide) * inv
     emb = torch.cat((f, f), dim=-1)[:, :, None]
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
@@ -161,9 +167,11 @@ def causal_allowed(attn: torch.Tensor) -> torch.Tensor:
 
 def completion_logprobs(W: dict, arch: Arch, seq: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor,
                         prompt_len: int, temperature: float = 1.0) -> torch.Tensor:
-    """``log π_θr(a_{r,i,t}|s_{r,i,t})`` float32 ``[R, N, T]`` by one stacked forward, 0 where masked."""
+    """``log π_θr(a_{r,i,t}|s_{r,i,t})`` ``[R, N, T]`` by one stacked forward, 0 where masked; in the serial path's
+    dtype (:func:`simulate.llm.model.logit_dtype`: float32, float64 for a float64 model)."""
     lg = logits(W, arch, seq, positions(attn), causal_allowed(attn))
-    lg = lg[:, :, prompt_len - 1:-1].float()
+    lg = lg[:, :, prompt_len - 1:-1]
+    lg = lg.to(logit_dtype(lg.dtype))
     lp = torch.log_softmax(lg / temperature, dim=-1)
     out = lp.gather(-1, seq[:, :, prompt_len:, None]).squeeze(-1)
     return torch.where(mask, out, torch.zeros_like(out))
@@ -177,7 +185,8 @@ def generate(W: dict, arch: Arch, ids: torch.Tensor, attn: torch.Tensor, *, max_
     ``ids, attn [R, N, P]`` left-padded prompts; ``generators``: one ``torch.Generator`` per run, each
     drawn as :func:`simulate.llm.model.generate` draws (one ``multinomial`` over the run's ``N`` rows per
     token), so a run's tokens are those of the serial sampler given the same probabilities. Returns
-    ``(seq, attn, mask, logp)``: ``[R, N, P+T]``, ``[R, N, P+T]``, bool ``[R, N, T]``, float32 ``[R, N, T]``.
+    ``(seq, attn, mask, logp)``: ``[R, N, P+T]``, ``[R, N, P+T]``, bool ``[R, N, T]``, ``[R, N, T]`` in
+    :func:`simulate.llm.model.logit_dtype` of the weights (float32; float64 for a float64 model, as the serial sampler).
     """
     R, N, P = ids.shape
     T = max_new_tokens
@@ -186,14 +195,15 @@ def generate(W: dict, arch: Arch, ids: torch.Tensor, attn: torch.Tensor, *, max_
               torch.zeros(R * N, arch.n_kv, P + T, arch.head_dim, dtype=dt, device=dev)) for _ in range(arch.n_layers)]
     full_attn = torch.cat([attn, torch.zeros(R, N, T, dtype=attn.dtype, device=dev)], -1)
     out_tok = torch.full((R, N, T), pad_id, dtype=torch.long, device=dev)
-    logp = torch.zeros((R, N, T), dtype=torch.float32, device=dev)
+    ldt = logit_dtype(dt)  # a float64 run samples from and records float64 log-probs, as the serial path does
+    logp = torch.zeros((R, N, T), dtype=ldt, device=dev)
     mask = torch.zeros((R, N, T), dtype=torch.bool, device=dev)
     alive = torch.ones((R, N), dtype=torch.bool, device=dev)
     pos = positions(attn)
     allowed = causal_allowed(attn)  # prefill: the prompt's P slots
     step_in, step_pos, at = ids, pos, 0
     for t in range(T):
-        lg = logits(W, arch, step_in, step_pos, allowed, cache, at)[:, :, -1].float()
+        lg = logits(W, arch, step_in, step_pos, allowed, cache, at)[:, :, -1].to(ldt)
         lp = torch.log_softmax(lg / temperature, dim=-1)
         if greedy:
             tok = lp.argmax(-1)
