@@ -15,7 +15,9 @@ from simulate.llm import gpu_protocol as gp
 from simulate.llm.gpu_plan import GpuPlan, estimate_memory, queue_lengths, seed_chunks, usable_bytes
 from simulate.llm.protocol import (
     GPU_ESTIMATORS,
+    GPU_PROTOCOLS,
     PROTOCOL_GPU,
+    PROTOCOL_GPU_D256,
     PROTOCOL_GPU_V1,
     PROTOCOL_V8,
     PROTOCOLS,
@@ -186,3 +188,35 @@ def test_gpu_run_sh_dry_run_end_to_end_and_the_figure_merge(tmp_path, monkeypatc
     (tmp_path / "real.json").write_text(json.dumps(rep))
     assert fig_llm_delay.gpu_rows() == ([], "GPU row: not run (figures/out/llm_gpu.json holds 1 complete seeds; "
                                              "the paired comparisons need 2).")
+
+
+def test_the_d256_preset_is_registered_exploratory_and_fits_one_card_budget():
+    """The second preset (issue 60, M2PO's anchor): d up to 256 over 300 steps, fresh seeds, never the headline; its
+    plan fits an H100 in chunks of whole seeds, warm start included, within the default 500 s limit."""
+    p = PROTOCOL_GPU_D256
+    assert PROTOCOLS["gpu-d256"] is p and GPU_PROTOCOLS == ("gpu", "gpu-d256")
+    assert p.content_hash() == "12b5dbb76cf58075" and PROTOCOL_GPU.content_hash() == "df39f84dca1cd321"
+    assert p.delays == (0, 32, 256) and p.d_max == 256 and p.steps == 300 > p.d_max and not p.confirmatory
+    assert p.seeds == draw_seeds("lm-c9-gpu-d256-v1", 4)
+    assert not set(p.seeds) & (USED_SEEDS | set(PROTOCOL_V8.seeds) | set(PROTOCOL_GPU.seeds))
+    plan = gp.plan_of(p, dry_run=False, card="h100")
+    sz = gp.sized(plan, dry_run=False)
+    assert plan.runs == 4 * 13 and [len(c) for c in sz["chunks"]] == [13] * 4 and sz["est"]["peak"] <= usable_bytes(plan)
+    ws = gp.estimate_warmstart_seconds(plan, p.warmstart_steps, p.warmstart_batch_size)
+    assert ws["total_s"] + sz["seconds"]["total_s"] + gp.RESERVE_S <= 500
+    assert gp.results_name(p) == "llm_gpu-lm-c9-gpu-d256-v1.json" and gp.results_name(PROTOCOL_GPU) == gp.RESULTS
+
+
+def test_the_d256_preset_runs_its_dry_run_into_its_own_results_file(tmp_path):
+    """``PROTOCOL=gpu-d256 gpu_run.sh --dry-run``: the same path on CPU, writing the preset's own file, not the
+    report's GPU row."""
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"), "PROTOCOL": "gpu-d256"}
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run(["bash", SCRIPT, "--dry-run"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    out = set(os.listdir(tmp_path / "out"))
+    assert "llm_gpu-lm-c9-gpu-d256-v1.json" in out and "llm_gpu.json" not in out
+    rep = json.loads((tmp_path / "out" / "llm_gpu-lm-c9-gpu-d256-v1.json").read_text())
+    assert rep["protocol_hash"] == PROTOCOL_GPU_D256.content_hash() and rep["status"] == "complete"
+    assert "52 runs = 4 seeds x 6 estimators" in rep["card_plan"]
+    assert "measured against the plan: complete" in (tmp_path / "out" / "timings.txt").read_text()

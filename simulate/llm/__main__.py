@@ -151,17 +151,17 @@ def _int_list(text, option: str) -> tuple[int, ...]:
 
 def cmd_experiment(args) -> int:
     from simulate.llm import experiment as ex
-    from simulate.llm.protocol import PROTOCOLS, draw_seeds
+    from simulate.llm.protocol import GPU_PROTOCOLS, PROTOCOLS, draw_seeds
 
     key = int(args.protocol_version) if str(args.protocol_version).isdigit() else args.protocol_version
     if key not in PROTOCOLS:
         raise ValueError(f"--protocol-version must be one of {', '.join(map(str, PROTOCOLS))}, got {args.protocol_version}")
     PROTOCOL = PROTOCOLS[key]
-    if key == "gpu":
+    if key in GPU_PROTOCOLS:
         from simulate.llm.gpu_protocol import main as gpu_main
 
         return gpu_main(out_dir=args.experiment_dir, dry_run=args.dry_run, card=args.card, limit_s=args.limit_s,
-                        start=args.start)
+                        start=args.start, protocol=PROTOCOL)
     if key == "gpu-v1":
         raise ValueError("--protocol gpu-v1 is kept for its hash only (its serial path never finished on a card); "
                          "run --protocol gpu (v2, the batched engine in chunks)")

@@ -124,7 +124,7 @@ def _rows(cfgs, summaries, done, seeds, chunk_seconds) -> list[dict]:
     return [ex.run_row(cfgs[i], s, 1.0, per_run) for i, s in zip(done, summaries) if cfgs[i].seed in seeds]
 
 
-def analyse(rows: list[dict], dry_run: bool) -> dict:
+def analyse(rows: list[dict], dry_run: bool, protocol=PROTOCOL_GPU) -> dict:
     """The verdict lines and tables of the complete seeds' rows (v8's rules), or a line saying why there are none."""
     import pandas as pd
 
@@ -134,26 +134,34 @@ def analyse(rows: list[dict], dry_run: bool) -> dict:
     if df.empty or df["seed"].nunique() < 2:
         return dict(c9_lines=[f"C9 at LM scale: no verdict ({df['seed'].nunique() if len(df) else 0} complete seeds; "
                               "the paired comparisons need 2)"], verdict="not run")
-    res = analysis.c9_result(df, PROTOCOL_GPU, quick=dry_run)
-    protocol = PROTOCOL_GPU.variant(quick=dry_run)
-    return dict(c9_lines=res.lines, verdict=res.verdict, table=analysis.table(df, PROTOCOL_GPU.metric),
-                learning_gain=analysis.learning_gain(df, protocol), regime=analysis.regime(df, protocol),
-                turning_points=analysis.turning_points(df, PROTOCOL_GPU, quick=dry_run))
+    res = analysis.c9_result(df, protocol, quick=dry_run)
+    q = protocol.variant(quick=dry_run)
+    return dict(c9_lines=res.lines, verdict=res.verdict, table=analysis.table(df, protocol.metric),
+                learning_gain=analysis.learning_gain(df, q), regime=analysis.regime(df, q),
+                turning_points=analysis.turning_points(df, protocol, quick=dry_run))
 
 
-def _write(out_dir: str, report: dict) -> None:
+def results_name(protocol=PROTOCOL_GPU) -> str:
+    """The results file of ``protocol``: :data:`RESULTS` for the GPU protocol v2 (the report's "gpu-lm" row),
+    ``llm_gpu-<name>.json`` for another preset (kept apart: it never feeds that row)."""
+    return RESULTS if protocol.name == PROTOCOL_GPU.name else f"llm_gpu-{protocol.name}.json"
+
+
+def _write(out_dir: str, report: dict, name: str = RESULTS) -> None:
     """The results file, replaced atomically (the sweep cache's write: temp file, fsync, rename)."""
     from pathlib import Path
 
     from sweep.cache import atomic_write_bytes
 
-    atomic_write_bytes(Path(out_dir) / RESULTS, json.dumps(report, indent=1, default=float).encode())
+    atomic_write_bytes(Path(out_dir) / name, json.dumps(report, indent=1, default=float).encode())
 
 
 def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card: str = "h100",
-         limit_s: float = 500.0, start: float | None = None) -> int:
-    """Run the GPU protocol (module docstring); ``limit_s`` counts from ``start`` (epoch seconds; default now: the
-    shell passes its own start, so its checks count). Returns 0, or 1 when the parity fails."""
+         limit_s: float = 500.0, start: float | None = None, protocol=PROTOCOL_GPU) -> int:
+    """Run a GPU protocol (module docstring; ``protocol``: :data:`~simulate.llm.protocol.PROTOCOL_GPU` or another
+    registered GPU preset, :data:`~simulate.llm.protocol.GPU_PROTOCOLS`); ``limit_s`` counts from ``start`` (epoch
+    seconds; default now: the shell passes its own start, so its checks count). Returns 0, or 1 when the parity
+    fails."""
     import pandas as pd
     import torch
 
@@ -161,20 +169,22 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
     from simulate.llm.gpu_run import run_chunks
 
     if not dry_run and not torch.cuda.is_available():
-        raise ValueError("--protocol gpu needs a CUDA device (torch.cuda.is_available() is False); add --dry-run on CPU")
+        raise ValueError(f"--protocol {protocol.name} needs a CUDA device (torch.cuda.is_available() is False); add "
+                         "--dry-run on CPU")
     if not (isinstance(limit_s, (int, float)) and limit_s > 0):
         raise ValueError(f"--limit-s must be a number > 0, got {limit_s!r}")
     start = time.time() if start is None else float(start)
     deadline = start + limit_s
     device = "cpu" if dry_run else "cuda"
-    plan = plan_of(PROTOCOL_GPU, dry_run, card)
+    plan = plan_of(protocol, dry_run, card)
     os.makedirs(out_dir, exist_ok=True)
+    name = results_name(protocol)
     report = {"device": torch.cuda.get_device_name(0) if not dry_run else "cpu (dry run)", "torch": torch.__version__,
-              "dry_run": dry_run, "protocol": PROTOCOL_GPU.to_dict(), "protocol_hash": PROTOCOL_GPU.content_hash(),
+              "dry_run": dry_run, "protocol": protocol.to_dict(), "protocol_hash": protocol.content_hash(),
               "engine": "batched (simulate/llm/batched.py), rollouts queued, chunks of whole seeds",
               "precision": plan.precision, "card": CARDS[plan.card]["name"], "limit_s": limit_s,
               "seeds_planned": list(plan.seeds), "seeds_done": [], "status": "started"}
-    print(f"device: {report['device']}; torch {torch.__version__}; protocol {PROTOCOL_GPU.name} "
+    print(f"device: {report['device']}; torch {torch.__version__}; protocol {protocol.name} "
           f"{report['protocol_hash']}", flush=True)
 
     t0 = time.perf_counter()
@@ -191,8 +201,8 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
     ws = estimate_warmstart_seconds(plan, got_cfgs[0].warmstart.steps, got_cfgs[0].warmstart.batch_size)
     print(describe_run(plan, sz, ws, report["parity_seconds"], limit_s), flush=True)
     if dry_run:  # what the card will run, for the record (its parity is measured there)
-        card_plan = plan_of(PROTOCOL_GPU, False, card)
-        ws_card = estimate_warmstart_seconds(card_plan, PROTOCOL_GPU.warmstart_steps, PROTOCOL_GPU.warmstart_batch_size)
+        card_plan = plan_of(protocol, False, card)
+        ws_card = estimate_warmstart_seconds(card_plan, protocol.warmstart_steps, protocol.warmstart_batch_size)
         report["card_plan"] = describe_run(card_plan, sized(card_plan, False), ws_card, 0.0, limit_s, "not included")
         print(f"the card's plan ({card}), for the record:\n" + report["card_plan"], flush=True)
     sec = sz["seconds"]
@@ -201,7 +211,7 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
                             usable_bytes=usable_bytes(plan), chunks_estimate_s=sec["total_s"],
                             warmstart_estimate_s=ws["total_s"],
                             total_estimate_s=report["parity_seconds"] + ws["total_s"] + sec["total_s"]))
-    _write(out_dir, report)
+    _write(out_dir, report, name)
     per_chunk = sec["total_s"] / len(sz["chunks"])
 
     def go_on(j, chunk_s):
@@ -218,7 +228,7 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
                 rows_of[i] = _rows(got_cfgs, [summaries[i]], [i], {got_cfgs[i].seed}, [0.0])[0]
         report.update(chunks_done=j + 1, seeds_done=seeds, runs=[rows_of[i] for i in sorted(rows_of)],
                       status=f"partial: written after chunk {j + 1}; the run did not reach its end")
-        _write(out_dir, report)
+        _write(out_dir, report, name)
 
     rows_of: dict = {}
 
@@ -229,7 +239,7 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
     report.update(warmstart_seconds=time.perf_counter() - t0, warmstart_accuracy=info["heldout_accuracy"])
     print(f"warm start: {report['warmstart_seconds']:.1f} s (estimate {ws['total_s']:.0f} s), held-out accuracy "
           f"{info['heldout_accuracy']:.3f}", flush=True)
-    _write(out_dir, report)
+    _write(out_dir, report, name)
     got = run_chunks(plan, out_dir, device=device, chunks=sz["chunks"], go_on=go_on, on_chunk=on_chunk)
     seeds = _complete(plan, got["cfgs"], got["done"])
     rows = _rows(got["cfgs"], got["summaries"], got["done"], set(seeds), got["chunk_seconds"])
@@ -246,7 +256,7 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
                   train_tokens_per_s=tps, mfu=flops / max(sum(got["chunk_seconds"]), 1e-9) / peak_fl if n_chunks else None,
                   mfu_note="8·p·N·L FLOPs per run-step (learner 6, decode 2; evaluations left out) over the chunks' "
                            f"wall time, against the card's dense {'float32' if plan.precision == 'float32' else 'bf16'} peak")
-    report.update(analyse(rows, dry_run))
+    report.update(analyse(rows, dry_run, protocol))
     report["total_seconds"] = time.time() - start
     if "table" in report:
         print(report["table"])
@@ -254,7 +264,7 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
     if "regime" in report:
         from simulate.llm import analysis
 
-        print(analysis.regime_line(report["regime"], PROTOCOL_GPU.variant(quick=dry_run).d_max))
+        print(analysis.regime_line(report["regime"], protocol.variant(quick=dry_run).d_max))
         g = report["learning_gain"]
         print(f"learning at d=0: gain {g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] (n={g['n']})")
     peak = f"peak {got['peak'] / GiB:.2f} GiB (estimate {sz['est']['peak'] / GiB:.2f}); " if got["peak"] else ""
@@ -264,5 +274,5 @@ def main(out_dir: str = "results/llm/gpu_protocol", dry_run: bool = False, card:
           f"{report['warmstart_seconds']:.0f}, chunks {got['seconds']:.0f}); {report['status']}: seeds {len(seeds)} of "
           f"{len(plan.seeds)}, chunks {n_chunks} of {got['chunks']}" + (f" ({got['oom_splits']} split after running out of "
           "memory)" if got["oom_splits"] else ""), flush=True)
-    _write(out_dir, report)
+    _write(out_dir, report, name)
     return 0 if report["parity_ok"] else 1

@@ -3,6 +3,7 @@
 #
 #     bash simulate/llm/gpu_run.sh            # OUT=/some/dir LIMIT_S=500 bash simulate/llm/gpu_run.sh
 #     bash simulate/llm/gpu_run.sh --dry-run  # the same path on CPU (tiny preset, quick variant), seconds
+#     PROTOCOL=gpu-d256 bash simulate/llm/gpu_run.sh   # the second preset: d up to 256 (llm_gpu-<name>.json)
 #
 # Runs `python -m simulate.llm experiment --protocol gpu` (simulate/llm/gpu_protocol.py): the CPU-vs-GPU parity,
 # then the plan (chunks of whole seeds, each chunk's peak memory, the warm start's and the chunks' time estimates),
@@ -17,6 +18,7 @@
 # fails fast with a clear message when that is not possible (no network).
 set -uo pipefail
 OUT="${OUT:-results/llm/gpu_run}"
+PROTOCOL="${PROTOCOL:-gpu}"      # a key of simulate.llm.protocol.GPU_PROTOCOLS
 LIMIT_S="${LIMIT_S:-500}"        # seconds from this script's start: the guard starts no chunk predicted to end later
 WORK="${WORK:-/tmp/asyncgrpo_llm_gpu}"
 mkdir -p "$OUT" "$WORK"
@@ -48,20 +50,21 @@ stamp "checks done:"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=":4096:8"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda,
            torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device (dry run)')" | tee "$OUT/log.txt"
-rm -f "$WORK/llm_gpu.json" "$WORK/parity.csv"   # never copy an earlier run's file as this one's
-timeout "$(( LIMIT_S + 40 ))" "$PY" -m simulate.llm experiment --protocol gpu --experiment-dir "$WORK" \
+rm -f "$WORK"/llm_gpu*.json "$WORK/parity.csv"   # never copy an earlier run's file as this one's
+timeout "$(( LIMIT_S + 40 ))" "$PY" -m simulate.llm experiment --protocol "$PROTOCOL" --experiment-dir "$WORK" \
     --limit-s "$LIMIT_S" --start "$t0" "$@" 2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 stamp "protocol run (exit $rc):"
-for f in llm_gpu.json parity.csv; do [ -f "$WORK/$f" ] && cp "$WORK/$f" "$OUT/"; done
+for f in "$WORK"/llm_gpu*.json "$WORK/parity.csv"; do [ -f "$f" ] && cp "$f" "$OUT/"; done
+RES=$(ls "$OUT"/llm_gpu*.json 2>/dev/null | head -n 1)
 [ -d "$WORK/runs" ] && (cd "$WORK" && find runs -name metrics.csv -o -name summary.json | tar czf "$OUT/runs.tar.gz" -T -)
-[ -f "$OUT/llm_gpu.json" ] && "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); p = r.get('plan', {}); g = 2 ** 30
+[ -n "$RES" ] && "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); p = r.get('plan', {}); g = 2 ** 30
 print('measured against the plan:', r.get('status'), '| seeds', len(r.get('seeds_done', [])), 'of',
       len(r.get('seeds_planned', [])), '| parity', round(r.get('parity_seconds', 0)), 's | warm start',
       round(r.get('warmstart_seconds', -1)), 's (est', round(p.get('warmstart_estimate_s', -1)), ') | chunks',
       round(sum(r.get('chunk_seconds', []))), 's for', r.get('chunks_done'), 'of', p.get('chunks'), '(est',
       round(p.get('chunks_estimate_s', -1)), 'for all) | peak', round((r.get('peak_bytes') or 0) / g, 2), 'GiB (est',
       round(p.get('peak_estimate_bytes', 0) / g, 2), ') | MFU', r.get('mfu'), '| OOM splits', r.get('oom_splits'))
-" "$OUT/llm_gpu.json" | tee -a "$OUT/timings.txt"
+" "$RES" | tee -a "$OUT/timings.txt"
 stamp "total:"
 exit "$rc"

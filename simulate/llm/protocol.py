@@ -386,7 +386,18 @@ PROTOCOL_GPU = dataclasses.replace(PROTOCOL_V8, name="lm-c9-gpu-v2", estimators=
                                    eta=1e-4, warmstart_steps=600, warmstart_batch_size=256, warmstart_eta=1e-3,
                                    n_eval=500, quick_seeds=(0, 1), quick_delays=(0, 2), quick_steps=4,
                                    quick_n_prompts=4, quick_warmstart_steps=5, quick_n_eval=16)
+#: The GPU protocol's second preset (issue 60; registered before any run of it): delays up to 256 stale updates (M2PO's
+#: anchor: training said to stay stable with 256), ``d ∈ {0, 32, 256}`` over 300 steps (so 44 steps learn from
+#: 256-step-old rollouts), evaluation every 25 steps, the six estimators, 4 seeds drawn from ``lm-c9-gpu-d256-v1``;
+#: everything else the GPU protocol v2's. Sized by the planner to one lent card's budget (H100: 4 chunks of 13 runs,
+#: ≈ 370 s at an assumed 25 % MFU + the 73 s warm start), so 4 seeds: **exploratory** (``confirmatory=False``, never
+#: the headline) — paired t on 4 seeds and Clopper–Pearson on 4 runs can refute or support a large effect only.
+PROTOCOL_GPU_D256 = dataclasses.replace(PROTOCOL_GPU, name="lm-c9-gpu-d256-v1", delays=(0, 32, 256), steps=300,
+                                        eval_every=25, seed_root="lm-c9-gpu-d256-v1",
+                                        seeds=draw_seeds("lm-c9-gpu-d256-v1", 4), confirmatory=False)
 #: Registered protocols (``python -m simulate.llm experiment --protocol-version``).
 PROTOCOLS: dict = {2: PROTOCOL_V2, 3: PROTOCOL_V3, 4: PROTOCOL_V4, 5: PROTOCOL_V5, 6: PROTOCOL_V6, 7: PROTOCOL_V7,
                    8: PROTOCOL_V8,
-                   "gpu": PROTOCOL_GPU, "gpu-v1": PROTOCOL_GPU_V1}
+                   "gpu": PROTOCOL_GPU, "gpu-d256": PROTOCOL_GPU_D256, "gpu-v1": PROTOCOL_GPU_V1}
+#: The GPU protocols ``experiment --protocol`` runs through :mod:`simulate.llm.gpu_protocol` (on one CUDA card).
+GPU_PROTOCOLS: tuple[str, ...] = ("gpu", "gpu-d256")
