@@ -621,3 +621,17 @@ def test_power_is_stated_from_two_seeds_and_nan_below():
     assert f"power {pw:.2f}) → inconclusive" in _result().lines[0] and not math.isnan(pw)
     one = dataclasses.replace(_result().comparisons[0], n=1)
     assert "power nan) → inconclusive" in dataclasses.replace(_result(), comparisons=(one,)).lines[0]
+
+
+def test_a_perfect_warm_start_still_has_a_finite_progress_scale():
+    """``span = max(1 − a₀, 1e-12)``: from a perfect warm start (a₀ = 1) that stays perfect while the gradient fades, the
+    progress ratio is 0 (not 0/0), so the run is locked in."""
+    out = an.failure_modes(1.0, metrics([1.0, 1.0], [1.0, 0.001]), tail=1, skipped_steps=0)
+    assert out["locked_in"] is True and out["collapsed"] is False
+
+
+def test_ess_early_is_the_first_quarter_of_the_steps():
+    """``ess_early``: the mean weight ESS/G over the first ⌊K/4⌋ steps (12 steps: the first 3, not 4)."""
+    ess = [1.0, 1.0, 1.0, 0.2] + [0.5] * 8
+    out = an.failure_modes(0.2, metrics([0.5] * 12, [1.0] * 12, ess_w=ess), tail=2, skipped_steps=0)
+    assert out["ess_early"] == 1.0
