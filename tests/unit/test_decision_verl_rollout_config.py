@@ -322,3 +322,43 @@ def test_a_threshold_splits_at_its_first_underscore_as_verl_does():
     assert parse_is_threshold(" 0.25_1_0 ") == (10.0, 0.25)
     (opt, lower, upper), = parse_rs("seq_mean_k1", "0.5_2_3")
     assert (opt, lower, upper) == ("seq_mean_k1", 0.5, 23.0)
+
+
+# --- cosmic-ray survivors (issue 55, twentieth session) ------------------------------------------------------------
+
+def test_the_parsed_bounds_are_derived_fields_not_options():
+    """``is_upper``, ``is_lower`` and ``rs`` come from the thresholds in ``__post_init__``: not constructor arguments,
+    not accepted as options, not in the repr (which shows verl's own fields), and the config is immutable."""
+    for name in ("is_lower", "rs"):
+        with pytest.raises(ValueError, match=f"unknown rollout_correction option.*{name}"):
+            RolloutCorrection.from_config({name: 0.5})
+        with pytest.raises(TypeError):
+            RolloutCorrection(**{name: 0.5})
+    r = RolloutCorrection(rollout_is_threshold="0.5_3.0")
+    assert (r.is_upper, r.is_lower) == (3.0, 0.5)
+    assert all(f" {x}=" not in repr(r) for x in ("is_upper", "is_lower", "rs")) and "rollout_is_threshold=" in repr(r)
+    with pytest.raises(AttributeError):
+        r.rollout_is = "token"
+
+
+def test_the_is_fractions_count_ratios_strictly_past_verls_float32_log_bounds():
+    """verl: ``log ρ > log C`` and ``log ρ < log(1/C)`` (strict, C's log in float32): a sequence whose summed log
+    ratio equals a bound exactly is not counted."""
+    hi = float(torch.log(torch.tensor(2.0, dtype=torch.float32)))
+    lo = float(torch.log(torch.tensor(0.5, dtype=torch.float32)))
+    r = RolloutCorrection(rollout_is="sequence", rollout_is_threshold=2.0)
+    lr = torch.tensor([[hi], [lo], [hi + 1e-6], [lo - 1e-6]], dtype=torch.float64)
+    _, met = r.weights(lr, torch.ones_like(lr, dtype=torch.bool))
+    assert met["rollout_is_ratio_fraction_high"] == 0.25 and met["rollout_is_ratio_fraction_low"] == 0.25
+
+
+def test_batch_normalize_leaves_a_mean_of_exactly_1e_8_alone():
+    """verl normalises only when the mean weight is ``> 1e-8``: at exactly 1e-8 the weights stay and the factor is 1
+    (23 tokens; one IcePop-kept token of weight exp(z) with exp(z)/23 == 1e-8 in float64, the rest zeroed)."""
+    z = -15.285186528023216
+    lr = torch.full((1, 23), -50.0, dtype=torch.float64)
+    lr[0, 0] = z
+    assert float(torch.exp(torch.tensor(z, dtype=torch.float64))) / 23 == 1e-8
+    r = RolloutCorrection(rollout_is="token", rollout_is_threshold="1e-7_2.0", rollout_is_batch_normalize=True)
+    w, met = r.weights(lr, torch.ones_like(lr, dtype=torch.bool))
+    assert met["rollout_is_batch_norm_factor"] == 1.0 and float(w[0, 0]) == float(torch.exp(lr[0, 0]))
