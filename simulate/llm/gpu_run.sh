@@ -55,8 +55,10 @@ timeout "$(( LIMIT_S + 40 ))" "$PY" -m simulate.llm experiment --protocol "$PROT
     --limit-s "$LIMIT_S" --start "$t0" "$@" 2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 stamp "protocol run (exit $rc):"
-for f in "$WORK"/llm_gpu*.json "$WORK/parity.csv"; do [ -f "$f" ] && cp "$f" "$OUT/"; done
-RES=$(ls "$OUT"/llm_gpu*.json 2>/dev/null | head -n 1)
+RES=""   # this run's results file: the one in $WORK (cleared above), not whatever an earlier run left in $OUT
+for f in "$WORK"/llm_gpu*.json "$WORK/parity.csv"; do
+    [ -f "$f" ] && cp "$f" "$OUT/" && case "$f" in *.json) RES="$OUT/$(basename "$f")";; esac
+done
 [ -d "$WORK/runs" ] && (cd "$WORK" && find runs -name metrics.csv -o -name summary.json | tar czf "$OUT/runs.tar.gz" -T -)
 [ -n "$RES" ] && "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); p = r.get('plan', {}); g = 2 ** 30
 print('measured against the plan:', r.get('status'), '| seeds', len(r.get('seeds_done', [])), 'of',
