@@ -17,10 +17,12 @@ from numba import njit
 
 
 @njit(cache=True, _nrt=False)
-def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, grad_out, occ, val):
+def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, grad_out, occ, val, qv):
     """Exact ``J`` (returned) and ``∇_θ J`` into ``grad_out`` on ``rows`` (:func:`simulate.instances.J_grad_law_nb`:
     occupancy ``occ`` forward, values ``val`` backward, ``∂J/∂θ[t,s,a] = occ[t](s) π(a|s) (Q_t(s,a) − val[t](s))``).
-    ``grad_out`` is not written off ``rows`` (the caller keeps it 0 there)."""
+    ``grad_out`` is not written off ``rows`` (the caller keeps it 0 there). The gradient of a row is taken in the
+    backward pass as soon as its value is known, from the ``Q_t(s,·)`` it kept in ``qv`` (scratch ``(≥ V,)``): the
+    same operations as a separate pass, without reading ``next_state``, ``step_reward`` and ``val[t+1]`` twice."""
     T, S, V = pi.shape
     R = rows.shape[0]
     for s in range(S):
@@ -49,22 +51,16 @@ def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, g
         sq = q - tq * S
         v = 0.0
         for a in range(V):
-            v += pi[tq, sq, a] * (step_reward[t, s, a] + val[t + 1, next_state[t, s, a]])
+            qv[a] = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
+            v += pi[tq, sq, a] * qv[a]
         val[t, s] = v
-    for u in range(R):
-        r = rows[u]
-        t = r // S
-        s = r - t * S
-        if occ[t, s] == 0.0:
+        o = occ[t, s]
+        if o == 0.0:
             for a in range(V):
                 grad_out[t, s, a] = 0.0
-            continue
-        q = src[r]
-        tq = q // S
-        sq = q - tq * S
-        for a in range(V):
-            qv = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
-            grad_out[t, s, a] = occ[t, s] * pi[tq, sq, a] * (qv - val[t, s])
+        else:
+            for a in range(V):
+                grad_out[t, s, a] = o * pi[tq, sq, a] * (qv[a] - v)
     C = starts.shape[0]
     if C == 1:
         return val[0, starts[0]]

@@ -85,11 +85,12 @@ def policy_nb(pb, ws, logp):
 @njit(cache=True, _nrt=False)
 def diagnose_nb(pb, ws, logp):
     """``log π_{θ_k}`` into ``logp``, ``π = exp(log π)`` (:func:`policy_nb`), exact ``J(θ_k)`` and ``∇_θ J`` by one
-    forward–backward DP from ``d₀`` (:func:`simulate.instances.J_grad_law_nb`), ``∇_w J = Φᵀ∇_θ J`` into ``gJ``; returns
+    forward–backward DP from ``d₀`` (:func:`simulate.instances.J_grad_law_nb`; ``ws.scaled``, the alias rows' scratch,
+    holds a row's ``Q`` values: no alias row is built in this phase), ``∇_w J = Φᵀ∇_θ J`` into ``gJ``; returns
     ``(J, ‖∇_w J‖²)``."""
     policy_nb(pb, ws, logp)
     Jk = J_grad_rows_nb(ws.pi, pb.theta_src, pb.grad_rows, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts,
-                        ws.grad, ws.occ, ws.val)
+                        ws.grad, ws.occ, ws.val, ws.scaled)
     to_params_nb(pb, ws.grad, ws.gblk, ws.gJ)
     g2 = 0.0
     for u in range(pb.par_idx.shape[0]):  # ascending; the entries left out are 0

@@ -3,17 +3,20 @@ their ``χ²`` terms ``π²/μ``, and ``μ_k``'s alias row.
 
 Each is the instance layer's row function (:func:`simulate.instances.log_softmax_row_nb`,
 :func:`~simulate.instances.chi2_terms_row_nb`, :func:`~simulate.instances.alias_row_nb`) with the same operations in
-the same order and libm's ``exp`` (``math.exp``), so the results are the instance layer's bit for bit
-(``tests/test_training_vexp.py``). The vectorisable :func:`simulate.training.vexp.exp_nb` is not used here: with it
-(≤ 1 ulp from libm's), 6 of 320 protocol-length runs (count-long-bernoulli, seed 0, Adam) moved by up to 20 % in
-``J`` from step 11 on (2026-12-07), beyond the last bits. Compiled without reference counting, as the phases
-that call them (:mod:`simulate.training.phases`).
+the same order. The exponentials go through :func:`simulate.training.vexp.exp_inplace_nb`, glibc's ``exp`` bit for bit
+but inlined (no call per element), so the results are the instance layer's bit for bit
+(``tests/test_training_vexp.py``) and the kernel's golden file is unchanged. (An earlier inlined ``exp``, within 1 ulp
+of libm's but not equal to it, moved 6 of 320 protocol-length runs by up to 20 % in ``J`` from step 11 on,
+2026-12-07: the kernel's runs are chaotic in the last bit of ``π``.) Compiled without reference counting, as the
+phases that call them (:mod:`simulate.training.phases`).
 """
 from __future__ import annotations
 
 import math
 
 from numba import njit
+
+from simulate.training.vexp import exp_inplace_nb
 
 
 
@@ -37,8 +40,7 @@ def log_softmax_pi_rows_nb(theta, rows, logp, pi, m, x):
         m[u] = mu
         for a in range(V):
             x[u * V + a] = th[base + a] - mu
-    for i in range(n * V):
-        x[i] = math.exp(x[i])
+    exp_inplace_nb(x, n * V)
     for u in range(n):
         z = 0.0
         for a in range(V):
@@ -48,8 +50,7 @@ def log_softmax_pi_rows_nb(theta, rows, logp, pi, m, x):
         for a in range(V):
             lp[base + a] = th[base + a] - lz
             x[u * V + a] = lp[base + a]
-    for i in range(n * V):
-        x[i] = math.exp(x[i])
+    exp_inplace_nb(x, n * V)
     for u in range(n):
         base = rows[u] * V
         for a in range(V):
@@ -69,8 +70,7 @@ def chi2_terms_rows_nb(logp, logq, rows, w2, x):
         base = rows[u] * V
         for a in range(V):
             x[u * V + a] = 2.0 * lp[base + a] - lq[base + a]
-    for i in range(n * V):
-        x[i] = math.exp(x[i])
+    exp_inplace_nb(x, n * V)
     for u in range(n):
         base = rows[u] * V
         for a in range(V):
@@ -87,7 +87,8 @@ def alias_row_nb(logp, t, s, prob, alias, scaled, small, large):
     for a in range(1, V):
         m = max(m, logp[t, s, a])
     for a in range(V):
-        scaled[a] = math.exp(logp[t, s, a] - m)
+        scaled[a] = logp[t, s, a] - m
+    exp_inplace_nb(scaled, V)
     tot = 0.0
     for a in range(V):
         tot += scaled[a]
