@@ -4,7 +4,9 @@ reference of the same learner (:mod:`bench.reference_learner`), in the same run 
 Each instance runs the protocol's primary cell: estimator ``gmc``, ``ε = 0.2``, ``G = 8``, one prompt, a
 fixed delay ``d = 8`` (``μ_k = π_{θ_{k−8}}``), ``K`` SGD steps, one run per seed. A learner step is the whole
 of step ``k``: divergence checks, exact ``J``/``∇J``/``χ²``/overlap diagnostics by DP, sampling the ``N = G``
-trajectories from ``μ_k``, weights, ``ĝ = (1/N) Σ_n A_n w_n s_θ(τ_n)`` and the update. Instances:
+trajectories from ``μ_k``, weights, ``ĝ = (1/N) Σ_n A_n w_n s_θ(τ_n)``, issue 33's ascent rates (``ĝ`` and its
+negative part projected on ``∇J``) and the update: the same work on both sides (the reference computed no ascent
+rates before 2026-12-07, so earlier ratios compared the kernel's larger step with the reference's smaller one). Instances:
 ``count-frac`` (small: V = 3, T = 6, 126 logits), ``count-long-bernoulli`` (large: V = 8, T = 12, 1248
 logits), ``feature-lm-bernoulli`` (log-linear ``θ = Φw``, p = 32 over 2176 logits) and ``ladder-v16-t12``
 (:func:`ladder_instance`: the toy-to-LM ladder's size, V = 16, T = 12, shared parameters p = 32 over 3264

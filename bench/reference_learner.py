@@ -35,8 +35,9 @@ log-linear (``θ = Φw``, ``Φ ∈ R^{TSV×p}``, the instance's ``features``). T
 
 Per-step diagnostics as in the kernel: ``χ²``, clip fraction (``tis``/``tic``/``gmc``: fraction of
 trajectories with ``w_n < ρ_n``), ESS ``(Σw)²/Σw²`` per group (mean over groups), ``‖ĝ‖²`` (logit space),
-the zero-gradient flag (every ``A_n = 0``), and C6's overlap diagnostics: ``‖w_k − w_{k−d_k}‖``,
-``max_{τ∈supp μ_k} |log ρ(τ)|`` (max-plus DP, :func:`logratio_max`) and ``‖ĝ_w‖²``. The random stream differs from the kernel's, so runs are
+the zero-gradient flag (every ``A_n = 0``), C6's overlap diagnostics: ``‖w_k − w_{k−d_k}‖``,
+``max_{τ∈supp μ_k} |log ρ(τ)|`` (max-plus DP, :func:`logratio_max`) and ``‖ĝ_w‖²``, and issue 33's ascent rates
+``⟨ĝ_w, ∇_w J⟩/‖∇_w J‖`` of ``ĝ`` and of its part from negative-advantage tokens with ``π < μ``. The random stream differs from the kernel's, so runs are
 equal in distribution, not bit for bit. Token-level estimators are not covered.
 """
 from __future__ import annotations
@@ -70,6 +71,10 @@ class RefResult:
     """``max_{τ ∈ supp μ_k} |log π_{θ_k}(τ) − log μ_k(τ)|`` (exact, :func:`logratio_max`)."""
     gpar_norm2: np.ndarray
     """``‖ĝ_k‖²`` in the trained parameter (``Φᵀĝ`` for a feature policy)."""
+    gdot: np.ndarray
+    """Issue 33's ascent rate ``⟨ĝ_k, ∇J(θ_k)⟩/‖∇J(θ_k)‖`` in the trained parameter."""
+    gneg: np.ndarray
+    """The same projection of the part of ``ĝ_k`` from negative-advantage tokens with ``π_θ(a_t|s_t) < μ_k(a_t|s_t)``."""
     delays: np.ndarray
     diverged_at: int | None
     theta: np.ndarray
@@ -141,17 +146,24 @@ def sample(logq: np.ndarray, next_state: np.ndarray, s0: int, u: np.ndarray):
 
 
 def score_sum(logp: np.ndarray, states: np.ndarray, actions: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``Σ_n c_n s_θ(τ_n)`` with ``s_θ(τ) = Σ_t (e_{a_t} − π_θ(·|s_t))`` on row ``(t, s_t)``.
+    """``Σ_n c_n s_θ(τ_n)`` with ``s_θ(τ) = Σ_t (e_{a_t} − π_θ(·|s_t))`` on row ``(t, s_t)``; ``c`` per trajectory
+    ``(N,)`` or per token ``(N, T)`` (then ``Σ_{n,t} c_{n,t} (e_{a_t} − π_θ(·|s_t))``).
 
     Two scatters: ``E[t,s,a] = Σ_n c_n 1{s_{n,t}=s, a_{n,t}=a}`` and ``M[t,s] = Σ_n c_n 1{s_{n,t}=s}``,
     then ``E − M·π`` (``np.bincount`` on flat indices: the same sum as ``np.add.at``, faster)."""
     T, S, V = logp.shape
     N = states.shape[0]
-    cc = np.broadcast_to(c[:, None], (N, T)).ravel()
+    cc = np.broadcast_to(c[:, None] if c.ndim == 1 else c, (N, T)).ravel()
     row = (np.arange(T)[None, :] * S + states).ravel()
     E = np.bincount(row * V + actions.ravel(), weights=cc, minlength=T * S * V).reshape(T, S, V)
     M = np.bincount(row, weights=cc, minlength=T * S).reshape(T, S)
     return E - M[:, :, None] * np.exp(logp)
+
+
+def negative_part(coef: np.ndarray, A: np.ndarray, tok_ell: np.ndarray) -> np.ndarray:
+    """Per-token coefficients ``(N, T)`` of ``ĝ``'s negative part: ``c_n`` on the tokens of negative-advantage
+    trajectories with ``log π − log μ < 0``, else 0."""
+    return np.where((A[:, None] < 0.0) & (tok_ell < 0.0), coef[:, None], 0.0)
 
 
 def advantages(R: np.ndarray, adv_norm: bool = False) -> np.ndarray:
@@ -241,7 +253,7 @@ def train(config, mdp) -> RefResult:
 
     J = np.full(K + 1, np.nan)
     gn2 = np.full(K + 1, np.nan)
-    c2, clip, ess, gh2, zero, dpar, lrmax, gpar = (np.full(K, np.nan) for _ in range(8))
+    c2, clip, ess, gh2, zero, dpar, lrmax, gpar, gdot, gneg = (np.full(K, np.nan) for _ in range(10))
     m1 = np.zeros(P)
     m2 = np.zeros(P)
     hist: dict[int, tuple] = {}  # (log π_{θ_j}, w_j) for the j a later step may still use as μ
@@ -251,7 +263,7 @@ def train(config, mdp) -> RefResult:
     J0 = math.nan
 
     def done(k):
-        return RefResult(J, gn2, c2, clip, ess, gh2, zero, dpar, lrmax, gpar, delays, k, theta_out)
+        return RefResult(J, gn2, c2, clip, ess, gh2, zero, dpar, lrmax, gpar, gdot, gneg, delays, k, theta_out)
 
     with np.errstate(all="ignore"):  # overflow is detected below and reported as divergence, as in the kernel
         for k in range(K + 1):
@@ -261,6 +273,7 @@ def train(config, mdp) -> RefResult:
             Jk, grad = exact_J_grad(logp, next_state, step_reward, reward, s0)
             gw = phi.T @ grad.ravel() if phi is not None else grad.ravel()
             J[k], gn2[k] = Jk, gw @ gw
+            gJ = gw
             theta_out = theta.copy()
             if k == 0:
                 J0 = Jk
@@ -282,7 +295,8 @@ def train(config, mdp) -> RefResult:
             if bernoulli:  # a verifier that pays 1 with probability E R(τ)
                 ret = (ub < ret).astype(np.float64)
             A = advantages(ret.reshape(n_prompts, G), config.adv_norm)
-            ell = (logp[t_idx, states, actions] - logq[t_idx, states, actions]).sum(axis=1).reshape(n_prompts, G)
+            tok_ell = logp[t_idx, states, actions] - logq[t_idx, states, actions]
+            ell = tok_ell.sum(axis=1).reshape(n_prompts, G)
             logw = est_reference.log_weights(config.estimator, ell, config.eps)  # the NumPy weight map, per group
             w = np.exp(logw)
             clip[k] = np.mean(logw < ell - 1e-9) if config.estimator in _CUTTING else np.nan
@@ -297,6 +311,12 @@ def train(config, mdp) -> RefResult:
                 return done(k)
             g = phi.T @ ghat.ravel() if phi is not None else ghat.ravel()
             gpar[k] = g @ g
+            # ascent rates: ĝ and its negative-advantage, π < μ part projected on ∇J (0 where ∇J = 0)
+            neg = score_sum(logp, states, actions, negative_part(coef, A.ravel(), tok_ell))
+            gn = math.sqrt(gn2[k])
+            negw = phi.T @ neg.ravel() if phi is not None else neg.ravel()
+            gdot[k] = g @ gJ / gn if gn > 0.0 else 0.0
+            gneg[k] = negw @ gJ / gn if gn > 0.0 else 0.0
             if config.optimizer == "sga":
                 par = par + config.eta * g
             else:
@@ -308,4 +328,4 @@ def train(config, mdp) -> RefResult:
     return done(None)
 
 
-__all__ = ["RefResult", "log_softmax", "exact_J_grad", "chi2", "logratio_max", "scatter_plan", "sample", "advantages", "score_sum", "train"]
+__all__ = ["RefResult", "log_softmax", "exact_J_grad", "chi2", "logratio_max", "scatter_plan", "sample", "advantages", "negative_part", "score_sum", "train"]

@@ -143,6 +143,8 @@ STALE_STATS = {
     **ONPOLICY_STATS,
     "clip fraction": lambda r: np.mean(r.clip_frac),
     "mean ‖w_k − w_{k−d}‖": lambda r: np.mean(r.dtheta_norm),
+    "mean ascent rate ⟨ĝ, ∇J⟩/‖∇J‖": lambda r: np.mean(r.gdot),
+    "mean ascent rate of the negative π < μ part": lambda r: np.mean(r.gneg),
 }
 
 
@@ -203,6 +205,16 @@ def test_stale_comparison_fails_when_mu_is_the_current_policy(stale_numba):
     bad = _disagreements(stale_numba, _reference(cfgs, inst, stale_numba,
                                                  lambda c: dataclasses.replace(c, delay=DelaySpec("fixed", d=0))))
     assert any(b.startswith("mean χ²") for b in bad), bad
+
+
+def test_stale_comparison_fails_when_the_negative_part_keeps_tokens_with_pi_above_mu(stale_numba, monkeypatch):
+    """The ascent-rate statistics can fail: a reference whose negative part keeps every token of a
+    negative-advantage trajectory (the ``π < μ`` condition dropped)."""
+    inst, cfgs = _stale_configs()
+    monkeypatch.setattr(ref, "negative_part", lambda coef, A, tok_ell: np.where(A[:, None] < 0.0, coef[:, None],
+                                                                                np.zeros_like(tok_ell)))
+    bad = _disagreements(stale_numba, _reference(cfgs, inst, stale_numba))
+    assert any(b.startswith("mean ascent rate of the negative") for b in bad), bad
 
 
 def _ghat0(cfgs, inst, learner):
