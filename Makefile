@@ -43,7 +43,7 @@ TORCH_FLOAT_TESTS = tests/test_integration_trl.py tests/test_integration_verl.py
 NUMBA_FLOAT_TESTS = tests/test_core_contracts.py tests/test_estimators.py tests/test_token_level.py \
 	tests/test_montecarlo.py tests/test_montecarlo_exact.py tests/test_montecarlo_scaling.py \
 	tests/test_bench_training.py tests/test_training.py tests/test_kernel_identity.py tests/test_kernel_row_maps.py \
-	tests/test_c6_overlap.py tests/test_instances_portable.py
+	tests/test_c6_overlap.py tests/test_instances_portable.py tests/test_training_vexp.py
 CAPABILITIES = $(shell $(PY) -c "import torch; c = torch.backends.cpu.get_cpu_capability().lower(); \
 	print({'avx512': 'default avx2 avx512', 'avx2': 'default avx2'}.get(c, 'default' if c == 'default' else 'default ' + c))" 2>/dev/null || echo default)
 
