@@ -5,7 +5,7 @@
 routine every x86-64 CPU with FMA runs; portable: the file pins the bits), and against this machine's ``math.exp``
 on 27 million inputs where that is the same routine. Seen failing with the last FMA as a multiply and an add
 (6 of the 9019 golden inputs), with the table made from the float64 ``2^{j/N}`` instead of a 200-bit one (1150 of
-9019) and with the main path one exponent wider (``|x| < 1024``: 43 of 9019). Three other FMAs (both of ``r``, the
+9019) and with the range one exponent wider (``|x| < 1024``: 43 of 9019). Three other FMAs (both of ``r``, the
 ``r⁴`` term), each tried as a multiply and an add, were not told apart on these inputs (their products' rounding
 errors are far below half an ulp of the sum): kept, as glibc's machine code has them.
 """

@@ -5,13 +5,15 @@ Numba's ``math.exp`` calls glibc's ``exp`` one element at a time (≈ 5.8 ns on 
 learner step takes a few thousand of them. On every x86-64 CPU with FMA (all since 2013), glibc ≥ 2.28 runs
 ``__exp_fma``: ARM's optimized-routines algorithm compiled with fused multiply-adds. :func:`exp_nb` evaluates the
 same operations in the same order, with the same constants and the same fusions (read from glibc 2.36's machine
-code), so its result is glibc's bit for bit wherever that routine runs its main path, ``2⁻⁵⁴ ≤ |x| < 512``:
+code), so its result is glibc's bit for bit wherever that routine runs its main path, ``2⁻⁵⁴ ≤ |x| < 512``, and on
+``|x| < 2⁻⁵⁴`` (zero and subnormals included), where glibc returns ``1 + x`` = 1 and so does the main path (``k = 0``,
+``tmp ≈ x``):
 
     k = round(x·N/ln 2),  r = x − k·ln2hi/N − k·ln2lo/N  (two FMAs),  N = 128,
     e^x = 2^{k/N} (1 + tail_j + r + r²(C2 + r C3) + r⁴(C4 + r C5)),  j = k mod N,
 
 with ``2^{j/N} = H_j (1 + tail_j)`` tabulated (:data:`TABLE`, made here from 200-bit ``2^{j/N}`` and checked equal
-to glibc's table). Outside the main path (tiny, large, ±∞, NaN) :func:`exp_inplace_nb` calls ``math.exp`` itself,
+to glibc's table). Off that range (``|x| ≥ 512``, ±∞, NaN) :func:`exp_inplace_nb` calls ``math.exp`` itself,
 so every input gives glibc's result (``tests/test_training_vexp.py``: 28 million inputs over every exponent range
 and random bit patterns, and a golden file that pins the bits where ``math.exp`` is not the FMA routine). The
 FMAs are ``llvm.fma``: exact on every CPU (a call to ``fma()`` where the CPU has no FMA unit, e.g.
@@ -42,8 +44,8 @@ C2 = float.fromhex("0x1.ffffffffffdbdp-2")
 C3 = float.fromhex("0x1.555555555543cp-3")
 C4 = float.fromhex("0x1.55555cf172b91p-5")
 C5 = float.fromhex("0x1.1111167a4d017p-7")
-#: Exponent field (bits 52–62) bounds of the main path: ``2⁻⁵⁴ ≤ |x| < 512``.
-LO_EXP, SPAN_EXP = 0x3C9, 0x3E
+#: Largest exponent field (bits 52–62) of an ``x`` that :func:`exp_nb` computes as glibc does: ``|x| < 512``.
+TOP_EXP = 0x407
 
 
 def make_table() -> np.ndarray:
@@ -92,7 +94,7 @@ def fma(typingctx, a, b, c):
 
 @njit(cache=True, inline="always", _nrt=False)
 def exp_nb(x):
-    """``e^x`` by glibc's main path (module docstring): equal to glibc's only where :func:`in_main_path_nb`;
+    """``e^x`` by glibc's main path (module docstring): equal to glibc's only where :func:`in_range_nb`;
     branch-free, so a loop of it needs no call per element."""
     kd = fma(x, INVLN2N, SHIFT)
     ki = _bits(kd)
@@ -109,24 +111,25 @@ def exp_nb(x):
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def in_main_path_nb(x):
-    """Whether ``2⁻⁵⁴ ≤ |x| < 512`` (NaN and ±∞ are not), where :func:`exp_nb` is glibc's ``exp``."""
-    return ((_bits(x) >> 52) & 0x7FF) - LO_EXP <= SPAN_EXP and ((_bits(x) >> 52) & 0x7FF) >= LO_EXP
+def in_range_nb(x):
+    """Whether ``|x| < 512`` (NaN and ±∞ are not), where :func:`exp_nb` is glibc's ``exp``. (A softmax row's largest
+    entry gives ``e^0``: zero must be in range, or every row would take the slow path.)"""
+    return ((_bits(x) >> 52) & 0x7FF) <= TOP_EXP
 
 
 @njit(cache=True, _nrt=False)
 def exp_inplace_nb(x, n):
     """``x[i] = e^{x[i]}`` for ``i < n`` (1-D ``x``), bit for bit glibc's ``exp``: :func:`exp_nb` on all, then
-    ``math.exp`` on the few off its main path (one check pass first, so the main loop has no branch)."""
+    ``math.exp`` on the few off its range (one check pass first, so the main loop has no branch and vectorises)."""
     off = False
     for i in range(n):
-        off |= not in_main_path_nb(x[i])
+        off |= not in_range_nb(x[i])
     if not off:
         for i in range(n):
             x[i] = exp_nb(x[i])
         return
     for i in range(n):
-        x[i] = exp_nb(x[i]) if in_main_path_nb(x[i]) else math.exp(x[i])
+        x[i] = exp_nb(x[i]) if in_range_nb(x[i]) else math.exp(x[i])
 
 
 @njit(cache=True, _nrt=False)
@@ -138,4 +141,4 @@ def exp_array_nb(x, out):
     return out
 
 
-__all__ = ["TABLE", "exp_array_nb", "exp_inplace_nb", "exp_nb", "fma", "in_main_path_nb", "make_table"]
+__all__ = ["TABLE", "exp_array_nb", "exp_inplace_nb", "exp_nb", "fma", "in_range_nb", "make_table"]
