@@ -137,10 +137,11 @@ def logratio_max_rows_nb(logp, logq, src, rows, next_state, starts, scratch):
                 if x != x:  # NaN: say so rather than let the comparisons below drop it
                     return np.nan
                 s2 = next_state[t, s, a]
-                if hi[s] + x > nh[s2]:
-                    nh[s2] = hi[s] + x
-                if lo[s] + x < nl[s2]:
-                    nl[s2] = lo[s] + x
+                # stores of selects, not branches on the data (the same values: a kept entry is stored again)
+                y = hi[s] + x
+                nh[s2] = y if y > nh[s2] else nh[s2]
+                z = lo[s] + x
+                nl[s2] = z if z < nl[s2] else nl[s2]
         hi, nh = nh, hi
         lo, nl = nl, lo
     out = 0.0
