@@ -92,11 +92,14 @@ def finite_logits_nb(pb, theta, theta_max, k):
 
 
 @njit(cache=True, _nrt=False)
-def to_params_nb(pb, g_theta, gblk, out):
+def to_params_nb(pb, g_theta, gblk, out, seen, only_seen):
     """Chain rule through ``θ = Φw``: ``out = Φᵀ g_θ`` summed per distinct feature block (:mod:`simulate.training.problem`:
     ``G_b = Σ_{r ∈ b} g_r`` over the reachable rows, ascending, into ``gblk``, then ``Σ_b Φ_bᵀ G_b``, blocks and
     entries ascending; a zero ``G_{b,a}`` adds nothing); tabular: ``out = g_θ``. A row no path reaches has
-    ``g_θ = 0`` (∇J: zero occupancy; ĝ: never sampled), so summing over the reachable rows drops only zeros."""
+    ``g_θ = 0`` (∇J: zero occupancy; ĝ: never sampled), so summing over the reachable rows drops only zeros. With
+    ``only_seen`` (ĝ and its negative part, zero off the rows a sample visited) only the rows with ``seen[r]``
+    are added: a block sum starts at +0 and a sum of nonzero terms is never −0, so adding a ±0 row leaves it
+    unchanged, and the result is the full sum's bit for bit."""
     T, S, V = g_theta.shape
     flat = g_theta.reshape(T * S * V)
     if not pb.use_phi:  # out is 0 off pb.par_idx (make_workspace_nb), as g_θ there
@@ -106,6 +109,8 @@ def to_params_nb(pb, g_theta, gblk, out):
     gblk[:] = 0.0
     rows, blk = pb.grad_rows, pb.grad_blk
     for u in range(rows.shape[0]):
+        if only_seen and not seen[rows[u]]:
+            continue
         base = rows[u] * V
         b = blk[u]
         for a in range(V):

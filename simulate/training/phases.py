@@ -91,7 +91,7 @@ def diagnose_nb(pb, ws, logp):
     policy_nb(pb, ws, logp)
     Jk = J_grad_rows_nb(ws.pi, pb.theta_src, pb.grad_rows, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts,
                         ws.grad, ws.occ, ws.val, ws.scaled)
-    to_params_nb(pb, ws.grad, ws.gblk, ws.gJ)
+    to_params_nb(pb, ws.grad, ws.gblk, ws.gJ, ws.seen, False)
     g2 = 0.0
     for u in range(pb.par_idx.shape[0]):  # ascending; the entries left out are 0
         g2 += ws.gJ[pb.par_idx[u]] * ws.gJ[pb.par_idx[u]]
@@ -308,7 +308,7 @@ def score_nb(pb, ws, diagnostics):
             for a in range(V):
                 neg[rows[u] * V + a] = 0.0
         add_score_rows_nb(ws.pi, pb.theta_src, ws.states, ws.actions, ws.coefneg, ws.gneg)
-    # ‖ĝ‖² over the rows a token with c ≠ 0 visited, ascending: every other row of ĝ is 0, and adding 0·0 = +0 to a
+    # ‖ĝ‖² over the rows a token with c ≠ 0 visited (ws.seen), ascending: every other row of ĝ is 0, and adding 0·0 = +0 to a
     # sum ≥ +0 leaves it unchanged, so the sum is the one over every reachable row, bit for bit, at a fraction of
     # its sequential additions
     S = ws.ghat.shape[1]
@@ -319,8 +319,7 @@ def score_nb(pb, ws, diagnostics):
     gh2 = 0.0
     for u in range(rows.shape[0]):
         r = rows[u]
-        if ws.seen[r]:
-            ws.seen[r] = False
+        if ws.seen[r]:  # left marked for update_nb's Φᵀĝ, which clears it
             for a in range(V):
                 gh2 += flat[r * V + a] * flat[r * V + a]
     return gh2
@@ -330,7 +329,7 @@ def score_nb(pb, ws, diagnostics):
 def update_nb(pb, ws, run, k, g2, rec):
     """``ĝ`` in ``w`` (``Φᵀĝ``): ``‖ĝ‖²``, with ``run.diagnostics`` the ascent rates ``⟨ĝ, ∇J⟩/‖∇J‖`` of ĝ and of
     its ``gneg`` part; then ``w_{k+1} = w_k + η ĝ`` (SGD) or Adam's bias-corrected step, and ``θ_{k+1}``."""
-    to_params_nb(pb, ws.ghat, ws.gblk, ws.gw)
+    to_params_nb(pb, ws.ghat, ws.gblk, ws.gw, ws.seen, True)
     gw, par, m1, m2 = ws.gw, ws.par, ws.m1, ws.m2
     idx = pb.par_idx  # the parameters a step moves, ascending: every sum below skips only exact zeros
     gp2 = 0.0
@@ -338,7 +337,7 @@ def update_nb(pb, ws, run, k, g2, rec):
         gp2 += gw[idx[u]] * gw[idx[u]]
     rec.gpar[k] = gp2
     if run.diagnostics:
-        to_params_nb(pb, ws.gneg, ws.gblk, ws.gneg_w)
+        to_params_nb(pb, ws.gneg, ws.gblk, ws.gneg_w, ws.seen, True)
         gn = math.sqrt(g2)
         dot = 0.0
         dneg = 0.0
@@ -347,6 +346,11 @@ def update_nb(pb, ws, run, k, g2, rec):
             dneg += ws.gneg_w[idx[u]] * ws.gJ[idx[u]]
         rec.gdot[k] = dot / gn if gn > 0.0 else 0.0
         rec.gneg[k] = dneg / gn if gn > 0.0 else 0.0
+    N, T = ws.states.shape
+    S = ws.ghat.shape[1]
+    for n in range(N):  # score_nb's marks, cleared for the next step
+        for t in range(T):
+            ws.seen[t * S + ws.states[n, t]] = False
     eta = run.eta
     if run.opt == 0:
         for u in range(idx.shape[0]):

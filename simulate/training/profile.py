@@ -77,7 +77,7 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
         Jk = J_grad_rows_nb(ws.pi, pb.theta_src, pb.grad_rows, pb.next_state, pb.step_reward, pb.reward, pb.d0,
                             pb.starts, ws.grad, ws.occ, ws.val, ws.scaled)
         c3 = _now(ts)
-        to_params_nb(pb, ws.grad, ws.gblk, ws.gJ)
+        to_params_nb(pb, ws.grad, ws.gblk, ws.gJ, ws.seen, False)
         g2 = 0.0
         for j in range(ws.gJ.shape[0]):
             g2 += ws.gJ[j] * ws.gJ[j]
