@@ -293,20 +293,14 @@ def score_nb(pb, ws, diagnostics):
         for t in range(T):
             ws.coef[n, t] = 0.0 if ws.adv[n] == 0.0 else ws.adv[n] * ws.coef[n, t] / N
     V = ws.ghat.shape[2]
-    rows = pb.grad_rows  # ĝ is 0 off the reachable rows (never sampled; zeros from make_workspace_nb)
+    rows = pb.grad_rows
     flat = ws.ghat.reshape(ws.ghat.size)
-    for u in range(rows.shape[0]):
-        for a in range(V):
-            flat[rows[u] * V + a] = 0.0
+    # ĝ and gneg are 0 on entry: zeros from make_workspace_nb, and update_nb zeroes the rows this step writes
     add_score_rows_nb(ws.pi, pb.theta_src, ws.states, ws.actions, ws.coef, ws.ghat)
     if diagnostics:
         for n in range(N):
             for t in range(T):
                 ws.coefneg[n, t] = ws.coef[n, t] if (ws.adv[n] < 0.0 and ws.tok_ell[n, t] < 0.0) else 0.0
-        neg = ws.gneg.reshape(ws.gneg.size)
-        for u in range(rows.shape[0]):
-            for a in range(V):
-                neg[rows[u] * V + a] = 0.0
         add_score_rows_nb(ws.pi, pb.theta_src, ws.states, ws.actions, ws.coefneg, ws.gneg)
     # ‖ĝ‖² over the rows a token with c ≠ 0 visited (ws.seen), ascending: every other row of ĝ is 0, and adding 0·0 = +0 to a
     # sum ≥ +0 leaves it unchanged, so the sum is the one over every reachable row, bit for bit, at a fraction of
@@ -347,10 +341,14 @@ def update_nb(pb, ws, run, k, g2, rec):
         rec.gdot[k] = dot / gn if gn > 0.0 else 0.0
         rec.gneg[k] = dneg / gn if gn > 0.0 else 0.0
     N, T = ws.states.shape
-    S = ws.ghat.shape[1]
-    for n in range(N):  # score_nb's marks, cleared for the next step
+    S, V = ws.ghat.shape[1], ws.ghat.shape[2]
+    for n in range(N):  # score_nb's marks cleared and the rows it wrote zeroed, for the next step
         for t in range(T):
-            ws.seen[t * S + ws.states[n, t]] = False
+            s = ws.states[n, t]
+            ws.seen[t * S + s] = False
+            for a in range(V):
+                ws.ghat[t, s, a] = 0.0
+                ws.gneg[t, s, a] = 0.0
     eta = run.eta
     if run.opt == 0:
         for u in range(idx.shape[0]):
