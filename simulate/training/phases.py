@@ -327,17 +327,36 @@ def update_nb(pb, ws, run, k, g2, rec):
     gw, par, m1, m2 = ws.gw, ws.par, ws.m1, ws.m2
     idx = pb.par_idx  # the parameters a step moves, ascending: every sum below skips only exact zeros
     gp2 = 0.0
-    for u in range(idx.shape[0]):
-        gp2 += gw[idx[u]] * gw[idx[u]]
+    if pb.use_phi:
+        for u in range(idx.shape[0]):
+            gp2 += gw[idx[u]] * gw[idx[u]]
+    else:  # gw = ĝ: 0 off the visited rows, so those rows ascending give the same sum (as score_nb's ‖ĝ‖²)
+        Vg = ws.ghat.shape[2]
+        rows = pb.grad_rows
+        for u in range(rows.shape[0]):
+            r = rows[u]
+            if ws.seen[r]:
+                for a in range(Vg):
+                    gp2 += gw[r * Vg + a] * gw[r * Vg + a]
     rec.gpar[k] = gp2
     if run.diagnostics:
         to_params_nb(pb, ws.gneg, ws.gblk, ws.gneg_w, ws.seen, True)
         gn = math.sqrt(g2)
         dot = 0.0
         dneg = 0.0
-        for u in range(idx.shape[0]):
-            dot += gw[idx[u]] * ws.gJ[idx[u]]
-            dneg += ws.gneg_w[idx[u]] * ws.gJ[idx[u]]
+        if pb.use_phi:
+            for u in range(idx.shape[0]):
+                dot += gw[idx[u]] * ws.gJ[idx[u]]
+                dneg += ws.gneg_w[idx[u]] * ws.gJ[idx[u]]
+        else:  # as gp2: the visited rows ascending (∇J is finite, so an entry with ĝ = 0 adds ±0, and a sum from +0 is never −0)
+            Vg = ws.ghat.shape[2]
+            rows = pb.grad_rows
+            for u in range(rows.shape[0]):
+                r = rows[u]
+                if ws.seen[r]:
+                    for a in range(Vg):
+                        dot += gw[r * Vg + a] * ws.gJ[r * Vg + a]
+                        dneg += ws.gneg_w[r * Vg + a] * ws.gJ[r * Vg + a]
         rec.gdot[k] = dot / gn if gn > 0.0 else 0.0
         rec.gneg[k] = dneg / gn if gn > 0.0 else 0.0
     N, T = ws.states.shape
