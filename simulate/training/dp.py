@@ -25,6 +25,11 @@ def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, g
     same operations as a separate pass, without reading ``next_state``, ``step_reward`` and ``val[t+1]`` twice."""
     T, S, V = pi.shape
     R = rows.shape[0]
+    # row views: row r = t·S + s of the (T, S, V) arrays is [r, :]
+    p2 = pi.reshape(T * S, V)
+    ns2 = next_state.reshape(T * S, V)
+    sr2 = step_reward.reshape(T * S, V)
+    g2 = grad_out.reshape(T * S, V)
     for s in range(S):
         occ[0, s] = d0[s]
     for t in range(1, T + 1):
@@ -34,12 +39,12 @@ def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, g
         r = rows[u]
         t = r // S
         s = r - t * S
-        if occ[t, s] > 0.0:
+        o = occ[t, s]
+        if o > 0.0:
             q = src[r]
-            tq = q // S
-            sq = q - tq * S
+            nxt = occ[t + 1]
             for a in range(V):
-                occ[t + 1, next_state[t, s, a]] += occ[t, s] * pi[tq, sq, a]
+                nxt[ns2[r, a]] += o * p2[q, a]
     for s in range(S):
         val[T, s] = reward[s]
     for u in range(R - 1, -1, -1):  # t descending; the rows of one t are independent
@@ -47,20 +52,19 @@ def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, g
         t = r // S
         s = r - t * S
         q = src[r]
-        tq = q // S
-        sq = q - tq * S
+        vn = val[t + 1]
         v = 0.0
         for a in range(V):
-            qv[a] = step_reward[t, s, a] + val[t + 1, next_state[t, s, a]]
-            v += pi[tq, sq, a] * qv[a]
+            qv[a] = sr2[r, a] + vn[ns2[r, a]]
+            v += p2[q, a] * qv[a]
         val[t, s] = v
         o = occ[t, s]
         if o == 0.0:
             for a in range(V):
-                grad_out[t, s, a] = 0.0
+                g2[r, a] = 0.0
         else:
             for a in range(V):
-                grad_out[t, s, a] = o * pi[tq, sq, a] * (qv[a] - v)
+                g2[r, a] = o * p2[q, a] * (qv[a] - v)
     C = starts.shape[0]
     if C == 1:
         return val[0, starts[0]]
