@@ -81,6 +81,8 @@ def chi2_rows_nb(w2, src, rows, next_state, d0, f, g):
     ``(S,)``."""
     T, S, V = w2.shape
     R = rows.shape[0]
+    w2r = w2.reshape(T * S, V)  # row views, as J_grad_rows_nb
+    ns2 = next_state.reshape(T * S, V)
     for s in range(S):
         f[s] = d0[s]
     u = 0
@@ -91,14 +93,13 @@ def chi2_rows_nb(w2, src, rows, next_state, d0, f, g):
             r = rows[u]
             s = r - t * S
             u += 1
-            if f[s] != 0.0:
+            fs = f[s]
+            if fs != 0.0:
                 q = src[r]
-                tq = q // S
-                sq = q - tq * S
                 for a in range(V):
-                    term = w2[tq, sq, a]
+                    term = w2r[q, a]
                     if term != 0.0:  # as chi2_law_nb: keeps an f that overflowed to inf from making inf·0 = NaN
-                        g[next_state[t, s, a]] += f[s] * term
+                        g[ns2[r, a]] += fs * term
         f, g = g, f
     tot = 0.0
     for s in range(S):
@@ -112,6 +113,9 @@ def logratio_max_rows_nb(logp, logq, src, rows, next_state, starts, scratch):
     max-plus DP); ``scratch``: ``(4, S)``."""
     T, S, V = logp.shape
     R = rows.shape[0]
+    lp2 = logp.reshape(T * S, V)  # row views, as J_grad_rows_nb
+    lq2 = logq.reshape(T * S, V)
+    ns2 = next_state.reshape(T * S, V)
     hi, lo, nh, nl = scratch[0], scratch[1], scratch[2], scratch[3]
     for s in range(S):
         hi[s] = -np.inf
@@ -131,20 +135,20 @@ def logratio_max_rows_nb(logp, logq, src, rows, next_state, starts, scratch):
             if hi[s] == -np.inf:  # not reached along μ's support
                 continue
             q = src[r]
-            tq = q // S
-            sq = q - tq * S
+            hs = hi[s]
+            ls = lo[s]
             for a in range(V):
-                lq = logq[tq, sq, a]
+                lq = lq2[q, a]
                 if lq == -np.inf:
                     continue
-                x = logp[tq, sq, a] - lq
+                x = lp2[q, a] - lq
                 if x != x:  # NaN: say so rather than let the comparisons below drop it
                     return np.nan
-                s2 = next_state[t, s, a]
+                s2 = ns2[r, a]
                 # stores of selects, not branches on the data (the same values: a kept entry is stored again)
-                y = hi[s] + x
+                y = hs + x
                 nh[s2] = y if y > nh[s2] else nh[s2]
-                z = lo[s] + x
+                z = ls + x
                 nl[s2] = z if z < nl[s2] else nl[s2]
         hi, nh = nh, hi
         lo, nl = nl, lo
