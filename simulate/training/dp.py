@@ -165,18 +165,18 @@ def add_score_rows_nb(pi, src, states, actions, coef, grad_out):
     (:func:`simulate.instances.add_score_pi_nb`), ``π`` of row ``t·S + s_t`` read at its source row."""
     n, T = actions.shape
     S, V = pi.shape[1], pi.shape[2]
+    p2 = pi.reshape(T * S, V)  # row views, as J_grad_rows_nb
+    g2 = grad_out.reshape(T * S, V)
     for i in range(n):
         for t in range(T):
             c = coef[i, t]
             if c == 0.0:
                 continue
-            s = states[i, t]
-            q = src[t * S + s]
-            tq = q // S
-            sq = q - tq * S
+            r = t * S + states[i, t]
+            q = src[r]
             for b in range(V):
-                grad_out[t, s, b] -= c * pi[tq, sq, b]
-            grad_out[t, s, actions[i, t]] += c
+                g2[r, b] -= c * p2[q, b]
+            g2[r, actions[i, t]] += c
 
 
 __all__ = ["J_grad_rows_nb", "add_score_rows_nb", "chi2_rows_nb", "logratio_max_rows_nb"]
