@@ -131,4 +131,57 @@ def to_params_nb(pb, g_theta, gblk, out, seen, only_seen):
                         out[j] += pb.phi[i, j] * gi
 
 
-__all__ = ["finite_logits_nb", "logits_nb", "record_theta_nb", "restore_nb", "to_params_nb"]
+@njit(cache=True, _nrt=False)
+def to_params_pair_nb(pb, g_theta, h_theta, gblk, hblk, out_g, out_h, seen):
+    """:func:`to_params_nb` of ``g_θ`` and ``h_θ`` at once with ``only_seen`` (ĝ and its negative part: both 0 off the
+    rows ``seen``), reading each row of ``Φ`` once for both; each output's sums run in the order of its own call,
+    so both are :func:`to_params_nb`'s bit for bit."""
+    T, S, V = g_theta.shape
+    fg = g_theta.reshape(T * S * V)
+    fh = h_theta.reshape(T * S * V)
+    if not pb.use_phi:
+        for u in range(pb.par_idx.shape[0]):
+            out_g[pb.par_idx[u]] = fg[pb.par_idx[u]]
+            out_h[pb.par_idx[u]] = fh[pb.par_idx[u]]
+        return
+    gblk[:] = 0.0
+    hblk[:] = 0.0
+    rows, blk = pb.grad_rows, pb.grad_blk
+    for u in range(rows.shape[0]):
+        if not seen[rows[u]]:
+            continue
+        base = rows[u] * V
+        b = blk[u]
+        for a in range(V):
+            gblk[b, a] += fg[base + a]
+            hblk[b, a] += fh[base + a]
+    for j in range(out_g.shape[0]):
+        out_g[j] = 0.0
+        out_h[j] = 0.0
+    for b in range(pb.blk_src.shape[0]):
+        base = pb.blk_src[b] * V
+        for a in range(V):
+            gi = gblk[b, a]
+            hi = hblk[b, a]
+            if gi == 0.0 and hi == 0.0:
+                continue
+            i = base + a
+            if pb.sparse:
+                for e in range(pb.row_ptr[i], pb.row_ptr[i + 1]):
+                    if gi != 0.0:
+                        out_g[pb.row_col[e]] += pb.row_val[e] * gi
+                    if hi != 0.0:
+                        out_h[pb.row_col[e]] += pb.row_val[e] * hi
+            elif gi != 0.0 and hi != 0.0:
+                for j in range(out_g.shape[0]):
+                    out_g[j] += pb.phi[i, j] * gi
+                    out_h[j] += pb.phi[i, j] * hi
+            elif gi != 0.0:
+                for j in range(out_g.shape[0]):
+                    out_g[j] += pb.phi[i, j] * gi
+            else:
+                for j in range(out_h.shape[0]):
+                    out_h[j] += pb.phi[i, j] * hi
+
+
+__all__ = ["finite_logits_nb", "logits_nb", "record_theta_nb", "restore_nb", "to_params_nb", "to_params_pair_nb"]

@@ -38,7 +38,8 @@ from numba import njit
 from asyncgrpo.estimators.kernels import log_weights_nb
 from asyncgrpo.estimators.token_level import token_coefficients_nb
 from simulate.training.dp import J_grad_rows_nb, add_score_rows_nb, chi2_rows_nb, logratio_max_rows_nb
-from simulate.training.params import finite_logits_nb, logits_nb, record_theta_nb, restore_nb, to_params_nb
+from simulate.training.params import (finite_logits_nb, logits_nb, record_theta_nb, restore_nb, to_params_nb,
+                                      to_params_pair_nb)
 from simulate.training.rows import alias_row_nb, chi2_terms_rows_nb, log_softmax_pi_rows_nb
 
 #: The curves of one run (``kernel._train_one_nb`` documents each).
@@ -50,7 +51,7 @@ Workspace = namedtuple("Workspace", [
     "par", "theta", "histlp", "histw", "pi", "grad", "ghat", "gneg", "gw", "gJ", "gneg_w", "m1", "m2",
     "occ", "val", "f", "f2", "prob", "alias", "stamp", "scaled", "small", "large",
     "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw", "w2", "mp",
-    "gblk", "xm", "xbuf", "seen"])
+    "gblk", "xm", "xbuf", "seen", "hblk"])
 
 
 @njit(cache=True)
@@ -71,7 +72,8 @@ def make_workspace_nb(pb, w0, N, G, B):
         np.empty((N, T), dtype=np.int64), np.empty(N, dtype=np.int64), np.empty((N, T)), np.empty(N),
         np.empty((N, T)), np.empty(N), np.empty(N), np.ones((N, T), dtype=np.bool_), np.empty((N, T)),
         np.empty((N, T)), np.empty(N), np.zeros((T, S, V)), np.empty((4, S)), np.empty((pb.blk_src.shape[0], V)),
-        np.empty(T * S), np.empty(T * S * V), np.zeros(T * S, dtype=np.bool_))
+        np.empty(T * S), np.empty(T * S * V), np.zeros(T * S, dtype=np.bool_),
+        np.empty((pb.blk_src.shape[0], V)))
 
 
 @njit(cache=True, _nrt=False)
@@ -323,7 +325,10 @@ def score_nb(pb, ws, diagnostics):
 def update_nb(pb, ws, run, k, g2, rec):
     """``ĝ`` in ``w`` (``Φᵀĝ``): ``‖ĝ‖²``, with ``run.diagnostics`` the ascent rates ``⟨ĝ, ∇J⟩/‖∇J‖`` of ĝ and of
     its ``gneg`` part; then ``w_{k+1} = w_k + η ĝ`` (SGD) or Adam's bias-corrected step, and ``θ_{k+1}``."""
-    to_params_nb(pb, ws.ghat, ws.gblk, ws.gw, ws.seen, True)
+    if run.diagnostics:  # Φᵀĝ and Φᵀ(its negative part) in one pass over Φ
+        to_params_pair_nb(pb, ws.ghat, ws.gneg, ws.gblk, ws.hblk, ws.gw, ws.gneg_w, ws.seen)
+    else:
+        to_params_nb(pb, ws.ghat, ws.gblk, ws.gw, ws.seen, True)
     gw, par, m1, m2 = ws.gw, ws.par, ws.m1, ws.m2
     idx = pb.par_idx  # the parameters a step moves, ascending: every sum below skips only exact zeros
     gp2 = 0.0
@@ -340,7 +345,6 @@ def update_nb(pb, ws, run, k, g2, rec):
                     gp2 += gw[r * Vg + a] * gw[r * Vg + a]
     rec.gpar[k] = gp2
     if run.diagnostics:
-        to_params_nb(pb, ws.gneg, ws.gblk, ws.gneg_w, ws.seen, True)
         gn = math.sqrt(g2)
         dot = 0.0
         dneg = 0.0
