@@ -27,34 +27,35 @@ def log_softmax_pi_rows_nb(theta, rows, logp, pi, m, x):
     flat loop and each row's sum runs over ``a`` ascending, as one row at a time would. Scratch: ``m``
     ``(≥ len(rows),)``, ``x`` ``(≥ len(rows)·V,)``."""
     T, S, V = theta.shape
-    th = theta.reshape(T * S * V)
-    lp = logp.reshape(T * S * V)
-    p = pi.reshape(T * S * V)
+    th = theta.reshape(T * S, V)  # row views: row r = t·S + s
+    lp = logp.reshape(T * S, V)
+    p = pi.reshape(T * S, V)
     n = rows.shape[0]
     for u in range(n):
-        base = rows[u] * V
-        mu = th[base]
+        r = rows[u]
+        mu = th[r, 0]
         for a in range(1, V):
-            if th[base + a] > mu:
-                mu = th[base + a]
+            v = th[r, a]
+            mu = v if v > mu else mu  # a select, not a branch on the data (the same value)
         m[u] = mu
         for a in range(V):
-            x[u * V + a] = th[base + a] - mu
+            x[u * V + a] = th[r, a] - mu
     exp_inplace_nb(x, n * V)
     for u in range(n):
         z = 0.0
         for a in range(V):
             z += x[u * V + a]
         lz = m[u] + math.log(z)
-        base = rows[u] * V
+        r = rows[u]
         for a in range(V):
-            lp[base + a] = th[base + a] - lz
-            x[u * V + a] = lp[base + a]
+            la = th[r, a] - lz
+            lp[r, a] = la
+            x[u * V + a] = la
     exp_inplace_nb(x, n * V)
     for u in range(n):
-        base = rows[u] * V
+        r = rows[u]
         for a in range(V):
-            p[base + a] = x[u * V + a]
+            p[r, a] = x[u * V + a]
 
 
 @njit(cache=True, _nrt=False)
