@@ -30,41 +30,46 @@ def J_grad_rows_nb(pi, src, rows, next_state, step_reward, reward, d0, starts, g
     ns2 = next_state.reshape(T * S, V)
     sr2 = step_reward.reshape(T * S, V)
     g2 = grad_out.reshape(T * S, V)
+    occf = occ.reshape((T + 1) * S)  # occ[t, s] and val[t, s] are entry r of these
+    valf = val.reshape((T + 1) * S)
     for s in range(S):
         occ[0, s] = d0[s]
     for t in range(1, T + 1):
         for s in range(S):
             occ[t, s] = 0.0
-    for u in range(R):
-        r = rows[u]
-        t = r // S
-        s = r - t * S
-        o = occ[t, s]
-        if o > 0.0:
-            q = src[r]
-            nxt = occ[t + 1]
-            for a in range(V):
-                nxt[ns2[r, a]] += o * p2[q, a]
+    # the rows by t (no division r // S per row): ascending here, descending below, the order of a loop over rows
+    u = 0
+    for t in range(T):
+        nxt = occ[t + 1]
+        while u < R and rows[u] < (t + 1) * S:
+            r = rows[u]
+            u += 1
+            o = occf[r]
+            if o > 0.0:
+                q = src[r]
+                for a in range(V):
+                    nxt[ns2[r, a]] += o * p2[q, a]
     for s in range(S):
         val[T, s] = reward[s]
-    for u in range(R - 1, -1, -1):  # t descending; the rows of one t are independent
-        r = rows[u]
-        t = r // S
-        s = r - t * S
-        q = src[r]
+    u = R - 1
+    for t in range(T - 1, -1, -1):  # the rows of one t are independent
         vn = val[t + 1]
-        v = 0.0
-        for a in range(V):
-            qv[a] = sr2[r, a] + vn[ns2[r, a]]
-            v += p2[q, a] * qv[a]
-        val[t, s] = v
-        o = occ[t, s]
-        if o == 0.0:
+        while u >= 0 and rows[u] >= t * S:
+            r = rows[u]
+            u -= 1
+            q = src[r]
+            v = 0.0
             for a in range(V):
-                g2[r, a] = 0.0
-        else:
-            for a in range(V):
-                g2[r, a] = o * p2[q, a] * (qv[a] - v)
+                qv[a] = sr2[r, a] + vn[ns2[r, a]]
+                v += p2[q, a] * qv[a]
+            valf[r] = v
+            o = occf[r]
+            if o == 0.0:
+                for a in range(V):
+                    g2[r, a] = 0.0
+            else:
+                for a in range(V):
+                    g2[r, a] = o * p2[q, a] * (qv[a] - v)
     C = starts.shape[0]
     if C == 1:
         return val[0, starts[0]]

@@ -15,7 +15,10 @@ out of the ring buffer, ``Φ`` products over its nonzero entries only (a zero te
 leaves it unchanged for finite ``x``; the sums still run in the same order), rows that share their logits
 computed once and read at their source row (:mod:`simulate.training.problem`, :mod:`simulate.training.dp`: ``θ``,
 ``log π``, ``π``, the ``χ²`` terms and ``μ_k``'s alias rows), the DPs over the reachable rows only, and ``θ`` of
-the rows that copy it written only when recorded. Issue 59 changed one order on purpose (a re-made golden file):
+the rows that copy it written only when recorded; since 2026-12-07 (issue 59) also ``e^x`` inlined, bit for bit
+glibc's (:mod:`simulate.training.vexp`), ``ĝ`` and its negative part zeroed, summed (``‖ĝ‖²``, ``‖Φᵀĝ‖²``, the ascent
+dots of a tabular policy) and pushed through ``Φᵀ`` on the rows a sample visited only (every other row is exactly
+0, and a sum from +0 that adds ±0 is unchanged), and the DPs' rows read through ``[t·S + s, a]`` views. Issue 59 changed one order on purpose (a re-made golden file):
 ``Φᵀg`` is summed per distinct feature block (:func:`simulate.training.params.to_params_nb`); feature policies'
 recorded values move by ≤ 5.1e-14 relative over the golden grid (≤ 2.7e-12 in Adam runs, whose ``m/√v`` amplifies
 them), no divergence step moves, and tabular runs are unchanged bit for bit.
@@ -154,38 +157,42 @@ def sample_nb(pb, ws, k, n_prompts, G, logp, logq):
         if pb.bernoulli:
             ws.ub[n] = np.random.random()
     S, V = logq.shape[1], logq.shape[2]
+    # row views ([t·S + s, a]): a row's source is read without dividing by S, except to build its alias row
+    lp2 = logp.reshape(T * S, V)
+    lq2 = logq.reshape(T * S, V)
+    prob2 = ws.prob.reshape(T * S, V)
+    alias2 = ws.alias.reshape(T * S, V)
+    stamp = ws.stamp.reshape(T * S)
+    ns2 = pb.next_state.reshape(T * S, V)
+    sr2 = pb.step_reward.reshape(T * S, V)
     for n in range(N):
         s = pb.starts[(k * n_prompts + n // G) % C]
         for t in range(T):
+            row = t * S + s
             # the alias row of the row whose log μ_k this row copies (pb.theta_src): the same table
-            r = pb.theta_src[t * S + s]
-            tr, sr = t, s
-            if r != t * S + s:  # a copied row (no division on the rows that are their own source)
+            r = pb.theta_src[row]
+            if stamp[r] != k:  # μ_k's alias row, built once per step
                 tr = r // S
-                sr = r - tr * S
-            if ws.stamp[tr, sr] != k:  # μ_k's alias row, built once per step
-                alias_row_nb(logq, tr, sr, ws.prob, ws.alias, ws.scaled, ws.small, ws.large)
-                ws.stamp[tr, sr] = k
+                alias_row_nb(logq, tr, r - tr * S, ws.prob, ws.alias, ws.scaled, ws.small, ws.large)
+                stamp[r] = k
             x = ws.u[n, t] * V
             j = int(x)
             if j >= V:
                 j = V - 1
-            a = j if x - j < ws.prob[tr, sr, j] else ws.alias[tr, sr, j]
+            a = j if x - j < prob2[r, j] else alias2[r, j]
             ws.states[n, t] = s
             ws.actions[n, t] = a
-            s = pb.next_state[t, s, a]
+            s = ns2[row, a]
         ws.final[n] = s
     for n in range(N):
         ret = 0.0
         ws.ell[n] = 0.0
         for t in range(T):
-            s = ws.states[n, t]
             a_t = ws.actions[n, t]
-            r = pb.theta_src[t * S + s]  # log π and log μ are kept on source rows only
-            tr = r // S
-            sr = r - tr * S
-            ws.tok_ell[n, t] = logp[tr, sr, a_t] - logq[tr, sr, a_t]
-            ret += pb.step_reward[t, s, a_t]
+            row = t * S + ws.states[n, t]
+            r = pb.theta_src[row]  # log π and log μ are kept on source rows only
+            ws.tok_ell[n, t] = lp2[r, a_t] - lq2[r, a_t]
+            ret += sr2[row, a_t]
             ws.ell[n] += ws.tok_ell[n, t]
         ret += pb.reward[ws.final[n]]
         if pb.bernoulli:  # a verifier that pays 1 with probability E R(τ)
