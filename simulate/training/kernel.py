@@ -71,7 +71,7 @@ def _train_one_nb(pb, w0, run, delays, rec):
                 record_theta_nb(pb, ws.theta, rec.theta)
             return k
         logp = ws.histlp[k % B]
-        Jk, g2 = diagnose_nb(pb, ws, logp)
+        Jk, g2 = diagnose_nb(pb, ws, k)
         rec.J[k] = Jk
         rec.gn2[k] = g2
         if k == 0:

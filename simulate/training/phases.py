@@ -54,7 +54,7 @@ Workspace = namedtuple("Workspace", [
     "par", "theta", "histlp", "histw", "pi", "grad", "ghat", "gneg", "gw", "gJ", "gneg_w", "m1", "m2",
     "occ", "val", "f", "f2", "prob", "alias", "stamp", "scaled", "small", "large",
     "states", "actions", "final", "u", "ub", "tok_ell", "ell", "adv", "mask", "coef", "coefneg", "logw", "w2", "mp",
-    "gblk", "xm", "xbuf", "seen", "hblk"])
+    "gblk", "xm", "xbuf", "seen", "hblk", "changed", "rowbuf"])
 
 
 @njit(cache=True)
@@ -76,24 +76,46 @@ def make_workspace_nb(pb, w0, N, G, B):
         np.empty((N, T)), np.empty(N), np.empty(N), np.ones((N, T), dtype=np.bool_), np.empty((N, T)),
         np.empty((N, T)), np.empty(N), np.zeros((T, S, V)), np.empty((4, S)), np.empty((pb.blk_src.shape[0], V)),
         np.empty(T * S), np.empty(T * S * V), np.zeros(T * S, dtype=np.bool_),
-        np.empty((pb.blk_src.shape[0], V)))
+        np.empty((pb.blk_src.shape[0], V)), np.zeros(T * S, dtype=np.bool_), np.empty(T * S, dtype=np.int64))
 
 
 @njit(cache=True, _nrt=False)
-def policy_nb(pb, ws, logp):
-    """``log π_θ`` into ``logp`` and ``π = exp(log π)`` into ``ws.pi`` on ``pb.lp_rows``, the source rows of the
-    reachable rows (:func:`simulate.training.rows.log_softmax_pi_rows_nb`); every reader takes a row's values at its
-    source row (``pb.theta_src``), and no reader visits an unreachable row."""
-    log_softmax_pi_rows_nb(ws.theta, pb.lp_rows, logp, ws.pi, ws.xm, ws.xbuf)
+def policy_nb(pb, ws, k):
+    """``log π_{θ_k}`` into the ring slot ``ws.histlp[k mod B]`` and ``π = exp(log π)`` into ``ws.pi`` on ``pb.lp_rows``,
+    the source rows of the reachable rows (:func:`simulate.training.rows.log_softmax_pi_rows_nb`); every reader takes
+    a row's values at its source row (``pb.theta_src``), and no reader visits an unreachable row. A tabular policy
+    after step 0 recomputes only the rows whose logits the last update changed (``ws.changed``, set by
+    :func:`update_nb`); every other row's ``log π`` is the previous slot's (copied) and its ``π`` is already in
+    ``ws.pi``: the same values, without their ``exp`` and ``log``."""
+    B = ws.histlp.shape[0]
+    logp = ws.histlp[k % B]
+    if k == 0 or pb.use_phi:
+        log_softmax_pi_rows_nb(ws.theta, pb.lp_rows, logp, ws.pi, ws.xm, ws.xbuf)
+        return
+    T, S, V = logp.shape
+    cur = logp.reshape(T * S, V)
+    prev = ws.histlp[(k - 1) % B].reshape(T * S, V)
+    rows = pb.lp_rows
+    n = 0
+    for u in range(rows.shape[0]):
+        r = rows[u]
+        if ws.changed[r]:
+            ws.changed[r] = False
+            ws.rowbuf[n] = r
+            n += 1
+        elif B > 1:  # B = 1: the previous slot is this one
+            for a in range(V):
+                cur[r, a] = prev[r, a]
+    log_softmax_pi_rows_nb(ws.theta, ws.rowbuf[:n], logp, ws.pi, ws.xm, ws.xbuf)
 
 
 @njit(cache=True, _nrt=False)
-def diagnose_nb(pb, ws, logp):
+def diagnose_nb(pb, ws, k):
     """``log π_{θ_k}`` into ``logp``, ``π = exp(log π)`` (:func:`policy_nb`), exact ``J(θ_k)`` and ``∇_θ J`` by one
     forward–backward DP from ``d₀`` (:func:`simulate.instances.J_grad_law_nb`; ``ws.scaled``, the alias rows' scratch,
     holds a row's ``Q`` values: no alias row is built in this phase), ``∇_w J = Φᵀ∇_θ J`` into ``gJ``; returns
     ``(J, ‖∇_w J‖²)``."""
-    policy_nb(pb, ws, logp)
+    policy_nb(pb, ws, k)
     Jk = J_grad_rows_nb(ws.pi, pb.theta_src, pb.grad_rows, pb.next_state, pb.step_reward, pb.reward, pb.d0, pb.starts,
                         ws.grad, ws.occ, ws.val, ws.scaled)
     to_params_nb(pb, ws.grad, ws.gblk, ws.gJ, ws.seen, False)
@@ -380,13 +402,30 @@ def update_nb(pb, ws, run, k, g2, rec):
                 ws.ghat[t, s, a] = 0.0
                 ws.gneg[t, s, a] = 0.0
     eta = run.eta
-    if run.opt == 0:
+    beta1, beta2 = run.beta1, run.beta2
+    bc1 = 1.0 - beta1 ** (k + 1)  # Adam's bias corrections (unused by SGD)
+    bc2 = 1.0 - beta2 ** (k + 1)
+    if not pb.use_phi:  # θ = w: the same steps row by row, marking the rows whose logits change (policy_nb)
+        grows = pb.grad_rows  # pb.par_idx is these rows' entries, in this order
+        for u in range(grows.shape[0]):
+            r = grows[u]
+            ch = False
+            for a in range(V):
+                j = r * V + a
+                old = par[j]
+                if run.opt == 0:
+                    par[j] += eta * gw[j]
+                else:
+                    m1[j] = beta1 * m1[j] + (1.0 - beta1) * gw[j]
+                    m2[j] = beta2 * m2[j] + (1.0 - beta2) * gw[j] * gw[j]
+                    par[j] += eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + run.adam_eps)
+                ch = ch or par[j] != old
+            if ch:
+                ws.changed[r] = True
+    elif run.opt == 0:
         for u in range(idx.shape[0]):
             par[idx[u]] += eta * gw[idx[u]]
     else:
-        beta1, beta2 = run.beta1, run.beta2
-        bc1 = 1.0 - beta1 ** (k + 1)
-        bc2 = 1.0 - beta2 ** (k + 1)
         for u in range(idx.shape[0]):
             j = idx[u]
             m1[j] = beta1 * m1[j] + (1.0 - beta1) * gw[j]

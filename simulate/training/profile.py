@@ -72,7 +72,7 @@ def _profile_one_nb(pb, w0, run, delays, rec, acc):
             return steps
         c1 = _now(ts)
         logp = ws.histlp[k % B]
-        policy_nb(pb, ws, logp)
+        policy_nb(pb, ws, k)
         c2 = _now(ts)
         Jk = J_grad_rows_nb(ws.pi, pb.theta_src, pb.grad_rows, pb.next_state, pb.step_reward, pb.reward, pb.d0,
                             pb.starts, ws.grad, ws.occ, ws.val, ws.scaled)
