@@ -401,10 +401,8 @@ def update_nb(pb, ws, run, k, g2, rec):
             for a in range(V):
                 ws.ghat[t, s, a] = 0.0
                 ws.gneg[t, s, a] = 0.0
-    eta = run.eta
-    beta1, beta2 = run.beta1, run.beta2
-    bc1 = 1.0 - beta1 ** (k + 1)  # Adam's bias corrections (unused by SGD)
-    bc2 = 1.0 - beta2 ** (k + 1)
+    bc1 = 1.0 - run.beta1 ** (k + 1)  # Adam's bias corrections (unused by SGD)
+    bc2 = 1.0 - run.beta2 ** (k + 1)
     if not pb.use_phi:  # θ = w: the same steps row by row, marking the rows whose logits change (policy_nb)
         grows = pb.grad_rows  # pb.par_idx is these rows' entries, in this order
         for u in range(grows.shape[0]):
@@ -413,27 +411,27 @@ def update_nb(pb, ws, run, k, g2, rec):
             for a in range(V):
                 j = r * V + a
                 old = par[j]
-                if run.opt == 0:
-                    par[j] += eta * gw[j]
-                else:
-                    m1[j] = beta1 * m1[j] + (1.0 - beta1) * gw[j]
-                    m2[j] = beta2 * m2[j] + (1.0 - beta2) * gw[j] * gw[j]
-                    par[j] += eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + run.adam_eps)
+                step_nb(run, j, gw, par, m1, m2, bc1, bc2)
                 ch = ch or par[j] != old
             if ch:
                 ws.changed[r] = True
-    elif run.opt == 0:
-        for u in range(idx.shape[0]):
-            par[idx[u]] += eta * gw[idx[u]]
     else:
         for u in range(idx.shape[0]):
-            j = idx[u]
-            m1[j] = beta1 * m1[j] + (1.0 - beta1) * gw[j]
-            m2[j] = beta2 * m2[j] + (1.0 - beta2) * gw[j] * gw[j]
-            par[j] += eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + run.adam_eps)
+            step_nb(run, idx[u], gw, par, m1, m2, bc1, bc2)
     logits_nb(pb, ws)
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def step_nb(run, j, gw, par, m1, m2, bc1, bc2):
+    """Parameter ``j``'s ascent step: SGD ``w_j += η g_j``, or Adam's with bias corrections ``bc1``, ``bc2``."""
+    if run.opt == 0:
+        par[j] += run.eta * gw[j]
+    else:
+        m1[j] = run.beta1 * m1[j] + (1.0 - run.beta1) * gw[j]
+        m2[j] = run.beta2 * m2[j] + (1.0 - run.beta2) * gw[j] * gw[j]
+        par[j] += run.eta * (m1[j] / bc1) / (math.sqrt(m2[j] / bc2) + run.adam_eps)
 
 
 __all__ = ["Record", "Workspace", "advantages_nb", "behaviour_chi2_nb", "behaviour_nb", "diagnose_nb",
            "finite_logits_nb", "logits_nb", "make_workspace_nb", "map_coefficients_nb", "overlap_nb", "policy_nb",
-           "record_theta_nb", "restore_nb", "sample_nb", "score_nb", "to_params_nb", "update_nb", "weights_nb"]
+           "record_theta_nb", "restore_nb", "sample_nb", "score_nb", "step_nb", "to_params_nb", "update_nb", "weights_nb"]
