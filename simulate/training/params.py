@@ -108,15 +108,17 @@ def to_params_nb(pb, g_theta, gblk, out, seen, only_seen):
         return
     gblk[:] = 0.0
     rows, blk = pb.grad_rows, pb.grad_blk
+    g2 = g_theta.reshape(T * S, V)  # row views, as the DPs
     for u in range(rows.shape[0]):
-        if only_seen and not seen[rows[u]]:
+        r = rows[u]
+        if only_seen and not seen[r]:
             continue
-        base = rows[u] * V
-        b = blk[u]
+        gb = gblk[blk[u]]
         for a in range(V):
-            gblk[b, a] += flat[base + a]
+            gb[a] += g2[r, a]
     for j in range(out.shape[0]):
         out[j] = 0.0
+    P = out.shape[0]
     for b in range(pb.blk_src.shape[0]):
         base = pb.blk_src[b] * V
         for a in range(V):
@@ -127,8 +129,9 @@ def to_params_nb(pb, g_theta, gblk, out, seen, only_seen):
                     for e in range(pb.row_ptr[i], pb.row_ptr[i + 1]):
                         out[pb.row_col[e]] += pb.row_val[e] * gi
                 else:
-                    for j in range(out.shape[0]):
-                        out[j] += pb.phi[i, j] * gi
+                    phi_i = pb.phi[i]
+                    for j in range(P):
+                        out[j] += phi_i[j] * gi
 
 
 @njit(cache=True, _nrt=False)
@@ -147,14 +150,17 @@ def to_params_pair_nb(pb, g_theta, h_theta, gblk, hblk, out_g, out_h, seen):
     gblk[:] = 0.0
     hblk[:] = 0.0
     rows, blk = pb.grad_rows, pb.grad_blk
+    g2 = g_theta.reshape(T * S, V)  # row views, as the DPs
+    h2 = h_theta.reshape(T * S, V)
     for u in range(rows.shape[0]):
-        if not seen[rows[u]]:
+        r = rows[u]
+        if not seen[r]:
             continue
-        base = rows[u] * V
-        b = blk[u]
+        gb = gblk[blk[u]]
+        hb = hblk[blk[u]]
         for a in range(V):
-            gblk[b, a] += fg[base + a]
-            hblk[b, a] += fh[base + a]
+            gb[a] += g2[r, a]
+            hb[a] += h2[r, a]
     for j in range(out_g.shape[0]):
         out_g[j] = 0.0
         out_h[j] = 0.0
@@ -172,16 +178,18 @@ def to_params_pair_nb(pb, g_theta, h_theta, gblk, hblk, out_g, out_h, seen):
                         out_g[pb.row_col[e]] += pb.row_val[e] * gi
                     if hi != 0.0:
                         out_h[pb.row_col[e]] += pb.row_val[e] * hi
-            elif gi != 0.0 and hi != 0.0:
-                for j in range(out_g.shape[0]):
-                    out_g[j] += pb.phi[i, j] * gi
-                    out_h[j] += pb.phi[i, j] * hi
-            elif gi != 0.0:
-                for j in range(out_g.shape[0]):
-                    out_g[j] += pb.phi[i, j] * gi
             else:
-                for j in range(out_h.shape[0]):
-                    out_h[j] += pb.phi[i, j] * hi
+                phi_i = pb.phi[i]
+                if gi != 0.0 and hi != 0.0:
+                    for j in range(out_g.shape[0]):
+                        out_g[j] += phi_i[j] * gi
+                        out_h[j] += phi_i[j] * hi
+                elif gi != 0.0:
+                    for j in range(out_g.shape[0]):
+                        out_g[j] += phi_i[j] * gi
+                else:
+                    for j in range(out_h.shape[0]):
+                        out_h[j] += phi_i[j] * hi
 
 
 __all__ = ["finite_logits_nb", "logits_nb", "record_theta_nb", "restore_nb", "to_params_nb", "to_params_pair_nb"]
