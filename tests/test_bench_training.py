@@ -276,20 +276,23 @@ def test_bench_training_quick_prints_the_targets_table():
         assert measured > 0 and (m.group(3) == "PASS") == (measured >= target), ln
 
 
-def test_profile_runs_the_kernels_loop():
+@pytest.mark.parametrize("name, eta", [("feature-lm-bernoulli", 2.0), ("count-long-bernoulli", 1.0)])
+def test_profile_runs_the_kernels_loop(name, eta):
     """The per-phase profile (issue 37) times the kernel's own phases in the kernel's order: its runs record the
-    same numbers as :func:`run_many`, bit for bit, and every phase gets a time.
+    same numbers as :func:`run_many`, bit for bit, and every phase gets a time; on a feature and on a tabular policy
+    (whose log-softmax recomputes only the rows the last update changed).
 
     Seen failing: profiling seed+1 against the kernel's seed (``J``, ``χ²``, ``‖ĝ‖²`` differ)."""
     from simulate.training.profile import PHASES, profile_phases
 
-    inst = get_instance("feature-lm-bernoulli")
-    cfgs = [TrainConfig(instance=inst, estimator=e, G=8, eta=2.0, steps=12, delay=DelaySpec("fixed", d=3), seed=s)
+    inst = get_instance(name)
+    cfgs = [TrainConfig(instance=inst, estimator=e, G=8, eta=eta, steps=12, delay=DelaySpec("fixed", d=3), seed=s)
             for s, e in ((0, "gmc"), (1, "grpo"))]
     prof = profile_phases(inst, cfgs)
     for rec, r in zip(prof["records"], run_many(cfgs)):
         for mine, theirs in ((rec.J[:-1], r.J[:-1]), (rec.gn2[:-1], r.grad_norm2[:-1]), (rec.chi2, r.chi2),
-                             (rec.ghat, r.ghat_norm2), (rec.gpar, r.gpar_norm2), (rec.gdot, r.gdot), (rec.ess, r.ess),
+                             (rec.ghat, r.ghat_norm2), (rec.gpar, r.gpar_norm2), (rec.gdot, r.gdot), (rec.gneg, r.gneg),
+                             (rec.ess, r.ess),
                              (rec.lrmax, r.logratio_max), (rec.clip, r.clip_frac)):
             assert np.array_equal(mine, theirs, equal_nan=True)
     assert set(prof["phases"]) == set(PHASES) and prof["steps"] == 24 and prof["total_us"] > 0
