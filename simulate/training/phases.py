@@ -394,16 +394,21 @@ def update_nb(pb, ws, run, k, g2, rec):
         rec.gneg[k] = dneg / gn if gn > 0.0 else 0.0
     N, T = ws.states.shape
     S, V = ws.ghat.shape[1], ws.ghat.shape[2]
+    # tabular SGD moves only the parameters with ĝ ≠ 0, all on the visited rows: those are the rows policy_nb must
+    # recompute (a visited row whose step rounds to nothing is recomputed to the same values)
+    sgd_marks = not pb.use_phi and run.opt == 0
     for n in range(N):  # score_nb's marks cleared and the rows it wrote zeroed, for the next step
         for t in range(T):
             s = ws.states[n, t]
+            if sgd_marks and ws.seen[t * S + s]:
+                ws.changed[t * S + s] = True
             ws.seen[t * S + s] = False
             for a in range(V):
                 ws.ghat[t, s, a] = 0.0
                 ws.gneg[t, s, a] = 0.0
     bc1 = 1.0 - run.beta1 ** (k + 1)  # Adam's bias corrections (unused by SGD)
     bc2 = 1.0 - run.beta2 ** (k + 1)
-    if not pb.use_phi:  # θ = w: the same steps row by row, marking the rows whose logits change (policy_nb)
+    if not pb.use_phi and run.opt != 0:  # Adam moves every parameter with a moment: row by row, marking changes
         grows = pb.grad_rows  # pb.par_idx is these rows' entries, in this order
         for u in range(grows.shape[0]):
             r = grows[u]
