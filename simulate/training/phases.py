@@ -360,19 +360,13 @@ def update_nb(pb, ws, run, k, g2, rec):
         to_params_nb(pb, ws.ghat, ws.gblk, ws.gw, ws.seen, True)
     gw, par, m1, m2 = ws.gw, ws.par, ws.m1, ws.m2
     idx = pb.par_idx  # the parameters a step moves, ascending: every sum below skips only exact zeros
-    gp2 = 0.0
     if pb.use_phi:
+        gp2 = 0.0
         for u in range(idx.shape[0]):
             gp2 += gw[idx[u]] * gw[idx[u]]
-    else:  # gw = ĝ: 0 off the visited rows, so those rows ascending give the same sum (as score_nb's ‖ĝ‖²)
-        Vg = ws.ghat.shape[2]
-        rows = pb.grad_rows
-        for u in range(rows.shape[0]):
-            r = rows[u]
-            if ws.seen[r]:
-                for a in range(Vg):
-                    gp2 += gw[r * Vg + a] * gw[r * Vg + a]
-    rec.gpar[k] = gp2
+        rec.gpar[k] = gp2
+    else:  # gw = ĝ on pb.par_idx (every entry of the visited rows): score_nb's ‖ĝ‖², the same sum in the same order
+        rec.gpar[k] = rec.ghat[k]
     if run.diagnostics:
         gn = math.sqrt(g2)
         dot = 0.0
@@ -381,7 +375,7 @@ def update_nb(pb, ws, run, k, g2, rec):
             for u in range(idx.shape[0]):
                 dot += gw[idx[u]] * ws.gJ[idx[u]]
                 dneg += ws.gneg_w[idx[u]] * ws.gJ[idx[u]]
-        else:  # as gp2: the visited rows ascending (∇J is finite, so an entry with ĝ = 0 adds ±0, and a sum from +0 is never −0)
+        else:  # the visited rows ascending (∇J is finite, so an entry with ĝ = 0 adds ±0, and a sum from +0 is never −0)
             Vg = ws.ghat.shape[2]
             rows = pb.grad_rows
             for u in range(rows.shape[0]):

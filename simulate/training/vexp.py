@@ -12,7 +12,7 @@ code), so its result is glibc's bit for bit wherever that routine runs its main 
     k = round(x·N/ln 2),  r = x − k·ln2hi/N − k·ln2lo/N  (two FMAs),  N = 128,
     e^x = 2^{k/N} (1 + tail_j + r + r²(C2 + r C3) + r⁴(C4 + r C5)),  j = k mod N,
 
-with ``2^{j/N} = H_j (1 + tail_j)`` tabulated (:data:`TABLE`, made here from 200-bit ``2^{j/N}`` and checked equal
+with ``2^{j/N} = H_j (1 + tail_j)`` tabulated (:data:`TABLE`, made here from ≈ 200-bit ``2^{j/N}`` and checked equal
 to glibc's table). Off that range (``|x| ≥ 512``, ±∞, NaN) :func:`exp_inplace_nb` calls ``math.exp`` itself,
 so every input gives glibc's result (``tests/test_training_vexp.py``: 27 million inputs over every exponent range
 and random bit patterns, and a golden file that pins the bits where ``math.exp`` is not the FMA routine). The
@@ -50,15 +50,17 @@ TOP_EXP = 0x407
 
 def make_table() -> np.ndarray:
     """``(2N,)`` int64: ``[2j]`` the bits of ``tail_j = 2^{j/N}/H_j − 1`` and ``[2j+1]`` those of ``H_j`` (``2^{j/N}``
-    rounded to float64) less ``j·2⁵²/N``, from ``2^{j/N}`` to 200 bits."""
-    import mpmath
+    rounded to float64) less ``j·2⁵²/N``, from ``2^{j/N}`` to 60 decimal digits (≈ 200 bits; ``decimal`` rounds its
+    power and its conversion to float correctly)."""
+    import decimal
 
     out = np.empty(2 * N, dtype=np.int64)
-    with mpmath.workprec(200):
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
         for j in range(N):
-            v = mpmath.power(2, mpmath.mpf(j) / N)
+            v = decimal.Decimal(2) ** (decimal.Decimal(j) / N)
             head = float(v)
-            out[2 * j] = struct.unpack("<q", struct.pack("<d", float(v / mpmath.mpf(head) - 1)))[0]
+            out[2 * j] = struct.unpack("<q", struct.pack("<d", float(v / decimal.Decimal(head) - 1)))[0]
             out[2 * j + 1] = struct.unpack("<q", struct.pack("<d", head))[0] - (j << 52) // N
     return out
 
